@@ -1,0 +1,76 @@
+# jetdqn: the two commands a user needs are `make bench-pong` and `make test`; both install first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Pinned so pip never resolves a newer torch (which would pull several GB of CUDA packages on x86).
+# On a Jetson (L4T container or JetPack's NVIDIA wheel) the system torch is used instead: see README.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install test test-slow lint train bench-pong bench-convs bench-replay play xvfb clean docker-l4t docker-x86 docker-run
+
+install: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml Makefile
+	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
+	  echo "install: using the system torch ($$($(PYTHON) -c 'import torch; print(torch.__version__)'))"; \
+	  $(PYTHON) -m venv --system-site-packages $(VENV); \
+	else \
+	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip && \
+	  $(PY) -m pip install -q "$(TORCH_SPEC)"; \
+	fi
+	$(PY) -m pip install -q -e ".[display,plot,zstd,test]"
+	@touch $(STAMP)
+
+# Xvfb gives the display tests and the display rows of the benchmark a real X server.
+xvfb:
+	@command -v Xvfb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Xvfb (apt-get install -y xvfb)"; \
+	    (apt-get install -y -qq xvfb >/dev/null 2>&1 || (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq xvfb >/dev/null 2>&1)) \
+	      || echo "Xvfb could not be installed: display tests will be skipped"; \
+	  else echo "Xvfb is not installed (sudo apt-get install xvfb): display tests will be skipped"; fi; }
+
+lint: install
+	$(PY) -m pyflakes jetdqn tests 2>/dev/null || true
+	@if [ -d docker ] && ls docker/Dockerfile* >/dev/null 2>&1; then \
+	  $(VENV)/bin/hadolint docker/Dockerfile docker/Dockerfile.l4t && \
+	  $(VENV)/bin/shellcheck docker/run.sh && echo "lint: hadolint and shellcheck found nothing"; fi
+
+test: install xvfb lint
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-slow: install xvfb
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+train: install
+	$(PY) -m jetdqn.train --preset seed-tx1 --game pong --total-steps 1000000 --run-dir runs/pong-seed-tx1
+
+play: install
+	$(PY) -m jetdqn.play --display-freq 3
+
+# The benchmark table on this machine; display rows run under Xvfb when there is no screen.
+bench-pong: install xvfb
+	@if [ -z "$$DISPLAY" ] && command -v xvfb-run >/dev/null 2>&1; then \
+	  xvfb-run -a -s "-screen 0 1280x1024x24" $(PY) -m jetdqn.bench pong $(BENCH_ARGS); \
+	else $(PY) -m jetdqn.bench pong $(BENCH_ARGS); fi
+
+bench-convs: install
+	$(PY) -m jetdqn.bench convs
+
+bench-replay: install
+	$(PY) -m jetdqn.bench replay --game pong
+
+docker-l4t:
+	docker build -f docker/Dockerfile.l4t -t jetdqn:l4t .
+
+docker-x86:
+	docker build -f docker/Dockerfile -t jetdqn:x86 .
+
+docker-run:
+	docker/run.sh $(or $(IMAGE),jetdqn:l4t) $(CMD)
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -1,0 +1,21 @@
+"""``jetdqn train|play|bench|telemetry ...``: one console script for the package's commands."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {"train": "jetdqn.train", "play": "jetdqn.play", "bench": "jetdqn.bench",
+                "telemetry": "jetdqn.telemetry.__main__"}
+    if not argv or argv[0] not in commands:
+        print("usage: jetdqn {train,play,bench,telemetry} [flags]  (each takes --help)", file=sys.stderr)
+        return 2
+    import importlib
+    module = importlib.import_module(commands[argv[0]])
+    return module.main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Checkpoints: written atomically, read without unpickling code, refused with one sentence when wrong.
+
+A save goes to a temporary file in the same directory, is fsync'ed, then renamed over the old one, so a
+run killed at any moment (kill -9 included) leaves the previous checkpoint whole. Loading uses
+``torch.load(weights_only=True)``: only tensors and plain containers, so a checkpoint from someone else
+cannot run code. Everything in a checkpoint is therefore a tensor, a number, a string, a list or a dict.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+FORMAT = "jetdqn-checkpoint"
+VERSION = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be used; the message says which file and what to do."""
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(str(path), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_dir(path.parent)
+
+
+def rng_state(np_rng: np.random.Generator) -> dict:
+    import random
+    version, internal, gauss = random.getstate()
+    return {"torch": torch.get_rng_state(), "numpy": np_rng.bit_generator.state,
+            "python": [version, list(internal), gauss],
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def restore_rng(state: dict, np_rng: np.random.Generator) -> None:
+    import random
+    torch.set_rng_state(state["torch"])
+    np_rng.bit_generator.state = state["numpy"]
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    if state.get("cuda") and torch.cuda.is_available():
+        try:
+            torch.cuda.set_rng_state_all(state["cuda"])
+        except RuntimeError:
+            pass  # a different number of GPUs: keep the fresh CUDA seeds
+
+
+def save(path: Path, *, agent_state: dict, network: dict, env_name: str, counters: dict, rng: dict,
+         config: dict) -> None:
+    payload = {"format": FORMAT, "version": VERSION, "env": env_name, "network": network,
+               "agent": agent_state, "counters": counters, "rng": rng, "config": config}
+    atomic_torch_save(payload, path)
+
+
+def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] = None,
+         map_location: Any = "cpu") -> dict:
+    """Read a checkpoint and check that it fits the env and network at hand."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"no checkpoint at {path}; check the path or train one first.")
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # truncated zip, random bytes, pickled code refused by weights_only
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{path} is corrupt, truncated or not a safe checkpoint ({reason}); "
+                              "delete it or point to another checkpoint.") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a jetdqn checkpoint; give a file written by jetdqn.train.")
+    if env_name is not None and payload.get("env", "").lower() != env_name.lower():
+        raise CheckpointError(f"{path} was trained on {payload.get('env')!r}, not {env_name!r}; "
+                              f"pass --game/--env {payload.get('env')} or another checkpoint.")
+    if network is not None:
+        theirs = payload.get("network", {})
+        if theirs.get("shapes") != network.get("shapes") or theirs.get("class") != network.get("class"):
+            raise CheckpointError(
+                f"{path} holds a different network ({theirs.get('class')}, {theirs.get('n_actions')} actions, "
+                f"input {theirs.get('obs_shape')}) than this run builds ({network.get('class')}, "
+                f"{network.get('n_actions')} actions, input {network.get('obs_shape')}); "
+                "use the same --game/--env, --history and --dueling as the run that wrote it.")
+    return payload
+
+
+def save_model_only(path: Path, agent_state: dict, network: dict, env_name: str, config: dict) -> None:
+    """A small file with the online network alone (for sharing trained weights)."""
+    atomic_torch_save({"format": FORMAT, "version": VERSION, "env": env_name, "network": network,
+                       "agent": {"online": agent_state["online"]}, "counters": {}, "config": config}, path)

@@ -1,0 +1,232 @@
+"""Every setting of a run, in one frozen dataclass, and the presets.
+
+The command line is generated from the fields below (their ``help`` metadata becomes ``--help``), so a
+setting exists in exactly one place. Precedence: field default < ``--preset`` < explicit flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+class ConfigError(ValueError):
+    """A setting a user gave is wrong; the message is one sentence that says what to do."""
+
+
+def _f(default: Any, help: str, choices: Optional[tuple] = None, cli: bool = True):
+    return field(default=default, metadata={"help": help, "choices": choices, "cli": cli})
+
+
+@dataclass(frozen=True)
+class Config:
+    # --- what to train on
+    game: Optional[str] = _f("pong", "ALE game id (pong, breakout, space_invaders, ...).")
+    env: Optional[str] = _f(None, "A gymnasium env id with discrete actions and vector observations "
+                                  "(e.g. CartPole-v1); overrides --game.")
+    preset: Optional[str] = _f(None, "Start from a preset: nature, seed-tx1, smoke, cartpole.")
+    # --- run length and schedule (steps are agent steps: one action, 4 emulator frames on Atari)
+    total_steps: int = _f(50_000_000 // 4, "Agent steps to train for, summed over all envs.")
+    learn_start: int = _f(50_000, "Steps of acting before the first update (the replay fills first).")
+    replay_size: int = _f(1_000_000, "Transitions the replay holds.")
+    batch_size: int = _f(32, "Minibatch size of an update.")
+    train_freq: int = _f(4, "Env steps per update (the replay ratio is 1/train_freq).")
+    target_update: int = _f(10_000, "Env steps between target-network syncs.")
+    gamma: float = _f(0.99, "Discount factor.")
+    # --- optimiser and loss
+    optimizer: str = _f("adam", "Optimiser.", ("adam", "rmsprop"))
+    lr: float = _f(1e-4, "Learning rate.")
+    adam_eps: float = _f(1.5e-4, "Adam epsilon (Rainbow/Dopamine's value, scaled for batch 32).")
+    rmsprop_alpha: float = _f(0.95, "RMSProp squared-gradient decay (DeepMind: 0.95).")
+    rmsprop_eps: float = _f(0.01, "RMSProp epsilon (DeepMind's centered RMSProp: 0.01).")
+    loss: str = _f("huber", "Huber loss (equal to clipping the TD error to +-1 in the gradient) or MSE.",
+                   ("huber", "mse"))
+    grad_clip: float = _f(10.0, "Clip the global gradient norm to this (0 = off).")
+    double: bool = _f(True, "Double DQN target (online net picks, target net evaluates); "
+                            "--no-double gives the 2015 Nature rule.")
+    dueling: bool = _f(False, "Dueling value/advantage head.")
+    # --- exploration
+    eps_start: float = _f(1.0, "Initial epsilon of epsilon-greedy acting.")
+    eps_end: float = _f(0.01, "Final epsilon.")
+    eps_decay_steps: int = _f(1_000_000, "Steps over which epsilon falls linearly to eps_end.")
+    # --- Atari preprocessing (Nature DQN)
+    frame_skip: int = _f(4, "Emulator frames per action (max over the last two).")
+    history: int = _f(4, "Frames stacked into one observation (Atari).")
+    noop_max: int = _f(30, "Up to this many no-op actions at the start of each game.")
+    clip_rewards: bool = _f(True, "Clip rewards to +-1 for learning (scores stay raw).")
+    terminal_on_life_loss: bool = _f(True, "A lost life ends the episode for learning, not for scoring.")
+    max_episode_steps: int = _f(27_000, "Truncate a game after this many agent steps (108k frames).")
+    # --- runtime
+    seed: int = _f(0, "Seed for torch, numpy, the envs and the replay sampler.")
+    device: str = _f("auto", "Where the network runs.", ("auto", "cpu", "cuda"))
+    threads: int = _f(0, "torch intra-op threads (0 = torch's default).")
+    cudnn_benchmark: bool = _f(False, "cudnn.benchmark: time the convolution algorithms, keep the fastest.")
+    cudnn_fastest: bool = _f(False, "Lua's cudnn.fastest: benchmark with no limit on candidates "
+                                    "(benchmark_limit = 0) and TF32 allowed.")
+    cudnn_deterministic: bool = _f(False, "Deterministic cuDNN algorithms (slower; turns benchmark off).")
+    amp: str = _f("off", "Mixed precision for the network.", ("off", "bf16", "fp16"))
+    compile: bool = _f(False, "torch.compile the network (slow first steps, faster after).")
+    # --- display and telemetry
+    display_freq: int = _f(0, "Show 1 of every N frames in a window (0 = no display).")
+    telemetry: str = _f("auto", "Telemetry sampler.", ("auto", "tegrastats", "jtop", "procfs", "off"))
+    tegrastats_path: str = _f("tegrastats", "The tegrastats binary the sampler starts.")
+    telemetry_interval_ms: int = _f(500, "Telemetry sampling interval in milliseconds.")
+    # --- logging, checkpoints, evaluation
+    log_every: int = _f(1000, "Steps between log.jsonl records.")
+    checkpoint_every: int = _f(100_000, "Steps between checkpoints (one more at the end).")
+    eval_every: int = _f(0, "Steps between evaluations (0 = only at the end when eval_episodes > 0).")
+    eval_episodes: int = _f(0, "Episodes per evaluation.")
+    eval_eps: float = _f(0.05, "Epsilon during evaluation.")
+    run_dir: Optional[str] = _f(None, "Run directory (default runs/<game>-<seed>).")
+    resume: bool = _f(False, "Continue the run in --run-dir from its last checkpoint.")
+    overwrite: bool = _f(False, "Delete what --run-dir holds and start over.")
+    allow_large_replay: bool = _f(False, "Allocate the replay even when it exceeds the available memory.")
+    progress: str = _f("auto", "Progress display: a bar on a terminal, plain lines otherwise.",
+                       ("auto", "bar", "lines", "off"))
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def is_atari(self) -> bool:
+        return self.env is None
+
+    @property
+    def env_name(self) -> str:
+        return self.env if self.env else self.game
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def validate(self) -> "Config":
+        positive = ["total_steps", "replay_size", "batch_size", "train_freq", "target_update",
+                    "frame_skip", "history", "log_every", "checkpoint_every", "max_episode_steps"]
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(self, name)}.")
+        for name in ["learn_start", "noop_max", "display_freq", "eval_every", "eval_episodes", "threads",
+                     "eps_decay_steps"]:
+            if getattr(self, name) < 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(self, name)}.")
+        for name in ["eps_start", "eps_end", "eval_eps"]:
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be between 0 and 1, got {getattr(self, name)}.")
+        if not 0.0 < self.gamma <= 1.0:
+            raise ConfigError(f"--gamma must be in (0, 1], got {self.gamma}.")
+        if self.lr <= 0:
+            raise ConfigError(f"--lr must be positive, got {self.lr}.")
+        if self.batch_size > self.replay_size:
+            raise ConfigError(f"--batch-size {self.batch_size} is larger than --replay-size {self.replay_size}.")
+        if self.resume and self.overwrite:
+            raise ConfigError("--resume and --overwrite contradict each other; pick one.")
+        if self.telemetry_interval_ms < 50:
+            raise ConfigError("--telemetry-interval-ms must be at least 50.")
+        return self
+
+
+# Presets: only the fields that differ from the defaults above.
+PRESETS: dict[str, dict[str, Any]] = {
+    # DeepMind's Nature DQN (Mnih et al. 2015), with Double DQN on by default (--no-double for the original).
+    "nature": dict(replay_size=1_000_000, learn_start=50_000, batch_size=32, train_freq=4,
+                   target_update=10_000, optimizer="rmsprop", lr=2.5e-4, rmsprop_alpha=0.95,
+                   rmsprop_eps=0.01, eps_start=1.0, eps_end=0.1, eps_decay_steps=1_000_000,
+                   total_steps=50_000_000, grad_clip=0.0, loss="huber"),
+    # The 2017 Jetson TX1 run (FACTS.md): the settings behind the 56 s / 46 s / 37 s table.
+    "seed-tx1": dict(replay_size=50_000, learn_start=5_000, batch_size=32, train_freq=4,
+                     target_update=10_000, optimizer="rmsprop", lr=2.5e-4, rmsprop_alpha=0.95,
+                     rmsprop_eps=0.01, eps_start=1.0, eps_end=0.1, eps_decay_steps=1_000_000,
+                     grad_clip=0.0, loss="huber", total_steps=6_000),
+    # Tiny, for tests and smoke runs: a few hundred real Pong steps.
+    "smoke": dict(total_steps=300, learn_start=100, replay_size=1_000, batch_size=8, train_freq=4,
+                  target_update=100, log_every=100, checkpoint_every=200, eps_decay_steps=1_000,
+                  noop_max=30),
+    # CartPole-v1 with an MLP: solves (eval mean >= 195) well within 50k steps on a CPU.
+    "cartpole": dict(env="CartPole-v1", total_steps=50_000, learn_start=1_000, replay_size=50_000,
+                     batch_size=64, train_freq=1, target_update=500, lr=5e-4, optimizer="adam",
+                     adam_eps=1e-8, eps_start=1.0, eps_end=0.02, eps_decay_steps=10_000, gamma=0.99,
+                     clip_rewards=False, history=1, grad_clip=10.0, log_every=1000,
+                     checkpoint_every=10_000, eval_every=5_000, eval_episodes=10, eval_eps=0.0,
+                     max_episode_steps=500),
+}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def build_parser(prog: str, description: str, fields: Optional[set[str]] = None) -> argparse.ArgumentParser:
+    """An argparse parser with one flag per Config field (bools get --x / --no-x)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     argument_default=argparse.SUPPRESS)
+    for f in dataclasses.fields(Config):
+        if not f.metadata.get("cli", True) or (fields is not None and f.name not in fields):
+            continue
+        help_text = f.metadata.get("help", "")
+        default = f.default
+        if f.type in ("bool", bool):
+            parser.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction,
+                                help=f"{help_text} (default: {default})")
+            continue
+        kind = {"int": int, "float": float}.get(str(f.type), str)
+        if str(f.type) == "int":
+            kind = _int_like
+        parser.add_argument(_flag(f.name), type=kind, choices=f.metadata.get("choices"),
+                            metavar=None if f.metadata.get("choices") else f.name.upper(),
+                            help=f"{help_text} (default: {default})")
+    return parser
+
+
+def _int_like(text: str) -> int:
+    """Accept 50000, 50_000, 5e4 and 1M-style values for step counts."""
+    t = text.strip().lower().replace("_", "")
+    mult = 1
+    if t.endswith("k"):
+        mult, t = 1_000, t[:-1]
+    elif t.endswith("m"):
+        mult, t = 1_000_000, t[:-1]
+    try:
+        value = float(t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+    return int(value)
+
+
+def make_config(explicit: dict[str, Any]) -> Config:
+    """Defaults, then the preset named in ``explicit`` (if any), then the explicit values."""
+    values: dict[str, Any] = {}
+    preset = explicit.get("preset")
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}.")
+        values.update(PRESETS[preset])
+    values.update(explicit)
+    if "env" in explicit and explicit["env"] and "game" not in explicit:
+        values["game"] = None
+    if "game" in explicit and explicit["game"] and "env" not in explicit:
+        values["env"] = None
+    if values.get("env") is None and values.get("game") is None:
+        values["game"] = "pong"
+    return Config(**values).validate()
+
+
+def parse_config(argv: Optional[list[str]], prog: str = "python -m jetdqn.train",
+                 description: str = "Train a DQN.") -> Config:
+    parser = build_parser(prog, description)
+    ns = parser.parse_args(argv)
+    return make_config(vars(ns))
+
+
+def config_from_json(text: str) -> Config:
+    data = json.loads(text)
+    known = {f.name for f in dataclasses.fields(Config)}
+    return Config(**{k: v for k, v in data.items() if k in known})
+
+
+def fail(message: str, code: int = 2) -> "NoReturn":  # noqa: F821
+    """Print one sentence for the user and exit, never a traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(code)

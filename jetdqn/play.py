@@ -1,0 +1,143 @@
+"""A trained (or untrained) agent plays, shown on screen.  ``python -m jetdqn.play --display-freq 3``.
+
+Scores are whole games with raw rewards. The window shows the original colour screen, 1 of every
+``--display-freq`` agent steps; ``--record`` writes those frames (or all with ``--record-all``) to a video.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Optional
+
+import numpy as np
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m jetdqn.play", description=__doc__.splitlines()[0])
+    p.add_argument("--checkpoint", help="A checkpoint (checkpoints/latest.pt or a model-only file); "
+                                        "without one an untrained network plays.")
+    p.add_argument("--game", default=None, help="ALE game id (default: the checkpoint's game, else pong).")
+    p.add_argument("--env", default=None, help="A gymnasium env id instead of an Atari game.")
+    p.add_argument("--episodes", type=int, default=3, help="Games to play (default 3).")
+    p.add_argument("--eps", type=float, default=0.05, help="Epsilon of epsilon-greedy play (default 0.05).")
+    p.add_argument("--display-freq", type=int, default=3, help="Show 1 of every N frames; 0 = no window (default 3).")
+    p.add_argument("--fps", type=int, default=0, help="Slow play to N agent steps per second (0 = as fast as it runs).")
+    p.add_argument("--record", default=None, help="Write the shown frames to this video file (.mp4).")
+    p.add_argument("--record-all", action="store_true", help="Record every frame, not only the shown ones.")
+    p.add_argument("--max-steps", type=int, default=0, help="Stop after this many agent steps (0 = no limit).")
+    p.add_argument("--seed", type=int, default=0, help="Seed for the env and epsilon (default 0).")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--json", action="store_true", help="Print the summary as one JSON object.")
+    return p
+
+
+def play(args: argparse.Namespace, out=print) -> dict:
+    from . import checkpoint as ckpt
+    from .agent import DQNAgent
+    from .config import ConfigError, make_config
+    from .envs import FrameStack, make_env
+    from .render import make_renderer
+    from .runtime import pick_device
+
+    for name in ("episodes", "display_freq", "fps", "max_steps"):
+        if getattr(args, name) < 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}.")
+    if not 0.0 <= args.eps <= 1.0:
+        raise ConfigError(f"--eps must be between 0 and 1, got {args.eps}.")
+    if args.episodes == 0 and args.max_steps == 0:
+        raise ConfigError("--episodes 0 with no --max-steps would play forever; give one of them.")
+
+    saved: dict = {}
+    payload = None
+    if args.checkpoint:
+        payload = ckpt.load(args.checkpoint)  # checked against env and network below
+        saved = payload.get("config", {})
+    explicit: dict = {}
+    for key in ("history", "dueling", "frame_skip", "noop_max", "max_episode_steps", "game", "env"):
+        if key in saved and saved[key] is not None:
+            explicit[key] = saved[key]
+    if args.env:
+        explicit.update(env=args.env, game=None)
+    elif args.game:
+        explicit.update(game=args.game, env=None)
+    explicit.update(seed=args.seed, device=args.device, telemetry="off")
+    cfg = make_config(explicit)
+    device = pick_device(cfg.device)
+    env = make_env(cfg, args.seed)
+    agent = DQNAgent(cfg, (cfg.history, *env.frame_shape), env.n_actions, device)
+    if payload is not None:
+        ckpt.load(args.checkpoint, env_name=cfg.env_name, network=agent.network_spec())
+        agent.online.load_state_dict(payload["agent"]["online"])
+        out(f"playing {cfg.env_name} with {args.checkpoint} (trained {payload.get('counters', {}).get('step', '?')} steps)")
+    else:
+        out(f"playing {cfg.env_name} with an untrained network (no --checkpoint): expect random-level scores")
+    agent.online.eval()
+    renderer = make_renderer(args.display_freq, f"jetdqn play: {cfg.env_name}", out, record=args.record,
+                             record_all=args.record_all, fps=args.fps or 30)
+    rng = np.random.default_rng(args.seed)
+    stack = FrameStack(cfg.history, env.frame_shape, env.frame_dtype)
+    scores: list[float] = []
+    stepped = 0
+    t0 = time.monotonic()
+    try:
+        while args.episodes == 0 or len(scores) < args.episodes:
+            stack.reset(env.reset())
+            score = 0.0
+            while True:
+                t_step = time.monotonic()
+                action = agent.act(stack.frames[None], args.eps, rng)[0]
+                st = env.step(int(action))
+                stepped += 1
+                score += st.reward
+                if renderer is not None:
+                    renderer.offer(env.screen_rgb, step=stepped, episode_return=score, epsilon=args.eps)
+                if st.game_over or st.truncated:
+                    break
+                if cfg.terminal_on_life_loss and st.life_lost:
+                    stack.reset(st.frame)
+                else:
+                    stack.push(st.frame)
+                if args.max_steps and stepped >= args.max_steps:
+                    break
+                if args.fps:
+                    time.sleep(max(0.0, 1.0 / args.fps - (time.monotonic() - t_step)))
+            if args.max_steps and stepped >= args.max_steps and not (st.game_over or st.truncated):
+                out(f"stopped at --max-steps {args.max_steps} in game {len(scores) + 1} (score so far {score:.0f})")
+                break
+            scores.append(score)
+            out(f"episode {len(scores)}: score {score:.0f}")
+    finally:
+        shown = renderer.shown if renderer is not None else 0
+        recorded = renderer.recorded if renderer is not None else 0
+        if renderer is not None:
+            renderer.close()
+        env.close()
+    return {"episodes": len(scores), "mean_score": float(np.mean(scores)) if scores else None,
+            "scores": scores, "frames_stepped": stepped, "frames_shown": shown, "frames_recorded": recorded,
+            "seconds": round(time.monotonic() - t0, 2), "checkpoint": args.checkpoint, "env": cfg.env_name}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    from .checkpoint import CheckpointError
+    from .config import ConfigError, fail
+
+    args = build_parser().parse_args(argv)
+    quiet = (lambda *_: None) if args.json else print
+    try:
+        result = play(args, out=quiet)
+    except (ConfigError, CheckpointError) as exc:
+        fail(str(exc))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        mean = "-" if result["mean_score"] is None else f"{result['mean_score']:.2f}"
+        print(f"episodes {result['episodes']}, mean score {mean}, frames stepped {result['frames_stepped']}, "
+              f"frames shown {result['frames_shown']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

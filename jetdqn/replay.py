@@ -1,0 +1,183 @@
+"""The replay: a ring buffer per env stream that stores each frame once and rebuilds stacks at sampling.
+
+A transition at slot i is (stack ending at frame i, action i, reward i, terminal i, stack ending at i+1).
+Storing frames rather than stacks costs 7,056 bytes per 84x84 transition instead of 28,224 (next_obs
+derived) or 56,448 (both stored): 1M transitions fit in 7.1 GB. The price is a gather of ``history``
+frames per sample and care at episode starts: a stack never reaches back across the start of an
+episode (those frames are zeros, as the actor sees them) nor into slots already overwritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class ReplayTooLarge(RuntimeError):
+    pass
+
+
+@dataclass
+class Batch:
+    obs: np.ndarray        # (B, history, *frame)
+    actions: np.ndarray    # (B,) int64
+    rewards: np.ndarray    # (B,) float32 (already clipped when clipping is on)
+    dones: np.ndarray      # (B,) float32: 1 where the next state is terminal (no bootstrap)
+    next_obs: np.ndarray
+
+
+def replay_bytes(capacity: int, frame_shape: tuple, dtype) -> int:
+    """Bytes the buffer allocates: one frame plus action, reward and two flags per transition."""
+    frame = int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
+    return capacity * (frame + 1 + 4 + 1 + 1)
+
+
+def available_memory_bytes() -> int:
+    try:
+        import psutil
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    return 0
+
+
+def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = False) -> int:
+    """Refuse, before allocating, a replay that would not fit in the memory that is available now."""
+    need = replay_bytes(capacity, frame_shape, dtype)
+    avail = available_memory_bytes()
+    if avail and need > 0.9 * avail and not allow_large:
+        raise ReplayTooLarge(
+            f"a replay of {capacity:,} transitions needs {need / 1e9:.2f} GB but only {avail / 1e9:.2f} GB "
+            f"of memory is available; lower --replay-size (about {int(0.9 * avail / (need / capacity)):,} "
+            f"fits) or pass --allow-large-replay to allocate it anyway.")
+    return need
+
+
+class ReplayBuffer:
+    """Uniform replay over ``num_streams`` interleaved env streams (one ring each).
+
+    :param capacity: total transitions, split evenly across the streams.
+    :param frame_shape: shape of one frame: (84, 84) for Atari, (4,) for CartPole.
+    :param history: frames per stacked observation (4 on Atari, 1 for vector envs).
+    """
+
+    def __init__(self, capacity: int, frame_shape: tuple, dtype=np.uint8, history: int = 4,
+                 num_streams: int = 1, seed: int = 0, allow_large: bool = False):
+        if capacity < num_streams * 2:
+            raise ValueError(f"replay capacity {capacity} is too small for {num_streams} streams")
+        check_fits(capacity, frame_shape, dtype, allow_large)
+        self.streams = num_streams
+        self.stream_capacity = capacity // num_streams
+        self.capacity = self.stream_capacity * num_streams
+        self.frame_shape = tuple(frame_shape)
+        self.history = history
+        s, c = num_streams, self.stream_capacity
+        # np.zeros maps pages lazily: memory is committed as the buffer fills.
+        self.frames = np.zeros((s, c, *frame_shape), dtype=dtype)
+        self.actions = np.zeros((s, c), dtype=np.uint8)
+        self.rewards = np.zeros((s, c), dtype=np.float32)
+        self.terminal = np.zeros((s, c), dtype=np.bool_)
+        self.first = np.zeros((s, c), dtype=np.bool_)   # frame starts an episode (stack boundary)
+        self.pos = np.zeros(s, dtype=np.int64)          # next slot to write per stream
+        self.size = np.zeros(s, dtype=np.int64)         # filled slots per stream
+        self.rng = np.random.default_rng(seed)
+        self.added = 0
+
+    def __len__(self) -> int:
+        return int(self.size.sum())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.frames, self.actions, self.rewards, self.terminal, self.first))
+
+    @property
+    def bytes_per_transition(self) -> float:
+        return self.nbytes / self.capacity
+
+    def add(self, stream: int, frame: np.ndarray, action: int, reward: float, terminal: bool,
+            first: bool) -> None:
+        """Store the frame the actor saw at step t (the newest frame of its stack), what it did, what it got.
+
+        ``first`` marks the frame that starts an episode for learning (after a reset or a lost life);
+        ``terminal`` marks an action after which there is no bootstrap.
+        """
+        p = self.pos[stream]
+        self.frames[stream, p] = frame
+        self.actions[stream, p] = action
+        self.rewards[stream, p] = reward
+        self.terminal[stream, p] = terminal
+        self.first[stream, p] = first
+        self.pos[stream] = (p + 1) % self.stream_capacity
+        self.size[stream] = min(self.size[stream] + 1, self.stream_capacity)
+        self.added += 1
+
+    def _age(self, s: np.ndarray, i: np.ndarray) -> np.ndarray:
+        """Steps between slot i and the newest slot of its stream (0 = newest)."""
+        return (self.pos[s] - 1 - i) % self.stream_capacity
+
+    def _valid(self, s: np.ndarray, i: np.ndarray) -> np.ndarray:
+        c = self.stream_capacity
+        age = self._age(s, i)
+        stored = age < self.size[s]
+        nxt = (i + 1) % c
+        # The next frame must exist and belong to the same episode, unless i is terminal (no bootstrap).
+        # A step cut by the time limit has its next frame missing (the reset frame is 'first'): skipped.
+        has_next = (age >= 1) & ~self.first[s, nxt]
+        return stored & (self.terminal[s, i] | has_next)
+
+    def _stack(self, s: np.ndarray, i: np.ndarray) -> np.ndarray:
+        """Stacks ending at slots i: zeros where a frame is from an earlier episode or overwritten."""
+        c = self.stream_capacity
+        h = self.history
+        out = np.zeros((len(i), h, *self.frame_shape), dtype=self.frames.dtype)
+        alive = np.ones(len(i), dtype=bool)
+        size = self.size[s]
+        age = self._age(s, i)
+        for k in range(h):
+            j = (i - k) % c
+            if k > 0:
+                # frame j belongs to the stack only if frame j+1 did not start an episode and j is still
+                # stored (older than i, not yet overwritten by the newest frames)
+                alive &= ~self.first[s, (j + 1) % c] & (age + k < size)
+            out[alive, h - 1 - k] = self.frames[s[alive], j[alive]]
+        return out
+
+    def sample(self, batch_size: int) -> Batch:
+        if len(self) < 2:
+            raise ValueError("the replay holds too few transitions to sample")
+        sizes = self.size.astype(np.float64)
+        s = self.rng.choice(self.streams, size=batch_size, p=sizes / sizes.sum()) if self.streams > 1 \
+            else np.zeros(batch_size, dtype=np.int64)
+        i = (self.pos[s] - 1 - (self.rng.random(batch_size) * self.size[s]).astype(np.int64)) % self.stream_capacity
+        for _ in range(100):  # rejection: invalid slots are rare (episode ends, the newest slot)
+            bad = ~self._valid(s, i)
+            if not bad.any():
+                break
+            n = int(bad.sum())
+            i[bad] = (self.pos[s[bad]] - 1 - (self.rng.random(n) * self.size[s[bad]]).astype(np.int64)) \
+                % self.stream_capacity
+        else:
+            raise ValueError("the replay holds no valid transition yet")
+        nxt = (i + 1) % self.stream_capacity
+        return Batch(obs=self._stack(s, i), actions=self.actions[s, i].astype(np.int64),
+                     rewards=self.rewards[s, i].copy(), dones=self.terminal[s, i].astype(np.float32),
+                     next_obs=self._stack(s, nxt))
+
+    # ------------------------------------------------------------- checkpointing
+    def state_dict(self) -> dict:
+        return {"frames": self.frames, "actions": self.actions, "rewards": self.rewards,
+                "terminal": self.terminal, "first": self.first, "pos": self.pos, "size": self.size,
+                "added": self.added, "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name in ("frames", "actions", "rewards", "terminal", "first", "pos", "size"):
+            src = np.asarray(state[name])
+            if src.shape != getattr(self, name).shape:
+                raise ValueError(f"replay {name} has shape {src.shape}, expected {getattr(self, name).shape}")
+            getattr(self, name)[...] = src
+        self.added = int(state["added"])
+        self.rng.bit_generator.state = state["rng"]

@@ -1,0 +1,99 @@
+"""The one place that sets torch's global switches: device, threads, seeds, cuDNN, TF32.
+
+It is called once per process, before any network is built, and returns a report of what was asked
+and what was actually applied. On a machine without CUDA the cuDNN flags are accepted and recorded as
+having no effect, so a benchmark row can never claim a cuDNN speed-up that did not happen.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .config import Config, ConfigError
+
+
+@dataclass
+class Runtime:
+    device: torch.device
+    report: dict = field(default_factory=dict)
+
+
+def pick_device(requested: str) -> torch.device:
+    if requested == "cpu":
+        return torch.device("cpu")
+    if requested == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError("--device cuda was asked for but this machine has no usable CUDA GPU "
+                              "(torch.cuda.is_available() is False); use --device cpu or auto.")
+        return torch.device("cuda")
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def apply(cfg: Config) -> Runtime:
+    """Apply cfg's runtime switches to this process and say what they did."""
+    device = pick_device(cfg.device)
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    cuda = device.type == "cuda"
+    report: dict = {
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if cuda else platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda if cuda else None,
+        "cudnn": torch.backends.cudnn.version() if cuda and torch.backends.cudnn.is_available() else None,
+        "threads": torch.get_num_threads(),
+        "seed": cfg.seed,
+        "amp": cfg.amp,
+        "compile": cfg.compile,
+    }
+    asked = {"cudnn_benchmark": cfg.cudnn_benchmark, "cudnn_fastest": cfg.cudnn_fastest,
+             "cudnn_deterministic": cfg.cudnn_deterministic}
+    report["cudnn_asked"] = asked
+    if not cuda:
+        report["cudnn_applied"] = "no effect: no CUDA device" if any(asked.values()) else "off"
+        report["tf32"] = "no effect: no CUDA device"
+    else:
+        cudnn = torch.backends.cudnn
+        applied = {}
+        if cfg.cudnn_deterministic:
+            # Deterministic wins over speed: benchmark would pick algorithms run to run.
+            cudnn.deterministic = True
+            cudnn.benchmark = False
+            applied["deterministic"] = True
+            applied["benchmark"] = False
+            if cfg.cudnn_benchmark or cfg.cudnn_fastest:
+                applied["note"] = "benchmark/fastest ignored because deterministic was asked"
+        else:
+            cudnn.deterministic = False
+            cudnn.benchmark = bool(cfg.cudnn_benchmark or cfg.cudnn_fastest)
+            applied["benchmark"] = cudnn.benchmark
+            applied["deterministic"] = False
+            if cfg.cudnn_fastest:
+                # Lua's cudnn.fastest picked the fastest algorithm whatever its workspace: in torch, try
+                # every candidate (benchmark_limit = 0) and allow TF32 tensor cores (Ampere and newer).
+                if hasattr(cudnn, "benchmark_limit"):
+                    cudnn.benchmark_limit = 0
+                    applied["benchmark_limit"] = 0
+                cudnn.allow_tf32 = True
+                torch.backends.cuda.matmul.allow_tf32 = True
+                applied["tf32"] = True
+        report["cudnn_applied"] = applied
+        report["tf32"] = {"conv": bool(torch.backends.cudnn.allow_tf32),
+                          "matmul": bool(torch.backends.cuda.matmul.allow_tf32)}
+    if cfg.amp == "fp16" and not cuda:
+        raise ConfigError("--amp fp16 needs a CUDA GPU; on the CPU use --amp bf16 or off.")
+    report["pid"] = os.getpid()
+    return Runtime(device=device, report=report)

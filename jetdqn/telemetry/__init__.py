@@ -1,0 +1,234 @@
+"""Telemetry: where the time goes. One sampler per run, summarised into every log.jsonl record.
+
+``make_sampler`` picks tegrastats (Jetson), then jtop, then /proc (+ NVML on desktop GPUs). Whatever the
+source, the CPU load of *our* threads comes from /proc/self/task deltas, split by role: the emulator
+threads (the loop's time inside env.step, and ale-py's C++ workers) and the learner (the loop's time
+in act/update and torch's worker threads). Sampling is on demand at each summary, plus a light thread
+for sources that only give snapshots (GPU load, tegrastats); ``off`` costs nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+from . import procfs
+
+OWN_THREAD_PREFIX = "jetdqn-"
+
+
+def name_this_thread(name: str) -> None:
+    """Give the calling OS thread a name that `top -H` and /proc show (15 characters at most)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
+class Sampler:
+    """The /proc sampler (any Linux machine); the base of the others."""
+
+    source = "procfs"
+
+    def __init__(self, interval_ms: int = 500, on_event: Callable[[str], None] = print, root: Path = Path("/"),
+                 gpu: bool = True):
+        self.interval_s = interval_ms / 1000.0
+        self.on_event = on_event
+        self.root = Path(root)
+        self.roles: dict[int, str] = {}
+        self.loop_tid = threading.get_native_id()
+        self.n_cores = procfs.present_cores(self.root)
+        self._cpu = None
+        self._threads: dict = {}
+        self._gpu_file = procfs.find_jetson_gpu_load_file(self.root) if gpu else None
+        self._nvml = None if (self._gpu_file or not gpu) else procfs.open_nvml()
+        self._gpu_samples: list[float] = []
+        self._power_samples: list[float] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self.overhead_s = 0.0  # CPU seconds spent sampling, for the overhead measurement
+
+    # -------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        self._cpu = procfs.read_cpu_times(self.root)
+        self._threads = procfs.read_thread_cpu(self.root)
+        if self._gpu_file is not None or self._nvml is not None:
+            self._thread = threading.Thread(target=self._poll, name="jetdqn-telemetry", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def mark_threads(self, role: str, tids: Iterable[int]) -> None:
+        for tid in tids:
+            self.roles[int(tid)] = role
+
+    def _poll(self) -> None:
+        name_this_thread("jetdqn-telemetry")
+        while not self._stop.wait(self.interval_s):
+            t0 = time.thread_time()
+            load = procfs.read_jetson_gpu_load(self._gpu_file) if self._gpu_file else self._nvml.load()
+            power = self._nvml.power_mw() if self._nvml is not None else None
+            with self._lock:
+                if load is not None:
+                    self._gpu_samples.append(load)
+                if power is not None:
+                    self._power_samples.append(power)
+            self.overhead_s += time.thread_time() - t0
+
+    # -------------------------------------------------------------- summaries
+    def _system(self, interval_s: float) -> dict:
+        """System-wide fields for the interval; subclasses take them from their own source."""
+        cpu = procfs.read_cpu_times(self.root)
+        loads = procfs.core_loads(self._cpu or cpu, cpu, self.n_cores)
+        self._cpu = cpu
+        with self._lock:
+            gpu, self._gpu_samples = self._gpu_samples, []
+            power, self._power_samples = self._power_samples, []
+        mem = procfs.read_meminfo(self.root)
+        return {"cpu_per_core": loads, "gpu_load": _mean(gpu), "ram_used_mb": mem["used_mb"],
+                "power_mw": _mean(power)}
+
+    def _threads_delta(self) -> dict[int, tuple[str, float]]:
+        now = procfs.read_thread_cpu(self.root)
+        delta = {}
+        for tid, (name, secs) in now.items():
+            before = self._threads.get(tid, (name, 0.0))[1]
+            delta[tid] = (name, max(0.0, secs - before))
+        self._threads = now
+        return delta
+
+    def summary(self, phase_seconds: Optional[dict] = None, interval_s: float = 1.0) -> dict:
+        """The DESIGN.md telemetry names, averaged over the interval since the previous summary."""
+        t0 = time.thread_time()
+        phase_seconds = phase_seconds or {}
+        record = self._system(interval_s)
+        delta = self._threads_delta()
+        dt = max(interval_s, 1e-6)
+        emulator = phase_seconds.get("emulator", 0.0)
+        learner = phase_seconds.get("learner", 0.0)
+        per_thread = {}
+        total = 0.0
+        for tid, (name, secs) in delta.items():
+            total += secs
+            per_thread[f"{name}:{tid}"] = round(100.0 * secs / dt, 1)
+            role = self.roles.get(tid)
+            if tid == self.loop_tid:
+                continue  # the loop thread's time is split by phase (phase_seconds)
+            if role is None and name.startswith(OWN_THREAD_PREFIX):
+                continue  # our samplers and readers count for neither role
+            if role == "emulator":
+                emulator += secs
+            else:  # torch's intra-op workers, an async learner thread
+                learner += secs
+        loads = [x for x in record["cpu_per_core"] if x is not None]
+        record.update({
+            "cpu_avg": round(sum(loads) / len(loads), 1) if loads else None,
+            "cpu_max": max(loads) if loads else None,
+            "emulator_cpu": round(100.0 * emulator / dt, 1),
+            "learner_cpu": round(100.0 * learner / dt, 1),
+            "process_cpu": round(100.0 * total / dt, 1),
+            "threads_cpu": dict(sorted(per_thread.items(), key=lambda kv: -kv[1])[:8]),
+            "telemetry_source": self.source,
+        })
+        self.overhead_s += time.thread_time() - t0
+        record["telemetry_overhead_s"] = round(self.overhead_s, 5)
+        self.overhead_s = 0.0
+        return record
+
+
+class NullSampler(Sampler):
+    """--telemetry off: no reads, no threads, no fields."""
+
+    source = "off"
+
+    def __init__(self, *args, **kwargs):
+        self.roles = {}
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def summary(self, phase_seconds=None, interval_s: float = 1.0) -> dict:
+        return {"telemetry_source": "off"}
+
+
+class TegrastatsSampler(Sampler):
+    """CPU per core, GR3D, RAM and power rails from a live ``tegrastats``; threads still from /proc."""
+
+    source = "tegrastats"
+
+    def __init__(self, path: str = "tegrastats", interval_ms: int = 500, on_event=print, root: Path = Path("/")):
+        super().__init__(interval_ms, on_event, root, gpu=False)
+        from .tegrastats import TegrastatsReader
+        self.reader = TegrastatsReader(path, interval_ms, on_event)
+
+    def start(self) -> None:
+        self.reader.start()
+        super().start()
+
+    def stop(self) -> None:
+        self.reader.stop()
+        super().stop()
+
+    def _system(self, interval_s: float) -> dict:
+        samples = self.reader.take()
+        if not samples:  # tegrastats died or is slower than the log interval: fall back to /proc
+            return super()._system(interval_s)
+        n = max(len(s.cpu_loads) for s in samples)
+        per_core = []
+        for c in range(n):
+            vals = [s.cpu_loads[c] for s in samples if c < len(s.cpu_loads) and s.cpu_loads[c] is not None]
+            per_core.append(round(sum(vals) / len(vals), 1) if vals else None)
+        self._cpu = procfs.read_cpu_times(self.root)
+        return {"cpu_per_core": per_core,
+                "gpu_load": _mean([s.gpu_load for s in samples if s.gpu_load is not None]),
+                "ram_used_mb": samples[-1].ram_used_mb,
+                "power_mw": _mean([s.total_power_mw for s in samples if s.total_power_mw is not None]),
+                "emc_load": _mean([s.emc_load for s in samples if s.emc_load is not None]),
+                "temps_c": samples[-1].temps_c}
+
+
+def _mean(values: list) -> Optional[float]:
+    values = [v for v in values if v is not None]
+    return round(sum(values) / len(values), 1) if values else None
+
+
+class TelemetryUnavailable(RuntimeError):
+    pass
+
+
+def make_sampler(cfg, on_event: Callable[[str], None] = print) -> Sampler:
+    """The sampler ``cfg.telemetry`` names; ``auto`` tries tegrastats, then jtop, then /proc."""
+    kind = cfg.telemetry
+    interval = cfg.telemetry_interval_ms
+    if kind == "off":
+        return NullSampler()
+    if kind in ("auto", "tegrastats"):
+        if shutil.which(cfg.tegrastats_path):
+            return TegrastatsSampler(cfg.tegrastats_path, interval, on_event)
+        if kind == "tegrastats":
+            from ..config import ConfigError
+            raise ConfigError(f"--telemetry tegrastats: no {cfg.tegrastats_path!r} on this machine (it ships with "
+                              "Jetson Linux); use --telemetry auto or procfs, or --tegrastats-path.")
+    if kind in ("auto", "jtop"):
+        from .jtop import JtopSampler, jtop_available
+        ok, why = jtop_available()
+        if ok:
+            return JtopSampler(interval, on_event)
+        if kind == "jtop":
+            from ..config import ConfigError
+            raise ConfigError(f"--telemetry jtop: {why}; use --telemetry auto or procfs.")
+        if why and "not installed" not in why:
+            on_event(f"telemetry: jtop unavailable ({why}); using /proc")
+    return Sampler(interval, on_event)

@@ -1,0 +1,28 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+TEGRASTATS_SAMPLES = SHARED / "data" / "tegrastats" / "samples.txt"
+
+
+def run_module(module: str, *args: str, env: dict | None = None, timeout: float = 300,
+               check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``python -m module args`` the way a user would, and return what it printed."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{module} {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def tegrastats_lines() -> list[str]:
+    if not TEGRASTATS_SAMPLES.exists():
+        pytest.skip(f"{TEGRASTATS_SAMPLES} is not here (the shared/ folder beside the checkout)")
+    return [l.rstrip("\n") for l in TEGRASTATS_SAMPLES.read_text().splitlines() if l.strip() and not l.startswith("#")]

@@ -1,0 +1,114 @@
+"""The replay: frames stored once, stacks rebuilt without crossing episodes, wrap-around, memory."""
+
+import numpy as np
+import pytest
+
+from jetdqn.replay import ReplayBuffer, ReplayTooLarge, check_fits, replay_bytes
+
+
+def frame(value: int) -> np.ndarray:
+    return np.full((84, 84), value, dtype=np.uint8)
+
+
+def fill(buf: ReplayBuffer, episodes: list[int], stream: int = 0, start_value: int = 1, truncate_last=False):
+    """Write episodes of the given lengths; frame values count up so each frame is identifiable."""
+    v = start_value
+    for e, length in enumerate(episodes):
+        for t in range(length):
+            last = t == length - 1
+            terminal = last and not (truncate_last and e == len(episodes) - 1)
+            buf.add(stream, frame(v), action=v % 6, reward=float(v), terminal=terminal, first=(t == 0))
+            v += 1
+    return v
+
+
+def stack_values(stack: np.ndarray) -> list[int]:
+    return [int(f[0, 0]) for f in stack]
+
+
+def test_stack_never_crosses_an_episode_start():
+    buf = ReplayBuffer(100, (84, 84), history=4, seed=0)
+    fill(buf, [3, 5])  # frames 1-3, then 4-8
+    s = np.zeros(5, dtype=np.int64)
+    i = np.array([0, 1, 2, 3, 4])
+    stacks = buf._stack(s, i)
+    assert stack_values(stacks[0]) == [0, 0, 0, 1]
+    assert stack_values(stacks[2]) == [0, 1, 2, 3]
+    assert stack_values(stacks[3]) == [0, 0, 0, 4]   # episode 2 starts: nothing of episode 1
+    assert stack_values(stacks[4]) == [0, 0, 4, 5]
+
+
+def test_sampled_transitions_are_consistent():
+    buf = ReplayBuffer(1000, (84, 84), history=4, seed=1)
+    fill(buf, [10, 7, 12, 9])
+    batch = buf.sample(256)
+    for o, a, r, d, n in zip(batch.obs, batch.actions, batch.rewards, batch.dones, batch.next_obs):
+        newest = int(o[-1, 0, 0])
+        assert r == newest and a == newest % 6
+        ob, nb = stack_values(o), stack_values(n)
+        # values inside a stack are consecutive (same episode) after the zero padding
+        nz = [x for x in ob if x]
+        assert nz == list(range(nz[0], nz[0] + len(nz)))
+        if d == 0:
+            assert nb[-1] == newest + 1 and nb[:-1] == ob[1:]
+
+
+def test_terminal_transition_is_sampled_and_truncated_one_is_not():
+    buf = ReplayBuffer(100, (84, 84), history=4, seed=2)
+    end = fill(buf, [4], truncate_last=True)        # frames 1-4, cut by a time limit at 4
+    fill(buf, [3], start_value=end)                  # frames 5-7, 7 terminal
+    seen = {int(o[-1, 0, 0]): d for o, d in zip(buf.sample(2000).obs, buf.sample(2000).dones)}
+    batch = buf.sample(2000)
+    newest = {int(o[-1, 0, 0]) for o in batch.obs}
+    assert 4 not in newest                          # no next frame for the truncated step
+    assert 7 in newest                              # terminal step: no next frame needed
+    assert all(d == 1.0 for o, d in zip(batch.obs, batch.dones) if int(o[-1, 0, 0]) == 7)
+    assert seen
+
+
+def test_wrap_around_keeps_the_newest_and_never_uses_overwritten_frames():
+    buf = ReplayBuffer(50, (84, 84), history=4, seed=3)
+    fill(buf, [130], truncate_last=True)             # one long episode, ring wraps twice
+    assert len(buf) == 50
+    batch = buf.sample(500)
+    values = {int(o[-1, 0, 0]) for o in batch.obs}
+    assert min(values) >= 130 - 49 and max(values) <= 129   # newest slot has no next frame yet
+    for o in batch.obs:
+        nz = [x for x in stack_values(o) if x]
+        assert all(x >= 130 - 49 for x in nz)         # frames older than the ring are zeros, not garbage
+        assert nz == list(range(nz[0], nz[0] + len(nz)))
+
+
+def test_streams_are_kept_apart():
+    buf = ReplayBuffer(200, (84, 84), history=4, num_streams=2, seed=4)
+    for t in range(40):  # two envs writing interleaved, as a vector env does
+        buf.add(0, frame(t + 1), 0, 0.0, False, t == 0)
+        buf.add(1, frame(100 + t), 0, 0.0, False, t == 0)
+    batch = buf.sample(300)
+    for o in batch.obs:
+        nz = [x for x in stack_values(o) if x]
+        assert all(x < 100 for x in nz) or all(x >= 100 for x in nz)
+        assert nz == list(range(nz[0], nz[0] + len(nz)))
+
+
+def test_memory_per_transition_is_one_frame():
+    buf = ReplayBuffer(10_000, (84, 84), history=4)
+    assert buf.bytes_per_transition == pytest.approx(84 * 84 + 7, abs=1)
+    # 1M transitions: ~7.06 GB, not the 28 GB of stored stacks
+    assert replay_bytes(1_000_000, (84, 84), np.uint8) / 1e9 == pytest.approx(7.06, abs=0.01)
+
+
+def test_a_replay_that_does_not_fit_is_refused_with_the_flag_to_override():
+    with pytest.raises(ReplayTooLarge, match="--allow-large-replay"):
+        check_fits(10**9, (84, 84), np.uint8)
+    assert check_fits(10**9, (84, 84), np.uint8, allow_large=True) > 0
+
+
+def test_vector_observations():
+    buf = ReplayBuffer(100, (4,), dtype=np.float32, history=1)
+    for t in range(20):
+        buf.add(0, np.full(4, t, dtype=np.float32), t % 2, 1.0, t == 9 or t == 19, t in (0, 10))
+    b = buf.sample(64)
+    assert b.obs.shape == (64, 1, 4) and b.obs.dtype == np.float32
+    ok = b.dones == 0
+    assert np.all(b.next_obs[ok, 0, 0] == b.obs[ok, 0, 0] + 1)
