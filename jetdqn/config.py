@@ -81,6 +81,7 @@ class Config:
     eval_every: int = _f(0, "Steps between evaluations (0 = only at the end when eval_episodes > 0).")
     eval_episodes: int = _f(0, "Episodes per evaluation.")
     eval_eps: float = _f(0.05, "Epsilon during evaluation.")
+    target_return: Optional[float] = _f(None, "End the run once an evaluation's mean return reaches this.")
     run_dir: Optional[str] = _f(None, "Run directory (default runs/<game>-<seed>).")
     resume: bool = _f(False, "Continue the run in --run-dir from its last checkpoint.")
     overwrite: bool = _f(False, "Delete what --run-dir holds and start over.")
@@ -169,9 +170,8 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
             parser.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction,
                                 help=f"{help_text} (default: {default})")
             continue
-        kind = {"int": int, "float": float}.get(str(f.type), str)
-        if str(f.type) == "int":
-            kind = _int_like
+        base = str(f.type).replace("Optional[", "").rstrip("]")
+        kind = {"int": _int_like, "float": float}.get(base, str)
         parser.add_argument(_flag(f.name), type=kind, choices=f.metadata.get("choices"),
                             metavar=None if f.metadata.get("choices") else f.name.upper(),
                             help=f"{help_text} (default: {default})")

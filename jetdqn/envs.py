@@ -56,6 +56,7 @@ class AtariEnv:
         from gymnasium.wrappers import AtariPreprocessing
 
         gym.register_envs(ale_py)
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on every env
         self.game = game
         env = gym.make(_ale_env_id(game), frameskip=1, repeat_action_probability=0.0,
                        full_action_space=False, max_num_frames_per_episode=max_episode_steps * frame_skip)

@@ -83,8 +83,11 @@ class Trainer:
         from .agent import DQNAgent
         from .envs import make_envs
         from .replay import ReplayBuffer
+        from .telemetry import make_sampler
 
         self.cfg = cfg
+        self.progress = Progress(cfg.total_steps, cfg.progress)
+        self.sampler = make_sampler(cfg, self.progress.line)  # before the envs: a bad source fails fast
         self.run_dir = run_dir
         self.rt = runtime.apply(cfg)
         self.rng = np.random.default_rng(cfg.seed)
@@ -106,6 +109,8 @@ class Trainer:
         self.clock = PhaseClock()
         self.resumed_from: Optional[int] = None
         self.stop_requested = False
+        self.reached_target = False
+        self.last_eval: Optional[dict] = None
 
     # ----------------------------------------------------------------- state
     def counters(self) -> dict:
@@ -136,10 +141,11 @@ class Trainer:
     # ----------------------------------------------------------------- the loop
     def run(self, progress: Optional[Progress] = None) -> dict:
         from .render import make_renderer
-        from .telemetry import make_sampler
 
         cfg = self.cfg
-        progress = progress or Progress(cfg.total_steps, cfg.progress)
+        progress = progress or self.progress
+        self.sampler.on_event = progress.line
+        sampler = self.sampler
         self._t_start = time.monotonic()
         if cfg.resume:
             self.restore()
@@ -147,7 +153,6 @@ class Trainer:
                           f"for {cfg.learn_start:,} steps before learning goes on")
         self._write_config()
         log = JsonlWriter(self.run_dir / "log.jsonl")
-        sampler = make_sampler(cfg, progress.line)
         sampler.start()
         sampler.mark_threads("emulator", self.emulator_threads)
         renderer = make_renderer(cfg.display_freq, f"jetdqn train: {cfg.env_name}", progress.line)
@@ -269,7 +274,11 @@ class Trainer:
                     self.clock.seconds = {"emulator": 0.0, "learner": 0.0}
 
                 if cfg.eval_every and cfg.eval_episodes and self.step - self.last_eval_step >= cfg.eval_every:
-                    self.evaluate(progress)
+                    result = self.evaluate(progress)
+                    if cfg.target_return is not None and result["return_mean"] >= cfg.target_return:
+                        self.reached_target = True
+                        progress.line(f"target return {cfg.target_return} reached at step {self.step:,}; stopping")
+                        break
                 if self.step >= next_ckpt:
                     self.save_checkpoint()
                     next_ckpt = (self.step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
@@ -284,13 +293,14 @@ class Trainer:
         if self.stop_requested:
             progress.line(f"interrupted at step {self.step:,}; checkpoint saved, continue with --resume "
                           f"--run-dir {self.run_dir}")
-        elif cfg.eval_episodes and self.last_eval_step != self.step:
+        elif cfg.eval_episodes and self.last_eval_step != self.step and not self.reached_target:
             self.evaluate(progress)
         log.close()
         progress.close()
         self.envs.close()
         summary = dict(summary)
-        summary.update({"run_dir": str(self.run_dir), "frames_shown": shown, "interrupted": self.stop_requested})
+        summary.update({"run_dir": str(self.run_dir), "frames_shown": shown, "interrupted": self.stop_requested,
+                        "reached_target": self.reached_target, "last_eval": self.last_eval})
         return summary
 
     def evaluate(self, progress: Progress) -> dict:
@@ -327,6 +337,7 @@ class Trainer:
         w.write(record)
         w.close()
         self.last_eval_step = self.step
+        self.last_eval = record
         progress.line(f"eval at step {self.step:,}: return {record['return_mean']:.2f} +- {record['return_std']:.2f} "
                       f"over {len(returns)} episodes")
         return record

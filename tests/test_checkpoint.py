@@ -1,0 +1,91 @@
+"""Checkpoints: atomic writes survive kill -9, resume continues the counters, bad files are refused."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from jetdqn import checkpoint as ckpt
+from conftest import ROOT, run_module
+
+
+def smoke_args(run_dir: Path, *extra: str) -> list[str]:
+    return ["--preset", "smoke", "--run-dir", str(run_dir), "--telemetry", "off", *extra]
+
+
+def test_resume_continues_the_step_count(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", *smoke_args(run, "--total-steps", "200"))
+    first = ckpt.load(run / "checkpoints" / "latest.pt")
+    assert first["counters"]["step"] == 200
+    out = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "400")
+    assert "resumed" in out.stdout
+    second = ckpt.load(run / "checkpoints" / "latest.pt")
+    assert second["counters"]["step"] == 400
+    assert second["counters"]["wall_s"] > first["counters"]["wall_s"]
+    steps = [json.loads(l)["step"] for l in (run / "log.jsonl").read_text().splitlines()]
+    assert steps == [100, 200, 300, 400]          # one log, both segments, steps going on
+    config = json.loads((run / "config.json").read_text())
+    assert config["resumed_from_step"] == 200 and config["game"] == "pong"
+
+
+def test_a_run_directory_is_never_overwritten_by_accident(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100"))
+    proc = run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100"), check=False)
+    assert proc.returncode == 2 and "already holds a run" in proc.stderr and "Traceback" not in proc.stderr
+    run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100", "--overwrite"))
+
+
+def test_kill_during_saves_leaves_a_loadable_checkpoint(tmp_path):
+    """kill -9 a run that checkpoints every 50 steps, several times; the last good checkpoint always loads."""
+    run = tmp_path / "run"
+    args = [sys.executable, "-m", "jetdqn.train", *smoke_args(run, "--total-steps", "100000", "--checkpoint-every", "20",
+                                                               "--learn-start", "50")]
+    for attempt, delay in enumerate([2.5, 3.1, 3.7]):
+        cmd = args if attempt == 0 else args + ["--resume"]
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        payload = ckpt.load(run / "checkpoints" / "latest.pt")
+        assert payload["counters"]["step"] > 0
+    leftovers = [p.name for p in (run / "checkpoints").iterdir() if p.name != "latest.pt"]
+    assert all(name.startswith(".latest.pt.tmp") for name in leftovers)   # only a torn temp file, never latest
+
+
+def test_truncated_checkpoint_is_refused_in_one_sentence(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100"))
+    path = run / "checkpoints" / "latest.pt"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ckpt.CheckpointError, match="corrupt, truncated"):
+        ckpt.load(path)
+    proc = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "200", check=False)
+    assert proc.returncode == 2 and "corrupt, truncated" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_mismatched_checkpoint_is_refused(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100"))
+    proc = run_module("jetdqn.play", "--checkpoint", str(run / "checkpoints" / "latest.pt"), "--game", "breakout",
+                      "--display-freq", "0", "--max-steps", "10", check=False)
+    assert proc.returncode == 2 and "trained on 'pong', not 'breakout'" in proc.stderr
+
+
+def test_a_checkpoint_cannot_run_code(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("touch " + str(tmp_path / "pwned"),))
+    path = tmp_path / "evil.pt"
+    torch.save({"format": "jetdqn-checkpoint", "payload": Evil()}, path)
+    with pytest.raises(ckpt.CheckpointError, match="not a safe checkpoint|corrupt"):
+        ckpt.load(path)
+    assert not (tmp_path / "pwned").exists()

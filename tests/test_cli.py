@@ -1,0 +1,71 @@
+"""The command line: flags generated from the config, presets, and one-sentence errors."""
+
+import json
+
+import pytest
+
+from jetdqn.config import PRESETS, ConfigError, make_config, parse_config
+from conftest import run_module
+
+
+def test_presets_and_explicit_flags():
+    cfg = parse_config(["--preset", "seed-tx1", "--game", "breakout", "--lr", "1e-3"])
+    assert (cfg.replay_size, cfg.learn_start, cfg.optimizer, cfg.target_update) == (50_000, 5_000, "rmsprop", 10_000)
+    assert cfg.lr == 1e-3 and cfg.game == "breakout"
+    assert parse_config(["--no-double"]).double is False
+    assert parse_config(["--replay-size", "1M"]).replay_size == 1_000_000
+    assert set(PRESETS) >= {"nature", "seed-tx1", "smoke"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--batch-size", "0"], "--batch-size must be a positive integer"),
+    (["--eps-end", "2"], "--eps-end must be between 0 and 1"),
+    (["--preset", "fast"], "unknown preset 'fast'"),
+    (["--game", "pongg", "--total-steps", "10"], "unknown game 'pongg'"),
+    (["--env", "NoSuchEnv-v0", "--total-steps", "10"], "gymnasium does not know the env 'NoSuchEnv-v0'"),
+    (["--device", "cuda", "--total-steps", "10"], "no usable CUDA GPU"),
+    (["--telemetry", "tegrastats", "--total-steps", "10"], "no 'tegrastats' on this machine"),
+    (["--replay-size", "100000000000", "--total-steps", "10"], "--allow-large-replay"),
+])
+def test_bad_input_gets_one_sentence(tmp_path, argv, message):
+    import torch
+    if "cuda" in argv and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    proc = run_module("jetdqn.train", *argv, "--run-dir", str(tmp_path / "r"), check=False)
+    assert proc.returncode == 2
+    assert message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_log_records_carry_the_contract_names(tmp_path):
+    run = tmp_path / "run"
+    out = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs").stdout
+    assert "100 steps completed in" in out
+    records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    needed = {"step", "wall_s", "s_per_1000_steps", "env_steps_per_s", "updates", "loss", "q_mean", "epsilon",
+              "episodes", "return_mean", "cpu_per_core", "cpu_avg", "gpu_load", "emulator_cpu", "learner_cpu",
+              "ram_used_mb", "power_mw", "telemetry_source"}
+    for r in records:
+        assert needed <= set(r), needed - set(r)
+    assert records[-1]["updates"] > 0 and records[-1]["loss"] is not None
+    config = json.loads((run / "config.json").read_text())
+    assert config["runtime"]["cudnn_asked"] == {"cudnn_benchmark": False, "cudnn_fastest": False,
+                                                "cudnn_deterministic": False}
+
+
+def test_cudnn_flags_without_cuda_are_recorded_as_no_effect(tmp_path):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--cudnn-benchmark", "--cudnn-fastest",
+               "--total-steps", "100", "--telemetry", "off")
+    rt = json.loads((run / "config.json").read_text())["runtime"]
+    assert rt["cudnn_applied"] == "no effect: no CUDA device"
+    assert rt["cudnn_asked"]["cudnn_fastest"] is True
+
+
+def test_console_script_lists_games():
+    out = run_module("jetdqn", "train", "--list-games").stdout
+    assert "pong" in out.split() and "breakout" in out.split()

@@ -1,0 +1,77 @@
+"""Real ALE games through jetdqn's env: shapes, no-op starts, lives, clipping, unknown games."""
+
+import numpy as np
+import pytest
+
+from jetdqn.config import ConfigError, make_config
+from jetdqn.envs import AtariEnv, FrameStack, make_envs
+
+
+def test_pong_frames_are_84x84_uint8_and_stack_to_4():
+    env = AtariEnv("pong", seed=0)
+    frame = env.reset()
+    assert frame.shape == (84, 84) and frame.dtype == np.uint8
+    assert env.n_actions == 6
+    stack = FrameStack(4, env.frame_shape, env.frame_dtype)
+    obs = stack.reset(frame)
+    assert obs.shape == (4, 84, 84) and not obs[:3].any() and obs[3].any()   # zero-padded start
+    for _ in range(10):
+        obs = stack.push(env.step(0).frame)
+    assert obs.shape == (4, 84, 84) and all(obs[k].any() for k in range(4))
+    assert env.screen_rgb().shape == (210, 160, 3)
+    env.close()
+
+
+def test_noop_starts_vary_the_first_frame_number():
+    env = AtariEnv("pong", seed=3, noop_max=30)
+    starts = set()
+    for _ in range(8):
+        env.reset()
+        starts.add(env.ale.getEpisodeFrameNumber())
+    env.close()
+    assert len(starts) > 2                       # random number of no-ops
+    assert max(starts) <= 30 * 4 + 4             # at most noop_max no-ops (gymnasium counts frames)
+
+
+def test_life_loss_is_reported_without_ending_the_game():
+    env = AtariEnv("breakout", seed=0)
+    env.reset()
+    rng = np.random.default_rng(0)
+    lost_lives = 0
+    for _ in range(3000):
+        st = env.step(int(rng.integers(env.n_actions)))
+        if st.life_lost and not st.game_over:
+            lost_lives += 1
+            assert env.ale.lives() > 0           # the game goes on after a lost life
+        if st.game_over:
+            break
+    env.close()
+    assert lost_lives >= 1 and st.game_over      # Breakout: lives lost before the game ends
+
+
+def test_training_clips_rewards_for_learning_and_keeps_raw_scores(tmp_path):
+    from jetdqn.train import Trainer, prepare_run_dir
+    from jetdqn.runlog import Progress
+    cfg = make_config({"preset": "smoke", "game": "space_invaders", "total_steps": 600, "learn_start": 600,
+                       "replay_size": 1000, "max_episode_steps": 150, "run_dir": str(tmp_path / "run"),
+                       "telemetry": "off"})
+    trainer = Trainer(cfg, prepare_run_dir(cfg))
+    trainer.run(Progress(cfg.total_steps, "off"))
+    rewards = trainer.replay.rewards[0, :len(trainer.replay)]
+    assert rewards.max() == 1.0 and set(np.unique(rewards)) <= {0.0, 1.0}   # Space Invaders pays 5-30 a hit
+    assert max(trainer.returns) > 1                                         # scores stay raw
+
+
+def test_several_envs_step_together():
+    cfg = make_config({"game": "pong", "noop_max": 0})
+    envs = make_envs(cfg, seed=0, num_envs=2)
+    frames = envs.reset()
+    assert frames.shape == (2, 84, 84)
+    res = envs.step(np.array([0, 1]))
+    assert res.frames.shape == (2, 84, 84) and res.rewards.shape == (2,)
+    envs.close()
+
+
+def test_unknown_game_is_one_clear_sentence():
+    with pytest.raises(ConfigError, match="unknown game 'pongg'.*pong"):
+        AtariEnv("pongg")
