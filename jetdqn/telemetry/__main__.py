@@ -1,0 +1,138 @@
+"""``python -m jetdqn.telemetry parse FILE --json | watch | plot RUN_DIR``.
+
+parse: tegrastats lines -> one JSON object per line (same names as the parser's sample).
+watch: a tiny tegrastats for any machine, one line per second from the sampler ``auto`` picks.
+plot:  CPU per core, GPU load, emulator and learner load over a run's steps, as a PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+
+def cmd_parse(args) -> int:
+    from .tegrastats import NotTegrastats, parse_line
+    path = Path(args.file)
+    if not path.exists():
+        print(f"error: no file {path}", file=sys.stderr)
+        return 2
+    bad = 0
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            sample = parse_line(line)
+        except NotTegrastats as exc:
+            bad += 1
+            print(f"line {n}: {exc}", file=sys.stderr)
+            continue
+        if args.json:
+            print(json.dumps(sample.to_dict()))
+        else:
+            loads = ",".join("off" if x is None else f"{x:.0f}" for x in sample.cpu_loads)
+            gpu = "-" if sample.gpu_load is None else f"{sample.gpu_load:.0f}%"
+            print(f"cpu [{loads}]  gpu {gpu}  ram {sample.ram_used_mb}/{sample.ram_total_mb} MB  "
+                  f"power {sample.total_power_mw or '-'} mW")
+    return 1 if bad else 0
+
+
+def cmd_watch(args) -> int:
+    from ..config import make_config
+    from . import make_sampler
+    cfg = make_config({"telemetry": args.source, "telemetry_interval_ms": 500})
+    sampler = make_sampler(cfg)
+    sampler.start()
+    t = time.monotonic()
+    shown = 0
+    try:
+        while args.count == 0 or shown < args.count:
+            time.sleep(args.interval)
+            now = time.monotonic()
+            r = sampler.summary({}, now - t)
+            t = now
+            cores = " ".join("off" if x is None else f"{x:3.0f}" for x in r["cpu_per_core"])
+            gpu = "-" if r.get("gpu_load") is None else f"{r['gpu_load']:.0f}%"
+            power = "" if r.get("power_mw") is None else f"  power {r['power_mw'] / 1000:.1f} W"
+            print(f"{time.strftime('%H:%M:%S')}  cpu [{cores}] avg {r['cpu_avg']:.0f}%  gpu {gpu}  "
+                  f"ram {r['ram_used_mb']} MB{power}  ({r['telemetry_source']})", flush=True)
+            shown += 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sampler.stop()
+    return 0
+
+
+def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
+    """CPU per core, GPU, emulator and learner load against training steps, from log.jsonl."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from ..runlog import read_jsonl
+
+    records = [r for r in read_jsonl(run_dir / "log.jsonl") if r.get("cpu_per_core") is not None]
+    if not records:
+        raise ValueError(f"{run_dir}/log.jsonl has no telemetry records (was the run made with --telemetry off?)")
+    steps = [r["step"] for r in records]
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    n = max(len(r["cpu_per_core"]) for r in records)
+    for c in range(n):
+        ax1.plot(steps, [r["cpu_per_core"][c] if c < len(r["cpu_per_core"]) else None for r in records],
+                 lw=1, label=f"core {c}")
+    if any(r.get("gpu_load") is not None for r in records):
+        ax1.plot(steps, [r.get("gpu_load") for r in records], lw=2, color="k", label="GPU (GR3D)")
+    ax1.set_ylabel("load %")
+    ax1.set_ylim(0, 105)
+    ax1.legend(loc="upper left", fontsize=7, ncol=4)
+    ax1.set_title(f"{run_dir.name}: where the time goes")
+    ax2.plot(steps, [r.get("emulator_cpu") for r in records], label="emulator threads", color="tab:red")
+    ax2.plot(steps, [r.get("learner_cpu") for r in records], label="learner threads", color="tab:blue")
+    ax2.set_ylabel("% of one core")
+    ax2.set_xlabel("training step")
+    ax2.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    out = out or (run_dir / "telemetry.png")
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m jetdqn.telemetry", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    pp = sub.add_parser("parse", help="parse tegrastats lines from a file")
+    pp.add_argument("file")
+    pp.add_argument("--json", action="store_true", help="one JSON object per line")
+    pw = sub.add_parser("watch", help="live telemetry, one line per interval")
+    pw.add_argument("--source", default="auto", choices=["auto", "tegrastats", "jtop", "procfs"])
+    pw.add_argument("--interval", type=float, default=1.0)
+    pw.add_argument("--count", type=int, default=0, help="lines to print (0 = until Ctrl-C)")
+    pl = sub.add_parser("plot", help="telemetry of a run as a PNG")
+    pl.add_argument("run_dir")
+    pl.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    if args.cmd == "parse":
+        return cmd_parse(args)
+    if args.cmd == "watch":
+        from ..config import ConfigError
+        try:
+            return cmd_watch(args)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    try:
+        out = plot_run(Path(args.run_dir), Path(args.out) if args.out else None)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""/proc and /sys readers on directory trees, and telemetry from a real Pong run."""
+
+import json
+import threading
+import time
+from pathlib import Path
+
+from jetdqn.telemetry import Sampler, name_this_thread
+from jetdqn.telemetry import procfs
+from conftest import run_module
+
+STAT_1 = """cpu  300 0 300 1400 0 0 0 0 0 0
+cpu0 100 0 100 800 0 0 0 0 0 0
+cpu1 200 0 200 600 0 0 0 0 0 0
+intr 12345
+"""
+# cpu1 went offline (hot-plugged off), cpu0 was 75% busy, cpu2 is online and idle
+STAT_2 = """cpu  600 0 400 1500 0 0 0 0 0 0
+cpu0 250 0 100 850 0 0 0 0 0 0
+cpu2 0 0 0 100 0 0 0 0 0 0
+intr 12399
+"""
+
+
+def make_tree(root: Path, stat: str) -> None:
+    (root / "proc").mkdir(parents=True, exist_ok=True)
+    (root / "proc/stat").write_text(stat)
+    (root / "proc/meminfo").write_text("MemTotal:        3964000 kB\nMemFree:          100000 kB\n"
+                                       "MemAvailable:    1000000 kB\n")
+    cpu = root / "sys/devices/system/cpu"
+    cpu.mkdir(parents=True, exist_ok=True)
+    (cpu / "present").write_text("0-3\n")
+    gpu = root / "sys/class/devfreq/57000000.gpu"
+    (gpu / "device/of_node").mkdir(parents=True, exist_ok=True)
+    (gpu / "device/of_node/name").write_text("gpu\x00")
+    (gpu / "device/load").write_text("523\n")
+
+
+def test_core_loads_with_offline_cores(tmp_path):
+    make_tree(tmp_path, STAT_1)
+    before = procfs.read_cpu_times(tmp_path)
+    (tmp_path / "proc/stat").write_text(STAT_2)
+    after = procfs.read_cpu_times(tmp_path)
+    loads = procfs.core_loads(before, after, procfs.present_cores(tmp_path))
+    assert loads == [75.0, None, None, None]   # core 2 came online between reads: no delta yet
+
+
+def test_meminfo_and_jetson_gpu_load(tmp_path):
+    make_tree(tmp_path, STAT_1)
+    assert procfs.read_meminfo(tmp_path) == {"total_mb": 3871, "available_mb": 976, "used_mb": 2895}
+    load_file = procfs.find_jetson_gpu_load_file(tmp_path)
+    assert load_file is not None and procfs.read_jetson_gpu_load(load_file) == 52.3
+
+
+def test_sampler_polls_the_devfreq_gpu_load(tmp_path):
+    make_tree(tmp_path, STAT_1)
+    sampler = Sampler(interval_ms=50, root=tmp_path)
+    sampler.start()
+    time.sleep(0.3)
+    (tmp_path / "proc/stat").write_text(STAT_1.replace("cpu0 100 0 100 800", "cpu0 150 0 100 850"))
+    record = sampler.summary({}, 0.3)
+    sampler.stop()
+    assert record["gpu_load"] == 52.3 and record["cpu_per_core"][0] == 50.0
+    assert record["ram_used_mb"] == 2895 and record["telemetry_source"] == "procfs"
+
+
+def test_thread_cpu_of_this_process_and_thread_names():
+    done = threading.Event()
+
+    def busy():
+        name_this_thread("jetdqn-testbusy")
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            pass
+        done.set()
+        time.sleep(0.5)
+
+    t = threading.Thread(target=busy)
+    t.start()
+    before = procfs.read_thread_cpu()
+    done.wait()
+    after = procfs.read_thread_cpu()
+    t.join()
+    names = {name for name, _ in after.values()}
+    assert "jetdqn-testbusy" in names
+    busy_tid = next(tid for tid, (name, _) in after.items() if name == "jetdqn-testbusy")
+    assert after[busy_tid][1] - before.get(busy_tid, ("", 0.0))[1] > 0.2
+
+
+def test_pong_run_reports_plausible_telemetry(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs",
+               "--total-steps", "2000", "--learn-start", "1000", "--log-every", "500", "--eps-decay-steps", "1000000")
+    records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    acting = [r for r in records if not r["learning"]]
+    learning = [r for r in records if r["learning"] and r["step"] > 1000]
+    assert acting and learning
+    for r in records:
+        assert all(x is None or 0.0 <= x <= 100.0 for x in r["cpu_per_core"])
+        assert 0.0 <= r["cpu_avg"] <= 100.0 and r["telemetry_source"] == "procfs"
+        assert r["emulator_cpu"] >= 0 and r["learner_cpu"] >= 0
+    # before learn_start, acting at random (epsilon ~1), the emulator is what runs: its thread is busy
+    assert max(r["emulator_cpu"] for r in acting) > 40
+    assert all(r["emulator_cpu"] > r["learner_cpu"] for r in acting)
+    # once learning, the learner's share dominates
+    assert all(r["learner_cpu"] > r["emulator_cpu"] for r in learning)

@@ -1,0 +1,157 @@
+"""tegrastats parsing on the 33 real lines of ../shared/data/tegrastats/samples.txt, and the live reader."""
+
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jetdqn.telemetry.tegrastats import NotTegrastats, TegrastatsReader, parse_line, wait_for_samples
+from conftest import TEGRASTATS_SAMPLES, run_module
+
+# Per line, in file order, read off the line by hand:
+# (cores, first two core loads, GR3D %, GPU MHz, RAM used, RAM total, swap used, EMC %, timestamp,
+#  board power mW (VDD_IN, POM_5V_IN, else the sum of rails), number of rails, number of temperatures)
+EXPECTED = [
+    (12, [0.0, 25.0], 0.0, 1300, 6589, 30587, 45, 0.0, '06-25-2025 09:43:17', 10592, 4, 8),  # 0
+    (12, [0.0, 0.0], 0.0, None, 6589, 30587, 45, 0.0, '06-25-2025 09:43:18', None, 0, 8),  # 1
+    (12, [0.0, 0.0], 0.0, None, 6589, 30587, 45, 0.0, '06-25-2025 09:43:18', None, 0, 8),  # 2
+    (12, [0.0, 0.0], 0.0, 1300, 25620, 62841, 0, 0.0, '06-25-2025 10:34:25', 11909, 4, 8),  # 3
+    (12, [0.0, 0.0], 0.0, 1300, 25620, 62841, 0, 0.0, '06-25-2025 10:34:25', 11909, 4, 8),  # 4
+    (12, [0.0, 0.0], 0.0, None, 25620, 62841, 0, None, '06-25-2025 10:34:26', 12113, 4, 8),  # 5
+    (12, [0.0, 0.0], 0.0, None, 25620, 62841, 0, None, '06-25-2025 10:34:26', 12113, 4, 8),  # 6
+    (8, [33.0, 0.0], 0.0, 305, 3408, 15657, 0, 0.0, '06-25-2025 09:43:10', 5469, 3, 9),  # 7
+    (8, [0.0, 0.0], 0.0, 305, 3408, 15657, 0, 0.0, '06-25-2025 09:43:10', 5469, 3, 9),  # 8
+    (8, [0.0, 0.0], 0.0, None, 3412, 15657, 0, None, '06-25-2025 09:43:11', 5793, 3, 9),  # 9
+    (8, [0.0, 33.0], 0.0, 905, 2086, 15825, 0, 0.0, None, 7105, 6, 8),  # 10
+    (8, [0.0, 0.0], 0.0, None, 2085, 15825, 0, 0.0, None, None, 0, 8),  # 11
+    (8, [0.0, 0.0], 0.0, None, 2085, 15825, 0, 0.0, None, None, 0, 8),  # 12
+    (6, [0.0, 50.0], 0.0, 1109, 2170, 6855, 283, 0.0, '06-25-2025 09:41:10', 5480, 3, 6),  # 13
+    (6, [0.0, 0.0], 0.0, 1109, 2170, 6855, 283, 0.0, '06-25-2025 09:41:10', 5480, 3, 6),  # 14
+    (6, [0.0, 0.0], 0.0, None, 2171, 6855, 283, 0.0, '06-25-2025 09:41:11', None, 0, 6),  # 15
+    (6, [0.0, 0.0], 0.0, None, 2172, 6855, 283, 0.0, '06-25-2025 09:41:11', None, 0, 6),  # 16
+    (12, [14.0, 5.0], 0.0, 0, 18207, 62841, 86, 3.0, '05-09-2026 18:42:06', 8726, 3, 5),  # 17
+    (14, [1.0, 0.0], None, 0, 4208, 125773, 0, 0.0, '05-17-2026 10:00:32', 8291, 3, 4),  # 18
+    (8, [1.0, 2.0], 0.0, 114, 1736, 15827, None, 0.0, None, 3718, 6, 8),  # 19
+    (6, [55.0, 14.0], 71.0, 1300, 4722, 7844, None, 2.0, None, 14025, 6, 8),  # 20
+    (4, [30.0, 33.0], 0.0, 76, 1180, 3965, 149, 10.0, None, 4520, 3, 5),  # 21
+    (4, [1.0, 4.0], 0.0, 76, 1179, 3983, None, 7.0, None, 2532, 3, 7),  # 22
+    (6, [1.0, None], 0.0, 624, 2344, 7852, 0, 4.0, None, 3056, 6, 7),  # 23
+    (4, [16.0, 9.0], 0.0, 76, 534, 3964, 5, 0.0, None, 1022, 3, 5),  # 24
+    (8, [2.0, 0.0], 0.0, 318, 721, 31927, 0, 0.0, None, 3346, 6, 7),  # 25
+    (6, [9.0, 6.0], 62.0, 306, 4412, 7772, 139, 10.0, None, 4067, 3, 5),  # 26
+    (8, [6.0, 9.0], 0.0, 611, 6334, 15388, 491, 0.0, None, 5299, 3, 9),  # 27
+    (12, [0.0, 0.0], 0.0, None, 2448, 62840, 0, None, None, 10370, 3, 6),  # 28
+    (6, [47.0, 23.0], 0.0, 1109, 5246, 7771, 983, 2.0, None, 6140, 3, 5),  # 29
+    (4, [5.0, 4.0], 0.0, 76, 1923, 3964, 191, 0.0, None, 1750, 3, 6),  # 30
+    (6, [0.0, 0.0], 0.0, 305, 1343, 7620, 165, 15.0, '10-08-2026 04:38:21', 5251, 3, 6),  # 31
+    (6, [9.0, 21.0], 0.0, None, 2020, 7852, None, 0.0, None, 3140, 6, 7),  # 32
+]
+
+
+def test_every_sample_line_parses_to_its_expected_values(tegrastats_lines):
+    assert len(tegrastats_lines) == len(EXPECTED) == 33
+    for n, (line, exp) in enumerate(zip(tegrastats_lines, EXPECTED)):
+        s = parse_line(line)
+        got = (len(s.cpu_loads), s.cpu_loads[:2], s.gpu_load, s.gpu_freq_mhz, s.ram_used_mb, s.ram_total_mb,
+               s.swap_used_mb, s.emc_load, s.timestamp, s.total_power_mw, len(s.power_mw), len(s.temps_c))
+        assert got == exp, f"line {n}: {line[:90]}"
+
+
+def test_format_details(tegrastats_lines):
+    orin_jp5 = parse_line(tegrastats_lines[0])
+    assert "NC" not in orin_jp5.power_mw and orin_jp5.power_mw["VDD_GPU_SOC"] == 4368
+    assert "CV0" not in orin_jp5.temps_c                       # -256C: no sensor
+    thor = parse_line(tegrastats_lines[18])
+    assert thor.gpu_load is None and len(thor.cpu_loads) == 14  # Thor: GR3D_FREQ @[0,0,0], no percentage
+    xavier_off = parse_line(tegrastats_lines[19])
+    assert xavier_off.cpu_loads[4:] == [None] * 4 and "PMIC" not in xavier_off.temps_c  # 'off' cores, placeholder
+    tx2 = parse_line(tegrastats_lines[20])
+    assert tx2.gpu_load == 71.0 and tx2.power_mw["VDD_GPU"] == 6854 and tx2.temps_c["BCPU"] == 45.0
+    orin_multi = parse_line(tegrastats_lines[17])
+    assert orin_multi.gpu_freq_mhz == 0 and orin_multi.cpu_freqs_mhz[4] == 1267
+
+
+def test_an_unknown_field_loses_only_itself(tegrastats_lines):
+    line = tegrastats_lines[20].replace("GR3D_FREQ 71%@1300", "GR3D_FREQ weird") + " NEWFIELD 7%@[1,2]"
+    s = parse_line(line)
+    assert s.gpu_load is None and s.ram_used_mb == 4722 and s.power_mw["VDD_IN"] == 14025
+
+
+@pytest.mark.parametrize("text", ["", "hello world", "Linux 5.15 aarch64", "RAM is cheap", "CPU [1,2,3] only"])
+def test_a_line_that_is_not_tegrastats_is_refused(text):
+    with pytest.raises(NotTegrastats, match="not a tegrastats line"):
+        parse_line(text)
+
+
+def test_cli_parse_json(tegrastats_lines, tmp_path):
+    out = run_module("jetdqn.telemetry", "parse", str(TEGRASTATS_SAMPLES), "--json").stdout.splitlines()
+    assert len(out) == 33
+    first = json.loads(out[0])
+    for key in ("cpu_loads", "cpu_freqs_mhz", "gpu_load", "gpu_freq_mhz", "ram_used_mb", "ram_total_mb",
+                "swap_used_mb", "emc_load", "temps_c", "power_mw", "timestamp"):
+        assert key in first
+    assert first["ram_used_mb"] == 6589
+
+
+def fake_tegrastats(tmp_path: Path, lines: list[str], die_after: int = 0) -> Path:
+    """An executable that prints real lines every --interval ms, like tegrastats (and optionally dies)."""
+    data = tmp_path / "lines.txt"
+    data.write_text("\n".join(lines) + "\n")
+    script = tmp_path / "tegrastats"
+    script.write_text(f"""#!{sys.executable}
+import sys, time
+interval = int(sys.argv[sys.argv.index('--interval') + 1]) / 1000 if '--interval' in sys.argv else 1.0
+lines = open({str(data)!r}).read().splitlines()
+n = 0
+while True:
+    for line in lines:
+        print(line, flush=True)
+        n += 1
+        if {die_after} and n >= {die_after}:
+            sys.exit(3)
+        time.sleep(interval)
+""")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+def test_live_reader_reads_samples_and_stops_the_process(tegrastats_lines, tmp_path):
+    script = fake_tegrastats(tmp_path, tegrastats_lines[20:23])
+    events = []
+    reader = TegrastatsReader(str(script), 50, events.append)
+    reader.start()
+    samples = wait_for_samples(reader, 5, timeout_s=10)
+    cpu_before = time.process_time()
+    time.sleep(0.5)
+    assert time.process_time() - cpu_before < 0.1         # the reading thread blocks, it does not spin
+    reader.stop()
+    assert len(samples) >= 5 and samples[0].gpu_load == 71.0
+    assert reader.proc.poll() is not None and not events   # stopped cleanly, no 'died' report
+
+
+def test_live_reader_survives_tegrastats_dying(tegrastats_lines, tmp_path):
+    script = fake_tegrastats(tmp_path, tegrastats_lines[:3], die_after=4)
+    events = []
+    reader = TegrastatsReader(str(script), 30, events.append)
+    reader.start()
+    samples = wait_for_samples(reader, 10, timeout_s=3)
+    time.sleep(0.3)
+    reader.stop()
+    assert len(samples) == 4
+    assert reader.died and len(events) == 1 and "exited (code 3)" in events[0]
+
+
+def test_training_with_a_tegrastats_binary(tegrastats_lines, tmp_path):
+    """--telemetry auto picks tegrastats when the binary is there; records carry its GPU load and power."""
+    script = fake_tegrastats(tmp_path, [tegrastats_lines[20]])
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--tegrastats-path", str(script),
+               "--telemetry-interval-ms", "50")
+    records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    assert all(r["telemetry_source"] == "tegrastats" for r in records)
+    assert records[-1]["gpu_load"] == 71.0 and records[-1]["power_mw"] == 14025
+    assert records[-1]["cpu_per_core"][0] == 55.0
