@@ -1,0 +1,103 @@
+"""The display in a real X server (Xvfb, started by pytest-xvfb), recording, and runs without a display."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, run_module
+
+PONG_BACKGROUND = np.array([144, 72, 17])  # RGB of Pong's playfield
+
+
+def pong_pixels(rgb: np.ndarray) -> int:
+    return int((np.abs(rgb.astype(int) - PONG_BACKGROUND).sum(axis=2) < 30).sum())
+
+
+@pytest.fixture
+def x_display(xvfb):
+    if xvfb is None or not os.environ.get("DISPLAY"):
+        pytest.skip("no Xvfb here (make test installs it: apt-get install xvfb)")
+    return os.environ["DISPLAY"]
+
+
+def test_play_shows_the_game_in_a_window(x_display, tmp_path):
+    from PIL import ImageGrab
+    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.play", "--display-freq", "3", "--max-steps", "300",
+                             "--fps", "60", "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    best = 0
+    shot = None
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+        image = np.asarray(ImageGrab.grab(xdisplay=x_display).convert("RGB"))
+        count = pong_pixels(image)
+        if count > best:
+            best, shot = count, image
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    # the window is 3x the 160x210 screen; Pong's playfield fills most of it
+    assert best > 100_000, f"only {best} Pong-coloured pixels on the screen"
+    if shot is not None:
+        from PIL import Image
+        Image.fromarray(shot).save(tmp_path / "screenshot.png")
+    assert result["frames_stepped"] == 300
+    assert result["frames_shown"] == math.ceil(300 / 3) == 100
+
+
+def test_recorded_video_has_the_shown_frames(tmp_path):
+    import cv2
+    video = tmp_path / "pong.mp4"
+    out = run_module("jetdqn.play", "--display-freq", "3", "--max-steps", "200", "--record", str(video), "--json",
+                     env={"DISPLAY": ""}).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    cap = cv2.VideoCapture(str(video))
+    assert cap.isOpened()
+    frames = 0
+    size = None
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        frames += 1
+        size = frame.shape
+    cap.release()
+    assert frames == result["frames_recorded"] == math.ceil(200 / 3)
+    assert size == (630, 480, 3)
+    all_video = tmp_path / "all.mp4"
+    out = run_module("jetdqn.play", "--display-freq", "3", "--max-steps", "50", "--record", str(all_video),
+                     "--record-all", "--json", env={"DISPLAY": ""}).stdout
+    assert json.loads(out.strip().splitlines()[-1])["frames_recorded"] == 50
+
+
+def test_play_and_train_run_without_a_display(tmp_path):
+    env = {"DISPLAY": "", "WAYLAND_DISPLAY": ""}
+    play = run_module("jetdqn.play", "--display-freq", "3", "--episodes", "1", "--max-steps", "150", env=env)
+    assert "no display (DISPLAY is not set)" in play.stdout
+    assert "frames stepped 150, frames shown 0" in play.stdout
+    train = run_module("jetdqn.train", "--preset", "smoke", "--display-freq", "1", "--run-dir", str(tmp_path / "r"),
+                       "--telemetry", "off", env=env)
+    assert "no display" in train.stdout and "done: 300 steps" in train.stdout
+
+
+def test_training_shows_one_frame_in_display_freq(x_display, tmp_path):
+    records = {}
+    for freq in (1, 3):
+        run = tmp_path / f"d{freq}"
+        run_module("jetdqn.train", "--preset", "smoke", "--display-freq", str(freq), "--run-dir", str(run),
+                   "--telemetry", "off", "--total-steps", "300")
+        records[freq] = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()][-1]
+    assert records[1]["frames_shown"] == 300
+    assert records[3]["frames_shown"] == 100
+
+
+def test_untrained_play_says_so():
+    out = run_module("jetdqn.play", "--display-freq", "0", "--max-steps", "20", env={"DISPLAY": ""}).stdout
+    assert "untrained network" in out
