@@ -1,0 +1,417 @@
+"""The benchmarks behind ``make bench-pong``:  ``python -m jetdqn.bench pong|convs|replay``.
+
+pong: the 2017 TX1 table (FACTS.md) reproduced on the machine at hand, then jetdqn's own rows. Each
+case is a separate ``python -m jetdqn.train`` process: ``learn_start`` steps of acting, then a measured
+window of training steps, read back from its log.jsonl (time, updates, frames drawn, telemetry).
+Cases that cannot run here are listed with the reason, never with numbers that measured something else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .runlog import read_jsonl
+
+
+@dataclass
+class Case:
+    name: str
+    flags: list
+    needs_display: bool = False
+    needs_cuda: bool = False
+    tx1_s: Optional[float] = None   # the 2017 TX1 number for this row
+    extra: bool = False             # only with --all (slow to set up, e.g. torch.compile)
+
+
+TX1_CASES = [
+    Case("Baseline: display all frames, no cudnn", ["--display-freq", "1"], needs_display=True, tx1_s=56),
+    Case("Improvement #1: display 1/3 frames", ["--display-freq", "3"], needs_display=True, tx1_s=46),
+    Case("Improvement #2: 1/3 frames, with cudnn", ["--display-freq", "3", "--cudnn-benchmark", "--cudnn-fastest"],
+         needs_display=True, needs_cuda=True, tx1_s=37),
+    Case("No display, with cudnn", ["--display-freq", "0", "--cudnn-benchmark", "--cudnn-fastest"], needs_cuda=True),
+]
+JETDQN_CASES = [
+    Case("jetdqn: no display (fp32, 1 env, synchronous)", ["--display-freq", "0"]),
+    Case("jetdqn: bf16 autocast", ["--display-freq", "0", "--amp", "bf16"]),
+    Case("jetdqn: torch.compile", ["--display-freq", "0", "--compile"], extra=True),
+]
+
+
+def all_cases() -> list[Case]:
+    return TX1_CASES + JETDQN_CASES
+
+
+# ----------------------------------------------------------------------------------------- machine
+def machine_info() -> dict:
+    info: dict = {"host": socket.gethostname(), "os": platform.platform(), "python": platform.python_version(),
+                  "cores": os.cpu_count()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware")):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info.setdefault("cpu", platform.processor() or platform.machine())
+    model = Path("/proc/device-tree/model")
+    if model.exists():
+        info["board"] = model.read_text(errors="ignore").strip("\x00\n ")
+    release = Path("/etc/nv_tegra_release")
+    if release.exists():
+        info["l4t"] = release.read_text(errors="ignore").splitlines()[0].strip("# ")
+    if shutil.which("nvpmodel"):
+        try:
+            out = subprocess.run(["nvpmodel", "-q"], capture_output=True, text=True, timeout=5).stdout
+            info["power_mode"] = " ".join(out.split())[:80]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    import torch
+    info["torch"] = torch.__version__
+    info["cuda"] = torch.cuda.is_available()
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+        info["cudnn"] = torch.backends.cudnn.version()
+    else:
+        info["gpu"] = "none (torch.cuda.is_available() is False)"
+        info["cudnn"] = None
+    return info
+
+
+def display_reason() -> Optional[str]:
+    """Why display rows cannot run here, or None when they can."""
+    from .render import display_available
+    ok, why = display_available()
+    if not ok:
+        return f"{why}; run under Xvfb (make bench-pong does when it is installed)"
+    try:
+        import cv2  # noqa: F401
+    except ImportError:
+        return "OpenCV is not installed (pip install jetdqn[display])"
+    return None
+
+
+# ----------------------------------------------------------------------------------------- running
+def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
+    run_dir = workdir / f"case{abs(hash(case.name)) % 10**6}-{repeat}"
+    total = args.learn_start + args.steps
+    log_every = math.gcd(args.learn_start, args.steps) if args.learn_start else args.steps
+    cmd = [sys.executable, "-m", "jetdqn.train", "--preset", "seed-tx1", "--game", args.game,
+           "--total-steps", str(total), "--learn-start", str(args.learn_start), "--log-every", str(log_every),
+           "--checkpoint-every", str(total * 10), "--run-dir", str(run_dir), "--overwrite", "--progress", "off",
+           "--telemetry", args.telemetry, "--seed", str(repeat), *case.flags, *args.extra_flags]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["?"]
+        return {"error": tail[0][:200], "command": " ".join(cmd)}
+    records = read_jsonl(run_dir / "log.jsonl")
+    window = [r for r in records if r["step"] > args.learn_start]
+    if not window:
+        return {"error": "no records after learn_start", "command": " ".join(cmd)}
+    before = [r for r in records if r["step"] <= args.learn_start]
+    seconds = sum(r["interval_s"] for r in window)
+    steps = window[-1]["step"] - (before[-1]["step"] if before else 0)
+    updates = window[-1]["updates"] - (before[-1]["updates"] if before else 0)
+    shown = window[-1].get("frames_shown", 0) - (before[-1].get("frames_shown", 0) if before else 0)
+
+    def avg(key):
+        vals = [r.get(key) for r in window if r.get(key) is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    power = avg("power_mw")
+    s_per_1000 = seconds * 1000.0 / steps
+    runtime = json.loads((run_dir / "config.json").read_text()).get("runtime", {})
+    result = {"s_per_1000_steps": s_per_1000, "env_steps_per_s": steps / seconds, "updates_per_s": updates / seconds,
+              "updates": updates, "frames_drawn": shown, "cpu_avg": avg("cpu_avg"), "cpu_max": avg("cpu_max"),
+              "gpu_load": avg("gpu_load"), "emulator_cpu": avg("emulator_cpu"), "learner_cpu": avg("learner_cpu"),
+              "power_w": power / 1000.0 if power is not None else None,
+              "energy_j_per_1000": (power / 1000.0) * s_per_1000 if power is not None else None,
+              "telemetry_source": window[-1].get("telemetry_source"), "process_wall_s": wall,
+              "cudnn_applied": runtime.get("cudnn_applied"), "command": " ".join(cmd)}
+    if not args.keep_runs:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return result
+
+
+def summarise(case: Case, runs: list[dict]) -> dict:
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return {"name": case.name, "status": f"failed: {runs[0]['error']}", "runs": runs}
+    out: dict = {"name": case.name, "status": "ok", "repeats": len(ok), "runs": runs, "tx1_s": case.tx1_s}
+    for key in ("s_per_1000_steps", "env_steps_per_s", "updates_per_s", "frames_drawn", "cpu_avg", "cpu_max",
+                "gpu_load", "emulator_cpu", "learner_cpu", "power_w", "energy_j_per_1000"):
+        vals = [r[key] for r in ok if r.get(key) is not None]
+        out[key] = statistics.median(vals) if vals else None
+        if key == "s_per_1000_steps":
+            out["spread"] = (max(vals) - min(vals)) if len(vals) > 1 else 0.0
+    out["cudnn_applied"] = ok[0].get("cudnn_applied")
+    out["command"] = ok[0]["command"]
+    return out
+
+
+# ----------------------------------------------------------------------------------------- output
+def _n(v, fmt="{:.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+COLUMNS = ["Test case", "s / 1000 steps", "% of baseline", "env steps/s", "updates/s", "frames drawn", "CPU avg %",
+           "busiest core %", "GPU (GR3D) %", "emulator %", "learner %", "power W", "J / 1000 steps"]
+
+
+def table(rows: list[dict], info: dict, args) -> str:
+    base = next((r for r in rows if r["status"] == "ok"), None)
+    base_s = base["s_per_1000_steps"] if base else None
+    lines = [f"| {' | '.join(COLUMNS)} |", "|" + "---|" * len(COLUMNS)]
+    for r in rows:
+        if r["status"] != "ok":
+            lines.append(f"| {r['name']} | {r['status']} |" + " |" * (len(COLUMNS) - 2))
+            continue
+        s = r["s_per_1000_steps"]
+        lines.append("| " + " | ".join([
+            r["name"], f"{s:.2f} ± {r['spread']:.2f}", f"{100 * s / base_s:.0f}" if base_s else "-",
+            _n(r["env_steps_per_s"], "{:.0f}"), _n(r["updates_per_s"]), _n(r["frames_drawn"], "{:.0f}"),
+            _n(r["cpu_avg"], "{:.0f}"), _n(r["cpu_max"], "{:.0f}"), _n(r["gpu_load"], "{:.0f}"),
+            _n(r["emulator_cpu"], "{:.0f}"), _n(r["learner_cpu"], "{:.0f}"), _n(r["power_w"], "{:.2f}"),
+            _n(r["energy_j_per_1000"], "{:.0f}")]) + " |")
+    return "\n".join(lines)
+
+
+def header(info: dict, args) -> str:
+    parts = [f"Machine: {info.get('board') or info.get('cpu')}, {info.get('cores')} cores; GPU: {info.get('gpu')}"]
+    if info.get("l4t"):
+        parts.append(f"L4T: {info['l4t']}; power mode: {info.get('power_mode', '?')}")
+    parts.append(f"torch {info['torch']}, cuDNN {info.get('cudnn') or '-'}, Python {info['python']}")
+    parts.append(f"{args.game}, seed-tx1 settings (replay 50k, batch 32, update every 4, RMSProp 2.5e-4): "
+                 f"{args.learn_start} steps of acting, then {args.steps} measured training steps; "
+                 f"median of {args.repeats} runs, each in its own process (± is the spread)")
+    return "\n".join(parts)
+
+
+def cudnn_line(rows: list[dict], info: dict) -> str:
+    applied = [r.get("cudnn_applied") for r in rows if r["status"] == "ok" and "cudnn" in r["name"]]
+    if applied:
+        return f"cuDNN flags applied: {applied[0]}"
+    return "cuDNN flags: not applied (no CUDA device here; the cuDNN rows are not run)"
+
+
+def write_chart(rows: list[dict], path: Path, title: str) -> Optional[Path]:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    ok = [r for r in rows if r["status"] == "ok"]
+    if not ok:
+        return None
+    names = [r["name"].replace(": ", ":\n", 1) for r in ok]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 1.2 + 0.9 * len(ok)))
+    y = range(len(ok))
+    ax1.barh(y, [r["s_per_1000_steps"] for r in ok], xerr=[r["spread"] / 2 for r in ok], color="tab:gray")
+    ax1.set_yticks(list(y), names, fontsize=8)
+    ax1.invert_yaxis()
+    ax1.set_xlabel("seconds per 1000 training steps (lower is better)")
+    h = 0.25
+    for k, (key, label, color) in enumerate([("emulator_cpu", "emulator threads", "tab:red"),
+                                             ("learner_cpu", "learner threads", "tab:blue"),
+                                             ("gpu_load", "GPU (GR3D)", "k")]):
+        ax2.barh([i + (k - 1) * h for i in y], [r.get(key) or 0 for r in ok], height=h, color=color, label=label)
+    ax2.set_yticks(list(y), [""] * len(ok))
+    ax2.invert_yaxis()
+    ax2.set_xlabel("% of one core (GPU: % busy)")
+    ax2.legend(fontsize=8, loc="lower right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def bench_pong(args) -> int:
+    info = machine_info()
+    reason_display = display_reason()
+    cases = [c for c in all_cases() if args.all or not c.extra]
+    if args.cases:
+        wanted = [w.lower() for w in args.cases.split(",")]
+        cases = [c for c in cases if any(w in c.name.lower() for w in wanted)]
+    print(header(info, args), flush=True)
+    rows = []
+    workdir = Path(tempfile.mkdtemp(prefix="jetdqn-bench-"))
+    try:
+        for case in cases:
+            why = None
+            if case.needs_cuda and not info["cuda"]:
+                why = "not run: no CUDA device (cuDNN needs one)"
+            elif case.needs_display and reason_display:
+                why = f"not run: {reason_display}"
+            if why:
+                rows.append({"name": case.name, "status": why})
+                print(f"- {case.name}: {why}", flush=True)
+                continue
+            runs = []
+            for rep in range(args.repeats):
+                r = run_case(case, args, workdir, rep)
+                runs.append(r)
+                msg = r.get("error") or f"{r['s_per_1000_steps']:.2f} s / 1000 steps"
+                print(f"- {case.name} [{rep + 1}/{args.repeats}]: {msg}", flush=True)
+            rows.append(summarise(case, runs))
+    finally:
+        if not args.keep_runs:
+            shutil.rmtree(workdir, ignore_errors=True)
+    text = table(rows, info, args)
+    stamp = _dt.datetime.now().strftime("%Y-%m-%d")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = out_dir / f"{info['host']}-{stamp}-{args.game}"
+    command = "python -m jetdqn.bench " + " ".join(args.argv)
+    tx1 = ("For reference, the 2017 Jetson TX1 (Lua Torch7 DQN): 56 s (display all frames), 46 s (1/3 frames), "
+           "37 s (1/3 frames with cuDNN) per 1000 steps.")
+    md = "\n".join([f"# jetdqn bench {args.game}: {info['host']}, {stamp}", "", "```", header(info, args),
+                    cudnn_line(rows, info), "```", "", text, "", tx1, "", f"Command: `{command}`", ""])
+    base.with_suffix(".md").write_text(md)
+    base.with_suffix(".json").write_text(json.dumps({"machine": info, "command": command, "rows": rows,
+                                                     "steps": args.steps, "learn_start": args.learn_start,
+                                                     "repeats": args.repeats}, indent=2, default=str))
+    with open(base.with_suffix(".csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["case", "repeat", "s_per_1000_steps", "env_steps_per_s", "updates_per_s", "frames_drawn",
+                    "cpu_avg", "cpu_max", "gpu_load", "emulator_cpu", "learner_cpu", "power_w", "status"])
+        for r in rows:
+            for k, run in enumerate(r.get("runs", [])):
+                w.writerow([r["name"], k] + [run.get(c) for c in ("s_per_1000_steps", "env_steps_per_s",
+                           "updates_per_s", "frames_drawn", "cpu_avg", "cpu_max", "gpu_load", "emulator_cpu",
+                           "learner_cpu", "power_w")] + [run.get("error", "ok")])
+            if not r.get("runs"):
+                w.writerow([r["name"], "", "", "", "", "", "", "", "", "", "", "", r["status"]])
+    chart = write_chart(rows, base.with_suffix(".png"), f"jetdqn bench {args.game} on {info['host']}")
+    print()
+    print(cudnn_line(rows, info))
+    print(text)
+    print(f"\nwritten: {base.with_suffix('.md')} (+ .json, .csv{', .png' if chart else ''})")
+    return 0 if all(r["status"] == "ok" or r["status"].startswith("not run") for r in rows) else 1
+
+
+# ----------------------------------------------------------------------------------------- convs
+def bench_convs(args) -> int:
+    """Time for N steps of inference and training of 2-conv nets (20/40, 40/80, 80/160 filters) on Atari
+    frames downsampled by 2 and by 4: the study of the reusing-convolutions paper (FACTS.md)."""
+    import torch
+    from torch import nn
+
+    def net(c1: int, c2: int, h: int, w: int) -> nn.Module:
+        body = nn.Sequential(nn.Conv2d(1, c1, 8, 4), nn.ReLU(), nn.Conv2d(c1, c2, 4, 2), nn.ReLU(), nn.Flatten())
+        with torch.no_grad():
+            n = body(torch.zeros(1, 1, h, w)).shape[1]
+        return nn.Sequential(body, nn.Linear(n, 256), nn.ReLU(), nn.Linear(256, 6))
+
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    rows = []
+    for c1, c2 in [(20, 40), (40, 80), (80, 160)]:
+        for down in (2, 4):
+            h, w = 210 // down, 160 // down
+            row = {"filters": f"{c1}/{c2}", "downsample": down, "input": f"{h}x{w}"}
+            for dev in devices:
+                model = net(c1, c2, h, w).to(dev)
+                opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+                x = torch.rand(args.batch, 1, h, w, device=dev)
+                target = torch.zeros(args.batch, 6, device=dev)
+                for phase in ("inference", "training"):
+                    def step():
+                        if phase == "inference":
+                            with torch.no_grad():
+                                model(x[:1])
+                        else:
+                            loss = ((model(x) - target) ** 2).mean()
+                            opt.zero_grad()
+                            loss.backward()
+                            opt.step()
+                    for _ in range(10):
+                        step()
+                    if dev == "cuda":
+                        torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    for _ in range(args.steps):
+                        step()
+                    if dev == "cuda":
+                        torch.cuda.synchronize()
+                    row[f"{phase}_{dev}_s"] = time.perf_counter() - t0
+            rows.append(row)
+            print(row, flush=True)
+    cols = ["filters", "downsample", "input"] + [f"{p}_{d}_s" for p in ("inference", "training") for d in devices]
+    lines = [f"| {' | '.join(cols)} |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join(str(r[c]) if not isinstance(r[c], float) else f"{r[c]:.2f}" for c in cols) + " |")
+    text = "\n".join(lines)
+    print(f"\n{args.steps} steps; inference at batch 1, training at batch {args.batch} (Adam)\n{text}")
+    print("paper (FACTS.md), 3000 steps, 2 conv + dense, downsampled by 4: inference 20/40 3.33 s CPU / 2.86 s GPU, "
+          "80/160 18.08 / 7.30 s; training 20/40 7.11 / 3.86 s, 80/160 39.24 / 8.7 s")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"{socket.gethostname()}-{_dt.datetime.now():%Y-%m-%d}-convs.md"
+        path.write_text(f"# bench convs\n\n{text}\n\nCommand: `python -m jetdqn.bench {' '.join(args.argv)}`\n")
+        print(f"written: {path}")
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(prog="python -m jetdqn.bench", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="what", required=True)
+    pp = sub.add_parser("pong", help="the TX1 table and jetdqn's rows (any ALE game with --game)")
+    pp.add_argument("--game", default="pong")
+    pp.add_argument("--steps", type=int, default=1000, help="measured training steps per case (default 1000)")
+    pp.add_argument("--learn-start", type=int, default=5000, help="acting steps before the window (default 5000)")
+    pp.add_argument("--repeats", type=int, default=3, help="runs per case; the median is shown (default 3)")
+    pp.add_argument("--cases", default=None, help="comma-separated words; run only the cases whose name has one")
+    pp.add_argument("--all", action="store_true", help="also the slow-to-start cases (torch.compile)")
+    pp.add_argument("--telemetry", default="auto", choices=["auto", "tegrastats", "jtop", "procfs", "off"])
+    pp.add_argument("--out", default="benchmarks/results", help="where the table, CSV, JSON and PNG go")
+    pp.add_argument("--keep-runs", action="store_true", help="keep each case's run directory")
+    pp.add_argument("--case-timeout", type=int, default=900)
+    pp.add_argument("--extra-flags", nargs=argparse.REMAINDER, default=[],
+                    help="flags passed to every case's jetdqn.train (put last)")
+    pc = sub.add_parser("convs", help="the reusing-convolutions network-size study")
+    pc.add_argument("--steps", type=int, default=3000)
+    pc.add_argument("--batch", type=int, default=32)
+    pc.add_argument("--out", default=None)
+    pr = sub.add_parser("replay", help="bytes per transition, add and sample rates per storage mode")
+    pr.add_argument("--game", default="pong")
+    pr.add_argument("--transitions", type=int, default=20000)
+    pr.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    args.argv = argv
+    if args.what == "pong":
+        for name in ("steps", "repeats"):
+            if getattr(args, name) <= 0:
+                print(f"error: --{name} must be a positive integer", file=sys.stderr)
+                return 2
+        if args.learn_start < 32:
+            print("error: --learn-start must be at least the batch size (32)", file=sys.stderr)
+            return 2
+        return bench_pong(args)
+    if args.what == "convs":
+        return bench_convs(args)
+    from .replay_bench import bench_replay
+    return bench_replay(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The benchmark table with tiny settings: its rows, columns, files, and that each row measured itself."""
+
+import csv
+import json
+import os
+
+import pytest
+
+from jetdqn.bench import COLUMNS
+from conftest import run_module
+
+
+def test_bench_pong_tiny(xvfb, tmp_path):
+    if xvfb is None or not os.environ.get("DISPLAY"):
+        pytest.skip("no Xvfb here: the display rows need an X server")
+    out = run_module("jetdqn.bench", "pong", "--steps", "100", "--learn-start", "100", "--repeats", "1",
+                     "--out", str(tmp_path), "--cases", "baseline,1/3 frames,no display", timeout=600).stdout
+    md = next(tmp_path.glob("*-pong.md")).read_text()
+    data = json.loads(next(tmp_path.glob("*-pong.json")).read_text())
+    rows = {r["name"]: r for r in data["rows"]}
+    header = next(l for l in md.splitlines() if l.startswith("| Test case"))
+    assert [c.strip() for c in header.strip("|").split("|")] == COLUMNS
+    base = rows["Baseline: display all frames, no cudnn"]
+    third = rows["Improvement #1: display 1/3 frames"]
+    plain = rows["jetdqn: no display (fp32, 1 env, synchronous)"]
+    assert base["status"] == third["status"] == plain["status"] == "ok"
+    # each row is its own measurement: frames drawn follow the display setting
+    assert base["frames_drawn"] == 100 and third["frames_drawn"] in (33, 34) and plain["frames_drawn"] == 0
+    assert base["updates_per_s"] > 0 and base["s_per_1000_steps"] > 0
+    import torch
+    if not torch.cuda.is_available():
+        cudnn = rows["Improvement #2: 1/3 frames, with cudnn"]
+        assert cudnn["status"].startswith("not run: no CUDA device")
+        assert "not run: no CUDA device" in md
+    assert "Machine:" in out and "torch" in out
+    assert (tmp_path / next(tmp_path.glob("*-pong.png")).name).stat().st_size > 1000
+    with open(next(tmp_path.glob("*-pong.csv"))) as f:
+        assert len(list(csv.DictReader(f))) >= 3
+
+
+def test_bench_refuses_bad_values():
+    proc = run_module("jetdqn.bench", "pong", "--steps", "0", check=False)
+    assert proc.returncode == 2 and "--steps must be a positive integer" in proc.stderr
