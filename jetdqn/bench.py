@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -99,9 +99,8 @@ def display_reason() -> Optional[str]:
     ok, why = display_available()
     if not ok:
         return f"{why}; run under Xvfb (make bench-pong does when it is installed)"
-    try:
-        import cv2  # noqa: F401
-    except ImportError:
+    import importlib.util
+    if importlib.util.find_spec("cv2") is None:
         return "OpenCV is not installed (pip install jetdqn[display])"
     return None
 

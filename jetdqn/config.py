@@ -11,7 +11,7 @@ import dataclasses
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 
 class ConfigError(ValueError):
@@ -226,7 +226,7 @@ def config_from_json(text: str) -> Config:
     return Config(**{k: v for k, v in data.items() if k in known})
 
 
-def fail(message: str, code: int = 2) -> "NoReturn":  # noqa: F821
+def fail(message: str, code: int = 2) -> NoReturn:
     """Print one sentence for the user and exit, never a traceback."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from jetdqn.config import PRESETS, ConfigError, make_config, parse_config
+from jetdqn.config import PRESETS, parse_config
 from conftest import run_module
 
 

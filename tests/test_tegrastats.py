@@ -1,7 +1,6 @@
 """tegrastats parsing on the 33 real lines of ../shared/data/tegrastats/samples.txt, and the live reader."""
 
 import json
-import os
 import stat
 import sys
 import time

@@ -15,11 +15,10 @@ from . import Sampler, _mean, name_this_thread
 def jtop_available(timeout_s: float = 2.0) -> tuple[bool, str]:
     """(True, '') when the jtop service answers; else (False, why)."""
     try:
-        from jtop import jtop  # noqa: F401
+        from jtop import jtop as Jtop
     except ImportError:
         return False, "jetson-stats is not installed (pip install jetdqn[jetson])"
     try:
-        from jtop import jtop as Jtop
         client = Jtop()
         client.start()
         ok = client.ok()

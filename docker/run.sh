@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Run a jetdqn image with what the host has: the GPU (--runtime nvidia on Jetson, --gpus all on x86),
+# the X11 display for --display-freq, jtop's socket, tegrastats, and the run directory.
+#   docker/run.sh [--dry-run] [--image IMAGE] [--run-dir DIR] [--] [COMMAND ...]
+#   docker/run.sh make bench-pong
+# JETDQN_HOST_ROOT (default /) is where the host's files are looked for; tests point it at a tree.
+set -euo pipefail
+
+root="${JETDQN_HOST_ROOT:-}"
+dry_run=0
+image=""
+run_dir="${PWD}/runs"
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) dry_run=1; shift ;;
+    --image) image="$2"; shift 2 ;;
+    --run-dir) run_dir="$2"; shift 2 ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    --) shift; break ;;
+    *) break ;;
+  esac
+done
+
+jetson=0
+if [ -e "${root}/etc/nv_tegra_release" ]; then
+  jetson=1
+fi
+if [ -z "$image" ]; then
+  if [ "$jetson" = 1 ]; then image="jetdqn:l4t"; else image="jetdqn:x86"; fi
+fi
+
+args=(run --rm --ipc=host -w /opt/jetdqn)
+if [ -t 0 ] && [ -t 1 ]; then
+  args+=(-it)
+fi
+if [ "$jetson" = 1 ]; then
+  args+=(--runtime nvidia)
+  if [ -x "${root}/usr/bin/tegrastats" ]; then
+    args+=(-v /usr/bin/tegrastats:/usr/bin/tegrastats:ro)
+  fi
+  if [ -e "${root}/etc/nvpmodel.conf" ]; then
+    args+=(-v /etc/nvpmodel.conf:/etc/nvpmodel.conf:ro)
+  fi
+elif [ -e "${root}/dev/nvidiactl" ]; then
+  args+=(--gpus all)
+fi
+if [ -S "${root}/run/jtop.sock" ] || [ -e "${root}/run/jtop.sock" ]; then
+  args+=(-v /run/jtop.sock:/run/jtop.sock)
+fi
+if [ -n "${DISPLAY:-}" ]; then
+  args+=(-e "DISPLAY=${DISPLAY}" -v /tmp/.X11-unix:/tmp/.X11-unix)
+  if [ -n "${XAUTHORITY:-}" ] && [ -e "${XAUTHORITY}" ]; then
+    args+=(-e XAUTHORITY=/tmp/.Xauthority -v "${XAUTHORITY}:/tmp/.Xauthority:ro")
+  fi
+fi
+args+=(-v "${run_dir}:/opt/jetdqn/runs" -v "${PWD}/benchmarks/results:/opt/jetdqn/benchmarks/results")
+args+=("$image")
+if [ $# -gt 0 ]; then
+  args+=("$@")
+fi
+
+if [ "$dry_run" = 1 ]; then
+  printf 'docker'
+  printf ' %q' "${args[@]}"
+  printf '\n'
+  exit 0
+fi
+if ! command -v docker >/dev/null 2>&1; then
+  echo "error: docker is not installed; install it (on Jetson: JetPack's nvidia-container runtime) or use a venv (see README)" >&2
+  exit 2
+fi
+mkdir -p "$run_dir" "${PWD}/benchmarks/results"
+exec docker "${args[@]}"

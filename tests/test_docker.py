@@ -1,0 +1,59 @@
+"""docker/run.sh --dry-run on a Jetson-like host tree and on a plain x86 host (no Docker engine needed)."""
+
+import os
+import shlex
+import socket
+import subprocess
+
+from conftest import ROOT
+
+
+def dry_run(root, *args, display=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "XAUTHORITY")}
+    env["JETDQN_HOST_ROOT"] = str(root)
+    if display:
+        env["DISPLAY"] = display
+    out = subprocess.run(["bash", "docker/run.sh", "--dry-run", *args], cwd=ROOT, env=env, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    return shlex.split(out)
+
+
+def test_jetson_host_gets_runtime_display_jtop_and_tegrastats(tmp_path):
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/nv_tegra_release").write_text("# R36 (release), REVISION: 4.0\n")
+    (tmp_path / "usr/bin").mkdir(parents=True)
+    tegra = tmp_path / "usr/bin/tegrastats"
+    tegra.write_text("#!/bin/sh\n")
+    tegra.chmod(0o755)
+    (tmp_path / "run").mkdir()
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "run/jtop.sock"))
+    try:
+        cmd = dry_run(tmp_path, "make", "bench-pong", display=":0")
+    finally:
+        sock.close()
+    line = " ".join(cmd)
+    assert cmd[:2] == ["docker", "run"]
+    assert "--runtime nvidia" in line and "--gpus" not in line
+    assert "-v /usr/bin/tegrastats:/usr/bin/tegrastats:ro" in line
+    assert "-v /run/jtop.sock:/run/jtop.sock" in line
+    assert "-e DISPLAY=:0" in line and "-v /tmp/.X11-unix:/tmp/.X11-unix" in line
+    assert any(a.endswith(":/opt/jetdqn/runs") for a in cmd)          # checkpoints and logs outlive the container
+    assert cmd[-3:] == ["jetdqn:l4t", "make", "bench-pong"]
+
+
+def test_plain_x86_host(tmp_path):
+    cmd = dry_run(tmp_path, "python3", "-m", "jetdqn.train", "--preset", "smoke")
+    line = " ".join(cmd)
+    for absent in ("--runtime", "--gpus", "DISPLAY", "jtop.sock", "tegrastats"):
+        assert absent not in line
+    assert "jetdqn:x86" in cmd and cmd[-4:] == ["-m", "jetdqn.train", "--preset", "smoke"]
+
+
+def test_x86_host_with_an_nvidia_gpu(tmp_path):
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/nvidiactl").write_text("")
+    cmd = dry_run(tmp_path, "--image", "jetdqn:cuda", display=":1")
+    line = " ".join(cmd)
+    assert "--gpus all" in line and "--runtime" not in line and cmd[-1] == "jetdqn:cuda"
+    assert "-e DISPLAY=:1" in line
