@@ -393,8 +393,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     pc.add_argument("--out", default=None)
     pr = sub.add_parser("replay", help="bytes per transition, add and sample rates per storage mode")
     pr.add_argument("--game", default="pong")
-    pr.add_argument("--transitions", type=int, default=20000)
-    pr.add_argument("--out", default=None)
+    pr.add_argument("--transitions", type=int, default=1_000_000, help="transitions per mode (default 1M)")
+    pr.add_argument("--frames", type=int, default=20_000, help="real frames recorded, then cycled")
+    pr.add_argument("--modes", default="off,lz4,zstd")
+    pr.add_argument("--out", default="benchmarks/results")
     args = p.parse_args(argv)
     args.argv = argv
     if args.what == "pong":

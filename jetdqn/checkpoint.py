@@ -74,9 +74,11 @@ def restore_rng(state: dict, np_rng: np.random.Generator) -> None:
 
 
 def save(path: Path, *, agent_state: dict, network: dict, env_name: str, counters: dict, rng: dict,
-         config: dict) -> None:
+         config: dict, replay: Optional[dict] = None) -> None:
     payload = {"format": FORMAT, "version": VERSION, "env": env_name, "network": network,
                "agent": agent_state, "counters": counters, "rng": rng, "config": config}
+    if replay is not None:
+        payload["replay"] = replay
     atomic_torch_save(payload, path)
 
 

@@ -32,7 +32,13 @@ class Config:
     # --- run length and schedule (steps are agent steps: one action, 4 emulator frames on Atari)
     total_steps: int = _f(50_000_000 // 4, "Agent steps to train for, summed over all envs.")
     learn_start: int = _f(50_000, "Steps of acting before the first update (the replay fills first).")
-    replay_size: int = _f(1_000_000, "Transitions the replay holds.")
+    replay_size: int = _f(1_000_000, "Transitions the replay holds; auto (or 0) = the most that fit in "
+                                     "--replay-memory-fraction of the available memory.")
+    replay_compress: str = _f("off", "Keep replay frames compressed (decompressed only when sampled).",
+                              ("off", "lz4", "zstd"))
+    replay_memory_fraction: float = _f(0.5, "Share of the available memory --replay-size auto may use.")
+    checkpoint_replay: bool = _f(False, "Save the replay with each checkpoint (compressed, incremental), so "
+                                        "--resume continues with the same buffer instead of refilling it.")
     batch_size: int = _f(32, "Minibatch size of an update.")
     train_freq: int = _f(4, "Env steps per update (the replay ratio is 1/train_freq).")
     target_update: int = _f(10_000, "Env steps between target-network syncs.")
@@ -102,12 +108,12 @@ class Config:
         return dataclasses.asdict(self)
 
     def validate(self) -> "Config":
-        positive = ["total_steps", "replay_size", "batch_size", "train_freq", "target_update",
+        positive = ["total_steps", "batch_size", "train_freq", "target_update",
                     "frame_skip", "history", "log_every", "checkpoint_every", "max_episode_steps"]
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(self, name)}.")
-        for name in ["learn_start", "noop_max", "display_freq", "eval_every", "eval_episodes", "threads",
+        for name in ["replay_size", "learn_start", "noop_max", "display_freq", "eval_every", "eval_episodes", "threads",
                      "eps_decay_steps"]:
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(self, name)}.")
@@ -118,7 +124,9 @@ class Config:
             raise ConfigError(f"--gamma must be in (0, 1], got {self.gamma}.")
         if self.lr <= 0:
             raise ConfigError(f"--lr must be positive, got {self.lr}.")
-        if self.batch_size > self.replay_size:
+        if not 0.0 < self.replay_memory_fraction <= 0.95:
+            raise ConfigError(f"--replay-memory-fraction must be in (0, 0.95], got {self.replay_memory_fraction}.")
+        if self.replay_size and self.batch_size > self.replay_size:
             raise ConfigError(f"--batch-size {self.batch_size} is larger than --replay-size {self.replay_size}.")
         if self.resume and self.overwrite:
             raise ConfigError("--resume and --overwrite contradict each other; pick one.")
@@ -172,6 +180,8 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
             continue
         base = str(f.type).replace("Optional[", "").rstrip("]")
         kind = {"int": _int_like, "float": float}.get(base, str)
+        if f.name == "replay_size":
+            kind = _size_or_auto
         parser.add_argument(_flag(f.name), type=kind, choices=f.metadata.get("choices"),
                             metavar=None if f.metadata.get("choices") else f.name.upper(),
                             help=f"{help_text} (default: {default})")
@@ -193,6 +203,10 @@ def _int_like(text: str) -> int:
     if value != int(value):
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
     return int(value)
+
+
+def _size_or_auto(text: str) -> int:
+    return 0 if text.strip().lower() == "auto" else _int_like(text)
 
 
 def make_config(explicit: dict[str, Any]) -> Config:

@@ -9,7 +9,10 @@ episode (those frames are zeros, as the actor sees them) nor into slots already 
 
 from __future__ import annotations
 
+import sys
+import threading
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -27,10 +30,17 @@ class Batch:
     next_obs: np.ndarray
 
 
-def replay_bytes(capacity: int, frame_shape: tuple, dtype) -> int:
-    """Bytes the buffer allocates: one frame plus action, reward and two flags per transition."""
-    frame = int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
-    return capacity * (frame + 1 + 4 + 1 + 1)
+META_BYTES = 1 + 4 + 1 + 1          # action, reward, terminal, first
+OBJECT_BYTES = 8 + sys.getsizeof(b"")  # a compressed frame: its pointer and its bytes object's header
+
+
+def replay_bytes(capacity: int, frame_shape: tuple, dtype, frame_bytes: Optional[float] = None) -> int:
+    """Bytes the buffer needs: one frame (raw, or ``frame_bytes`` compressed) plus metadata per transition."""
+    if frame_bytes is None:
+        frame = int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
+    else:
+        frame = frame_bytes + OBJECT_BYTES
+    return int(capacity * (frame + META_BYTES))
 
 
 def available_memory_bytes() -> int:
@@ -45,16 +55,111 @@ def available_memory_bytes() -> int:
     return 0
 
 
-def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = False) -> int:
+def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = False,
+               frame_bytes: Optional[float] = None) -> int:
     """Refuse, before allocating, a replay that would not fit in the memory that is available now."""
-    need = replay_bytes(capacity, frame_shape, dtype)
+    need = replay_bytes(capacity, frame_shape, dtype, frame_bytes)
     avail = available_memory_bytes()
     if avail and need > 0.9 * avail and not allow_large:
         raise ReplayTooLarge(
             f"a replay of {capacity:,} transitions needs {need / 1e9:.2f} GB but only {avail / 1e9:.2f} GB "
             f"of memory is available; lower --replay-size (about {int(0.9 * avail / (need / capacity)):,} "
-            f"fits) or pass --allow-large-replay to allocate it anyway.")
+            f"fits), use --replay-size auto or --replay-compress lz4, or pass --allow-large-replay to allocate "
+            f"it anyway.")
     return need
+
+
+class Codec:
+    """Frame compression for the replay: lz4 (fast) or zstd level 1 (smaller)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        if name == "lz4":
+            import lz4.block
+            self._c = lambda b: lz4.block.compress(b, store_size=True)
+            self._d = lz4.block.decompress
+        elif name == "zstd":
+            try:
+                import zstandard
+            except ImportError:
+                raise RuntimeError("--replay-compress zstd needs the zstandard package "
+                                   "(pip install jetdqn[zstd]); or use lz4.") from None
+            # one context per direction: the actor compresses while the learner decompresses
+            comp = zstandard.ZstdCompressor(level=1)
+            dec = zstandard.ZstdDecompressor()
+            # zstandard returns a bytes object shrunk from a compressBound-sized allocation; copying it to an
+            # exact-size object lets the allocator reuse the big block (otherwise ~7 KB per frame stays held)
+            self._c = lambda b: bytes(memoryview(comp.compress(b)))
+            self._d = dec.decompress
+        else:
+            raise ValueError(f"unknown codec {name!r}")
+
+    def compress(self, frame: np.ndarray) -> bytes:
+        return self._c(frame.tobytes())
+
+    def decompress(self, data: bytes) -> bytes:
+        return self._d(data)
+
+
+class ArrayFrames:
+    """Raw frames in one array (S, C, *frame): lazily committed, so memory grows as the buffer fills."""
+
+    compressed = False
+
+    def __init__(self, streams: int, capacity: int, frame_shape: tuple, dtype):
+        self.data = np.zeros((streams, capacity, *frame_shape), dtype=dtype)
+
+    def put(self, s: int, p: int, frame: np.ndarray) -> None:
+        self.data[s, p] = frame
+
+    def get(self, s: np.ndarray, j: np.ndarray) -> np.ndarray:
+        return self.data[s, j]
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+
+class CompressedFrames:
+    """Each frame compressed on its own (one per step, still once per frame), decompressed when sampled."""
+
+    compressed = True
+
+    def __init__(self, streams: int, capacity: int, frame_shape: tuple, dtype, codec: str):
+        self.codec = Codec(codec)
+        self.frame_shape = tuple(frame_shape)
+        self.dtype = np.dtype(dtype)
+        self.data = np.full((streams, capacity), None, dtype=object)
+        self.payload = 0   # compressed bytes held
+        self.count = 0
+
+    def put(self, s: int, p: int, frame: np.ndarray) -> None:
+        blob = self.codec.compress(np.ascontiguousarray(frame))
+        old = self.data[s, p]
+        if old is not None:
+            self.payload -= len(old)
+            self.count -= 1
+        self.data[s, p] = blob
+        self.payload += len(blob)
+        self.count += 1
+
+    def get(self, s: np.ndarray, j: np.ndarray) -> np.ndarray:
+        out = np.empty((len(s), *self.frame_shape), dtype=self.dtype)
+        cache: dict = {}
+        for n, key in enumerate(zip(s.tolist(), j.tolist())):
+            raw = cache.get(key)
+            if raw is None:
+                raw = cache[key] = self.codec.decompress(self.data[key])
+            out[n] = np.frombuffer(raw, dtype=self.dtype).reshape(self.frame_shape)
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return self.payload + self.count * sys.getsizeof(b"") + self.data.nbytes
+
+    @property
+    def mean_frame_bytes(self) -> Optional[float]:
+        return self.payload / self.count if self.count else None
 
 
 class ReplayBuffer:
@@ -63,21 +168,30 @@ class ReplayBuffer:
     :param capacity: total transitions, split evenly across the streams.
     :param frame_shape: shape of one frame: (84, 84) for Atari, (4,) for CartPole.
     :param history: frames per stacked observation (4 on Atari, 1 for vector envs).
+    :param compress: 'off', 'lz4' or 'zstd': frames kept compressed, decompressed only when sampled.
+    :param frame_bytes: expected compressed bytes per frame, for the memory check before allocating.
     """
 
+    CHUNK = 10_000  # slots per chunk when the replay is saved incrementally
+
     def __init__(self, capacity: int, frame_shape: tuple, dtype=np.uint8, history: int = 4,
-                 num_streams: int = 1, seed: int = 0, allow_large: bool = False):
+                 num_streams: int = 1, seed: int = 0, allow_large: bool = False, compress: str = "off",
+                 frame_bytes: Optional[float] = None):
         if capacity < num_streams * 2:
             raise ValueError(f"replay capacity {capacity} is too small for {num_streams} streams")
-        check_fits(capacity, frame_shape, dtype, allow_large)
+        check_fits(capacity, frame_shape, dtype, allow_large, frame_bytes if compress != "off" else None)
         self.streams = num_streams
         self.stream_capacity = capacity // num_streams
         self.capacity = self.stream_capacity * num_streams
         self.frame_shape = tuple(frame_shape)
+        self.dtype = np.dtype(dtype)
         self.history = history
+        self.compress = compress
         s, c = num_streams, self.stream_capacity
-        # np.zeros maps pages lazily: memory is committed as the buffer fills.
-        self.frames = np.zeros((s, c, *frame_shape), dtype=dtype)
+        if compress == "off":
+            self.frames = ArrayFrames(s, c, frame_shape, dtype)
+        else:
+            self.frames = CompressedFrames(s, c, frame_shape, dtype, compress)
         self.actions = np.zeros((s, c), dtype=np.uint8)
         self.rewards = np.zeros((s, c), dtype=np.float32)
         self.terminal = np.zeros((s, c), dtype=np.bool_)
@@ -86,16 +200,22 @@ class ReplayBuffer:
         self.size = np.zeros(s, dtype=np.int64)         # filled slots per stream
         self.rng = np.random.default_rng(seed)
         self.added = 0
+        self.dirty: set = set()                         # (stream, chunk) written since the last save
+        self.lock = threading.Lock()                    # the actor adds while an async learner samples
 
     def __len__(self) -> int:
         return int(self.size.sum())
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.frames, self.actions, self.rewards, self.terminal, self.first))
+        return self.frames.nbytes + sum(a.nbytes for a in (self.actions, self.rewards, self.terminal, self.first))
 
     @property
     def bytes_per_transition(self) -> float:
+        """Measured: for compressed frames, the bytes held per stored transition (plus metadata)."""
+        if self.frames.compressed:
+            stored = max(1, len(self))
+            return (self.frames.payload + self.frames.count * sys.getsizeof(b"")) / stored + 8 + META_BYTES
         return self.nbytes / self.capacity
 
     def add(self, stream: int, frame: np.ndarray, action: int, reward: float, terminal: bool,
@@ -105,15 +225,17 @@ class ReplayBuffer:
         ``first`` marks the frame that starts an episode for learning (after a reset or a lost life);
         ``terminal`` marks an action after which there is no bootstrap.
         """
-        p = self.pos[stream]
-        self.frames[stream, p] = frame
-        self.actions[stream, p] = action
-        self.rewards[stream, p] = reward
-        self.terminal[stream, p] = terminal
-        self.first[stream, p] = first
-        self.pos[stream] = (p + 1) % self.stream_capacity
-        self.size[stream] = min(self.size[stream] + 1, self.stream_capacity)
-        self.added += 1
+        with self.lock:
+            p = int(self.pos[stream])
+            self.frames.put(stream, p, frame)
+            self.actions[stream, p] = action
+            self.rewards[stream, p] = reward
+            self.terminal[stream, p] = terminal
+            self.first[stream, p] = first
+            self.pos[stream] = (p + 1) % self.stream_capacity
+            self.size[stream] = min(self.size[stream] + 1, self.stream_capacity)
+            self.added += 1
+            self.dirty.add((stream, p // self.CHUNK))
 
     def _age(self, s: np.ndarray, i: np.ndarray) -> np.ndarray:
         """Steps between slot i and the newest slot of its stream (0 = newest)."""
@@ -133,7 +255,7 @@ class ReplayBuffer:
         """Stacks ending at slots i: zeros where a frame is from an earlier episode or overwritten."""
         c = self.stream_capacity
         h = self.history
-        out = np.zeros((len(i), h, *self.frame_shape), dtype=self.frames.dtype)
+        out = np.zeros((len(i), h, *self.frame_shape), dtype=self.dtype)
         alive = np.ones(len(i), dtype=bool)
         size = self.size[s]
         age = self._age(s, i)
@@ -143,10 +265,15 @@ class ReplayBuffer:
                 # frame j belongs to the stack only if frame j+1 did not start an episode and j is still
                 # stored (older than i, not yet overwritten by the newest frames)
                 alive &= ~self.first[s, (j + 1) % c] & (age + k < size)
-            out[alive, h - 1 - k] = self.frames[s[alive], j[alive]]
+            if alive.any():
+                out[alive, h - 1 - k] = self.frames.get(s[alive], j[alive])
         return out
 
     def sample(self, batch_size: int) -> Batch:
+        with self.lock:
+            return self._sample(batch_size)
+
+    def _sample(self, batch_size: int) -> Batch:
         if len(self) < 2:
             raise ValueError("the replay holds too few transitions to sample")
         sizes = self.size.astype(np.float64)
@@ -166,18 +293,3 @@ class ReplayBuffer:
         return Batch(obs=self._stack(s, i), actions=self.actions[s, i].astype(np.int64),
                      rewards=self.rewards[s, i].copy(), dones=self.terminal[s, i].astype(np.float32),
                      next_obs=self._stack(s, nxt))
-
-    # ------------------------------------------------------------- checkpointing
-    def state_dict(self) -> dict:
-        return {"frames": self.frames, "actions": self.actions, "rewards": self.rewards,
-                "terminal": self.terminal, "first": self.first, "pos": self.pos, "size": self.size,
-                "added": self.added, "rng": self.rng.bit_generator.state}
-
-    def load_state_dict(self, state: dict) -> None:
-        for name in ("frames", "actions", "rewards", "terminal", "first", "pos", "size"):
-            src = np.asarray(state[name])
-            if src.shape != getattr(self, name).shape:
-                raise ValueError(f"replay {name} has shape {src.shape}, expected {getattr(self, name).shape}")
-            getattr(self, name)[...] = src
-        self.added = int(state["added"])
-        self.rng.bit_generator.state = state["rng"]

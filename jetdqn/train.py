@@ -82,7 +82,7 @@ class Trainer:
         from . import runtime
         from .agent import DQNAgent
         from .envs import make_envs
-        from .replay import ReplayBuffer
+        from .replay import ReplayBuffer, available_memory_bytes
         from .telemetry import make_sampler
 
         self.cfg = cfg
@@ -98,13 +98,27 @@ class Trainer:
         fs = self.envs.frame_shape
         self.obs_shape = (cfg.history, *fs)  # vector observations are flattened by the MLP
         self.agent = DQNAgent(cfg, self.obs_shape, self.envs.n_actions, self.rt.device)
-        self.replay = ReplayBuffer(cfg.replay_size, fs, self.envs.frame_dtype, cfg.history,
-                                   num_streams=self.num_envs, seed=cfg.seed, allow_large=cfg.allow_large_replay)
+        self._payload = None
+        if cfg.resume:  # read early: a saved replay fixes the capacity
+            self._payload = ckpt.load(run_dir / "checkpoints" / "latest.pt", env_name=cfg.env_name,
+                                      network=self.agent.network_spec(), map_location=self.rt.device)
+        saved = (self._payload or {}).get("replay") if cfg.checkpoint_replay else None
+        self.frame_bytes = probe_frame_bytes(cfg) if cfg.replay_compress != "off" else None
+        if saved:
+            capacity = saved["stream_capacity"] * saved["streams"]
+        else:
+            capacity = choose_capacity(cfg, fs, self.envs.frame_dtype, self.frame_bytes, self.num_envs)
+        self.replay = ReplayBuffer(capacity, fs, self.envs.frame_dtype, cfg.history, num_streams=self.num_envs,
+                                   seed=cfg.seed, allow_large=cfg.allow_large_replay, compress=cfg.replay_compress,
+                                   frame_bytes=self.frame_bytes)
+        self.replay_budget = (cfg.replay_memory_fraction * available_memory_bytes()) if cfg.replay_size == 0 else None
+        self._replay_manifest: Optional[dict] = None
         self.step = 0
         self.episodes = 0           # games finished (scoring episodes)
         self.returns: deque = deque(maxlen=100)
         self.wall_before = 0.0      # wall seconds of earlier segments of this run (resume)
         self.learn_from = cfg.learn_start
+        self.updates_at_learn = 0   # agent.updates when learning (re)started: the replay ratio counts from there
         self.last_eval_step = 0
         self.clock = PhaseClock()
         self.resumed_from: Optional[int] = None
@@ -116,16 +130,25 @@ class Trainer:
     def counters(self) -> dict:
         return {"step": self.step, "episodes": self.episodes, "returns": list(self.returns),
                 "wall_s": self.wall_before + (time.monotonic() - self._t_start),
-                "learn_from": self.learn_from, "last_eval_step": self.last_eval_step}
+                "learn_from": self.learn_from, "updates_at_learn": self.updates_at_learn,
+                "last_eval_step": self.last_eval_step}
 
     def save_checkpoint(self) -> None:
+        manifest = None
+        replay_dir = self.run_dir / "checkpoints" / "replay"
+        if self.cfg.checkpoint_replay:
+            from .replay_io import save_replay
+            manifest = save_replay(self.replay, replay_dir, self._replay_manifest)
         ckpt.save(self.run_dir / "checkpoints" / "latest.pt", agent_state=self.agent.state_dict(),
                   network=self.agent.network_spec(), env_name=self.cfg.env_name, counters=self.counters(),
-                  rng=ckpt.rng_state(self.rng), config=self.cfg.to_dict())
+                  rng=ckpt.rng_state(self.rng), config=self.cfg.to_dict(), replay=manifest)
+        if manifest is not None:
+            from .replay_io import prune
+            prune(replay_dir, manifest)  # only now: the old checkpoint named the old files until the rename
+            self._replay_manifest = manifest
 
-    def restore(self) -> None:
-        payload = ckpt.load(self.run_dir / "checkpoints" / "latest.pt", env_name=self.cfg.env_name,
-                            network=self.agent.network_spec(), map_location=self.rt.device)
+    def restore(self) -> str:
+        payload = self._payload
         self.agent.load_state_dict(payload["agent"])
         c = payload["counters"]
         self.step = int(c["step"])
@@ -135,8 +158,22 @@ class Trainer:
         self.last_eval_step = int(c.get("last_eval_step", 0))
         ckpt.restore_rng(payload["rng"], self.rng)
         self.resumed_from = self.step
+        manifest = payload.get("replay")
+        if self.cfg.checkpoint_replay and manifest:
+            from .replay_io import load_replay
+            try:
+                load_replay(self.replay, self.run_dir / "checkpoints" / "replay", manifest)
+            except (OSError, ValueError, KeyError) as exc:
+                raise ckpt.CheckpointError(f"the replay saved with {self.run_dir}/checkpoints/latest.pt cannot be "
+                                           f"read ({exc}); resume with --no-checkpoint-replay to refill it.") from None
+            self._replay_manifest = manifest
+            self.learn_from = int(payload["counters"].get("learn_from", self.cfg.learn_start))
+            self.updates_at_learn = int(payload["counters"].get("updates_at_learn", 0))
+            return f"the replay is restored ({len(self.replay):,} transitions); learning goes on at once"
         # The replay was not saved: refill it for learn_start steps before learning again.
         self.learn_from = self.step + self.cfg.learn_start
+        self.updates_at_learn = self.agent.updates
+        return f"the replay starts empty and refills for {self.cfg.learn_start:,} steps before learning goes on"
 
     # ----------------------------------------------------------------- the loop
     def run(self, progress: Optional[Progress] = None) -> dict:
@@ -148,9 +185,8 @@ class Trainer:
         sampler = self.sampler
         self._t_start = time.monotonic()
         if cfg.resume:
-            self.restore()
-            progress.line(f"resumed {self.run_dir} at step {self.step:,}; the replay starts empty and refills "
-                          f"for {cfg.learn_start:,} steps before learning goes on")
+            how = self.restore()
+            progress.line(f"resumed {self.run_dir} at step {self.step:,}; {how}")
         self._write_config()
         log = JsonlWriter(self.run_dir / "log.jsonl")
         sampler.start()
@@ -165,7 +201,6 @@ class Trainer:
         first = np.ones(n, dtype=bool)
         game_return = np.zeros(n)
         last_return: Optional[float] = self.returns[-1] if self.returns else None
-        updates_at_learn = self.agent.updates
         interval_t = time.monotonic()
         interval_step = self.step
         interval_updates = self.agent.updates
@@ -215,14 +250,14 @@ class Trainer:
                                    epsilon=eps)
 
                 if self.step >= self.learn_from and len(self.replay) >= cfg.batch_size:
-                    due = (self.step - self.learn_from) // cfg.train_freq - (self.agent.updates - updates_at_learn)
+                    due = (self.step - self.learn_from) // cfg.train_freq - (self.agent.updates - self.updates_at_learn)
                     if due > 0:
                         self.clock.start()
                         for _ in range(due):
                             self.agent.update(self.replay.sample(cfg.batch_size))
                         self.clock.stop("learner")
                 else:
-                    updates_at_learn = self.agent.updates
+                    self.updates_at_learn = self.agent.updates
                 if self.step >= next_target:
                     self.agent.sync_target()
                     next_target += cfg.target_update
@@ -243,7 +278,8 @@ class Trainer:
                         "env_steps_per_s": round(dsteps / max(1e-9, dt), 2),
                         "updates": self.agent.updates,
                         "updates_per_s": round((self.agent.updates - interval_updates) / max(1e-9, dt), 2),
-                        "replay_ratio": round(self.agent.updates / max(1, self.step - self.learn_from), 5)
+                        "replay_ratio": round((self.agent.updates - self.updates_at_learn)
+                                              / max(1, self.step - self.learn_from), 5)
                         if self.step > self.learn_from else None,
                         "learning": self.step > self.learn_from,
                         **self.agent.pop_metrics(),
@@ -253,12 +289,15 @@ class Trainer:
                         "return_mean": float(np.mean(self.returns)) if self.returns else None,
                         "return_interval_mean": float(np.mean(interval_returns)) if interval_returns else None,
                         "replay_transitions": len(self.replay),
+                        "replay_capacity": self.replay.capacity,
+                        "replay_compress": cfg.replay_compress,
                         "replay_bytes": int(self.replay.nbytes),
                         "replay_bytes_per_transition": round(self.replay.bytes_per_transition, 1),
                         "frames_shown": renderer.shown if renderer is not None else 0,
                         "num_envs": n,
                     }
                     record.update(sampler.summary(self.clock.seconds, dt))
+                    self._fit_replay(progress)
                     log.write(record)
                     loss = record["loss"]
                     progress.line(
@@ -303,6 +342,22 @@ class Trainer:
                         "reached_target": self.reached_target, "last_eval": self.last_eval})
         return summary
 
+    def _fit_replay(self, progress: Progress) -> None:
+        """--replay-size auto with compression: as the buffer fills, the measured bytes per transition may
+        exceed the startup estimate; shrink the capacity (only possible before the ring wraps) to stay in budget."""
+        r = self.replay
+        if self.replay_budget is None or not r.frames.compressed or len(r) < 10_000:
+            return
+        fits = int(self.replay_budget / r.bytes_per_transition)
+        if fits < r.capacity and bool((r.size < r.stream_capacity).all()):
+            new_stream = max(int(r.size.max()) + 1, fits // r.streams)
+            if new_stream < r.stream_capacity:
+                with r.lock:
+                    r.stream_capacity = new_stream
+                    r.capacity = new_stream * r.streams
+                progress.line(f"replay: measured {r.bytes_per_transition:.0f} bytes per transition; capacity "
+                              f"lowered to {r.capacity:,} to stay within {self.replay_budget / 1e9:.2f} GB")
+
     def evaluate(self, progress: Progress) -> dict:
         """Whole games at eval_eps (random no-op starts), scored with raw rewards, to eval.jsonl."""
         from .envs import make_env, FrameStack
@@ -344,6 +399,7 @@ class Trainer:
 
     def _write_config(self) -> None:
         data = {**self.cfg.to_dict(), "runtime": self.rt.report, "obs_shape": list(self.obs_shape),
+                "replay_frame_bytes_estimate": self.frame_bytes,
                 "n_actions": self.envs.n_actions, "replay_capacity": self.replay.capacity,
                 "replay_bytes": int(self.replay.nbytes),
                 "replay_bytes_per_transition": round(self.replay.bytes_per_transition, 1)}
@@ -353,6 +409,38 @@ class Trainer:
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
         tmp.replace(path)
+
+
+def probe_frame_bytes(cfg: Config, steps: int = 300) -> float:
+    """Mean compressed size of this game's frames, from a short random rollout of a separate env."""
+    from .envs import make_env
+    from .replay import Codec
+    env = make_env(cfg, cfg.seed + 777)
+    codec = Codec(cfg.replay_compress)
+    rng = np.random.default_rng(cfg.seed)
+    sizes = [len(codec.compress(env.reset()))]
+    for _ in range(steps):
+        st = env.step(int(rng.integers(env.n_actions)))
+        sizes.append(len(codec.compress(np.ascontiguousarray(st.frame))))
+        if st.game_over or st.truncated:
+            env.reset()
+    env.close()
+    return float(np.mean(sizes))
+
+
+def choose_capacity(cfg: Config, frame_shape: tuple, dtype, frame_bytes: Optional[float], streams: int) -> int:
+    """--replay-size N, or for auto the most transitions that fit in the memory budget (with a 25% margin on
+    the estimated compressed size; the live measurement then keeps it honest, see Trainer._fit_replay)."""
+    from .replay import available_memory_bytes, replay_bytes
+    if cfg.replay_size:
+        return cfg.replay_size
+    budget = cfg.replay_memory_fraction * available_memory_bytes()
+    per = replay_bytes(1, frame_shape, dtype, frame_bytes * 1.25 if frame_bytes else None)
+    capacity = int(budget / per)
+    capacity = max(streams * 2, min(capacity, 50_000_000))
+    print(f"replay: --replay-size auto -> {capacity:,} transitions at ~{per:.0f} bytes each "
+          f"({budget / 1e9:.2f} GB = {cfg.replay_memory_fraction:.0%} of the available memory)", flush=True)
+    return capacity
 
 
 def _thread_ids() -> set[int]:

@@ -1,0 +1,119 @@
+"""Compressed replay, --replay-size auto, and the replay saved with checkpoints (kill -9 and resume)."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from jetdqn import checkpoint as ckpt
+from jetdqn.envs import AtariEnv
+from jetdqn.replay import ReplayBuffer
+from jetdqn.replay_io import load_replay, prune, save_replay
+from conftest import ROOT, run_module
+
+
+@pytest.fixture(scope="module")
+def pong_frames():
+    env = AtariEnv("pong", seed=0)
+    frames = [env.reset()]
+    rng = np.random.default_rng(0)
+    for _ in range(399):
+        frames.append(env.step(int(rng.integers(6))).frame)
+    env.close()
+    return np.stack(frames)
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_compressed_replay_samples_the_same_batches_as_the_raw_one(pong_frames, codec):
+    raw = ReplayBuffer(1000, (84, 84), history=4, seed=5)
+    packed = ReplayBuffer(1000, (84, 84), history=4, seed=5, compress=codec)
+    for t, f in enumerate(pong_frames):
+        for buf in (raw, packed):
+            buf.add(0, f, t % 6, 0.0, t % 97 == 96, t % 97 == 0)
+    a, b = raw.sample(64), packed.sample(64)
+    assert np.array_equal(a.obs, b.obs) and np.array_equal(a.next_obs, b.next_obs)
+    assert np.array_equal(a.actions, b.actions)
+    # Pong frames compress well: well under a tenth of the 7,063 raw bytes per transition
+    assert packed.bytes_per_transition < 700 < 7000 < raw.bytes_per_transition
+
+
+def test_saved_replay_round_trips_incrementally(pong_frames, tmp_path):
+    buf = ReplayBuffer(250, (84, 84), history=4, seed=1, compress="lz4")
+    buf.CHUNK = 100
+    for t in range(150):
+        buf.add(0, pong_frames[t], t % 6, float(t), False, t == 0)
+    m1 = save_replay(buf, tmp_path, None)
+    for t in range(150, 400):                      # wraps: every chunk is rewritten
+        buf.add(0, pong_frames[t], t % 6, float(t), False, False)
+    m2 = save_replay(buf, tmp_path, m1)
+    for t in range(400, 420):                      # only chunk 1 changes
+        buf.add(0, pong_frames[t % 400], t % 6, float(t), False, False)
+    m3 = save_replay(buf, tmp_path, m2)
+    changed = {k for k in m3["files"] if m3["files"][k] != m2["files"][k]}
+    assert changed == {"0-1"}
+    prune(tmp_path, m3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(m3["files"].values())
+    restored = ReplayBuffer(250, (84, 84), history=4, seed=99)      # uncompressed target works too
+    load_replay(restored, tmp_path, m3)
+    assert restored.added == buf.added and list(restored.pos) == list(buf.pos)
+    assert np.array_equal(restored.rewards, buf.rewards)
+    for p in range(250):
+        assert np.array_equal(restored.frames.get(np.array([0]), np.array([p]))[0],
+                              buf.frames.get(np.array([0]), np.array([p]))[0])
+    assert np.array_equal(restored.sample(16).obs, buf.sample(16).obs)   # same sampler state too
+
+
+def test_kill_9_then_resume_restores_the_same_replay_and_counters(tmp_path):
+    """A run killed with kill -9 resumes with exactly the replay and counters of its last checkpoint."""
+    run = tmp_path / "run"
+    common = ["--preset", "smoke", "--telemetry", "off", "--replay-compress", "lz4", "--checkpoint-replay",
+              "--eps-start", "1", "--eps-end", "1", "--replay-size", "2000"]
+    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.train", *common, "--run-dir", str(run),
+                             "--total-steps", "1000000", "--checkpoint-every", "150"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        latest = run / "checkpoints" / "latest.pt"
+        if latest.exists() and ckpt.load(latest)["counters"]["step"] >= 600:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    payload = ckpt.load(run / "checkpoints" / "latest.pt")
+    step = payload["counters"]["step"]
+    assert step >= 600 and payload["replay"]["added"] == step
+    # The same run, replayed to exactly that step without a kill, is the ground truth (epsilon 1: the
+    # actions come from the seeded generator, not from the network).
+    truth = tmp_path / "truth"
+    run_module("jetdqn.train", *common, "--run-dir", str(truth), "--total-steps", str(step),
+               "--checkpoint-every", "1000000")
+    buffers = []
+    for d in (run, truth):
+        p = ckpt.load(d / "checkpoints" / "latest.pt")
+        b = ReplayBuffer(2000, (84, 84), history=4, compress="lz4")
+        load_replay(b, d / "checkpoints" / "replay", p["replay"])
+        buffers.append(b)
+    killed, reference = buffers
+    assert killed.added == reference.added == step
+    assert np.array_equal(killed.actions, reference.actions) and np.array_equal(killed.first, reference.first)
+    assert all(np.array_equal(killed.frames.get(np.array([0]), np.array([i])),
+                              reference.frames.get(np.array([0]), np.array([i]))) for i in range(0, step, 7))
+    out = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", str(step + 100)).stdout
+    assert f"the replay is restored ({step:,} transitions)" in out
+    records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    assert records[-1]["step"] == step + 100 and records[-1]["replay_transitions"] == step + 100
+
+
+def test_replay_size_auto_logs_its_choice(tmp_path):
+    run = tmp_path / "run"
+    out = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--replay-size", "auto",
+                     "--replay-compress", "lz4", "--replay-memory-fraction", "0.001", "--telemetry", "off").stdout
+    assert "--replay-size auto ->" in out
+    rec = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
+    config = json.loads((run / "config.json").read_text())
+    assert rec["replay_capacity"] == config["replay_capacity"] > 1000
+    assert 100 < rec["replay_bytes_per_transition"] < 1500
