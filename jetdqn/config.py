@@ -55,10 +55,17 @@ class Config:
     double: bool = _f(True, "Double DQN target (online net picks, target net evaluates); "
                             "--no-double gives the 2015 Nature rule.")
     dueling: bool = _f(False, "Dueling value/advantage head.")
+    num_envs: int = _f(1, "Games played at once; more than 1 runs them in ale-py's C++ threads (AtariVectorEnv); "
+                          "auto measures the best split of cores (with --threads auto too).")
+    env_threads: int = _f(0, "C++ emulator threads for --num-envs > 1 (0 = one per env, at most one per core).")
+    async_learner: bool = _f(False, "Learn in a thread of its own while the actor steps the emulators; the replay "
+                                    "ratio stays 1/train_freq.")
+    actor_refresh: int = _f(4, "With --async-learner: copy the learner's weights to the actor every N updates.")
     # --- exploration
     eps_start: float = _f(1.0, "Initial epsilon of epsilon-greedy acting.")
     eps_end: float = _f(0.01, "Final epsilon.")
     eps_decay_steps: int = _f(1_000_000, "Steps over which epsilon falls linearly to eps_end.")
+    apex_eps: bool = _f(False, "Ape-X per-env epsilons eps_i = 0.4^(1 + 7 i / (N - 1)) instead of the schedule.")
     # --- Atari preprocessing (Nature DQN)
     frame_skip: int = _f(4, "Emulator frames per action (max over the last two).")
     history: int = _f(4, "Frames stacked into one observation (Atari).")
@@ -69,13 +76,15 @@ class Config:
     # --- runtime
     seed: int = _f(0, "Seed for torch, numpy, the envs and the replay sampler.")
     device: str = _f("auto", "Where the network runs.", ("auto", "cpu", "cuda"))
-    threads: int = _f(0, "torch intra-op threads (0 = torch's default).")
+    threads: int = _f(0, "torch intra-op threads (0 = torch's default, auto = measured with --num-envs).")
     cudnn_benchmark: bool = _f(False, "cudnn.benchmark: time the convolution algorithms, keep the fastest.")
     cudnn_fastest: bool = _f(False, "Lua's cudnn.fastest: benchmark with no limit on candidates "
                                     "(benchmark_limit = 0) and TF32 allowed.")
     cudnn_deterministic: bool = _f(False, "Deterministic cuDNN algorithms (slower; turns benchmark off).")
     amp: str = _f("off", "Mixed precision for the network.", ("off", "bf16", "fp16"))
     compile: bool = _f(False, "torch.compile the network (slow first steps, faster after).")
+    cuda_graphs: bool = _f(False, "Capture the update and the acting forward pass in CUDA graphs (CUDA only).")
+    channels_last: bool = _f(False, "channels_last memory format for the CNN (often faster on GPUs, slower on CPUs).")
     # --- display and telemetry
     display_freq: int = _f(0, "Show 1 of every N frames in a window (0 = no display).")
     telemetry: str = _f("auto", "Telemetry sampler.", ("auto", "tegrastats", "jtop", "procfs", "off"))
@@ -108,12 +117,12 @@ class Config:
         return dataclasses.asdict(self)
 
     def validate(self) -> "Config":
-        positive = ["total_steps", "batch_size", "train_freq", "target_update",
+        positive = ["total_steps", "batch_size", "actor_refresh", "train_freq", "target_update",
                     "frame_skip", "history", "log_every", "checkpoint_every", "max_episode_steps"]
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(self, name)}.")
-        for name in ["replay_size", "learn_start", "noop_max", "display_freq", "eval_every", "eval_episodes", "threads",
+        for name in ["replay_size", "num_envs", "learn_start", "noop_max", "env_threads", "display_freq", "eval_every", "eval_episodes",
                      "eps_decay_steps"]:
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(self, name)}.")
@@ -128,6 +137,15 @@ class Config:
             raise ConfigError(f"--replay-memory-fraction must be in (0, 0.95], got {self.replay_memory_fraction}.")
         if self.replay_size and self.batch_size > self.replay_size:
             raise ConfigError(f"--batch-size {self.batch_size} is larger than --replay-size {self.replay_size}.")
+        if self.threads < -1:
+            raise ConfigError(f"--threads must be auto or 0 or more, got {self.threads}.")
+        if self.num_envs > 1 and not self.is_atari:
+            raise ConfigError("--num-envs > 1 is for Atari games (ale-py's vector env); use 1 with --env.")
+        if self.cuda_graphs and self.amp == "fp16":
+            raise ConfigError("--cuda-graphs does not work with --amp fp16 (loss scaling checks on the CPU); "
+                              "use --amp bf16 or off.")
+        if self.cuda_graphs and self.compile:
+            raise ConfigError("--cuda-graphs and --compile both capture the network; pick one.")
         if self.resume and self.overwrite:
             raise ConfigError("--resume and --overwrite contradict each other; pick one.")
         if self.telemetry_interval_ms < 50:
@@ -180,8 +198,10 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
             continue
         base = str(f.type).replace("Optional[", "").rstrip("]")
         kind = {"int": _int_like, "float": float}.get(base, str)
-        if f.name == "replay_size":
+        if f.name == "replay_size" or f.name == "num_envs":
             kind = _size_or_auto
+        if f.name == "threads":
+            kind = _threads
         parser.add_argument(_flag(f.name), type=kind, choices=f.metadata.get("choices"),
                             metavar=None if f.metadata.get("choices") else f.name.upper(),
                             help=f"{help_text} (default: {default})")
@@ -203,6 +223,10 @@ def _int_like(text: str) -> int:
     if value != int(value):
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
     return int(value)
+
+
+def _threads(text: str) -> int:
+    return -1 if text.strip().lower() == "auto" else _int_like(text)
 
 
 def _size_or_auto(text: str) -> int:

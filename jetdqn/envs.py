@@ -8,6 +8,7 @@ game over) are reported separately: ``life_lost`` and ``game_over``.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import Optional
@@ -89,7 +90,7 @@ class AtariEnv:
         frame, reward, terminated, truncated, info = self._env.step(int(action))
         self._t += 1
         lives = int(info.get("lives", 0))
-        life_lost = lives < self._lives
+        life_lost = lives < self._lives and not terminated  # game over is reported as such, not as a life
         self._lives = lives
         truncated = bool(truncated) or self._t >= self.max_episode_steps
         return Step(frame, float(reward), bool(terminated), truncated and not terminated, life_lost)
@@ -237,5 +238,79 @@ class SyncEnvs:
             e.close()
 
 
-def make_envs(cfg: Config, seed: int, num_envs: int = 1) -> SyncEnvs:
+class AleVecEnvs:
+    """N games in ale-py's AtariVectorEnv: C++ worker threads step the emulators and do the Nature
+    preprocessing (frame skip with max-pool, 84x84 grey, no-op starts), the same settings as AtariEnv.
+
+    It gives single frames (stack_num 1; the replay and FrameStack stack them, zero-padded like the vector
+    env's own stacks), raw rewards, and resets a finished game in the same step (SameStep autoreset).
+    ``send``/``recv`` let the caller work while the emulators step.
+    """
+
+    def __init__(self, game: str, num_envs: int, *, frame_skip: int = 4, noop_max: int = 30,
+                 max_episode_steps: int = 27_000, seed: int = 0, num_threads: int = 0):
+        from ale_py.vector_env import AtariVectorEnv
+
+        key = _ale_env_id(game)  # validates the name with the same sentence as the single env
+        del key
+        self.game = game.strip().lower().replace("-", "_")
+        self.num_envs = num_envs
+        self._env = AtariVectorEnv(self.game, num_envs=num_envs, num_threads=num_threads or min(num_envs, os.cpu_count() or 1),
+                                   stack_num=1, frameskip=frame_skip, maxpool=True, noop_max=noop_max,
+                                   repeat_action_probability=0.0, episodic_life=False, reward_clipping=False,
+                                   use_fire_reset=False, autoreset_mode="SameStep",
+                                   max_num_frames_per_episode=max_episode_steps * frame_skip)
+        self.n_actions = int(self._env.single_action_space.n)
+        self.action_meanings = [str(a) for a in range(self.n_actions)]
+        self.frame_shape = (84, 84)
+        self.frame_dtype = np.uint8
+        self._seed = seed
+        self._lives = np.zeros(num_envs, dtype=np.int64)
+        self._last_frames: Optional[np.ndarray] = None
+        self.emulator_threads: set[int] = set()  # filled by the caller from the threads that appeared
+
+    def reset(self) -> np.ndarray:
+        obs, info = self._env.reset(seed=self._seed)
+        self._lives = np.asarray(info["lives"], dtype=np.int64)
+        self._last_frames = obs[:, 0]
+        return self._last_frames
+
+    def send(self, actions: np.ndarray) -> None:
+        self._env.send(np.asarray(actions, dtype=np.int64))
+
+    def recv(self) -> VecStep:
+        obs, rewards, terminated, truncated, info = self._env.recv()
+        order = np.asarray(info["env_id"])
+        if not np.array_equal(order, np.arange(self.num_envs)):
+            # with batch_size == num_envs results come back whole, but keep them in env order regardless
+            idx = np.argsort(order)
+            obs, rewards, terminated, truncated = obs[idx], rewards[idx], terminated[idx], truncated[idx]
+            info = {k: (np.asarray(v)[idx] if np.ndim(v) else v) for k, v in info.items()}
+        lives = np.asarray(info["lives"], dtype=np.int64)
+        ended = np.asarray(terminated, bool) | np.asarray(truncated, bool)
+        life_lost = (lives < self._lives) & ~ended
+        self._lives = lives
+        self._last_frames = obs[:, 0]
+        return VecStep(self._last_frames, np.asarray(rewards, dtype=np.float64), np.asarray(terminated, bool),
+                       np.asarray(truncated, bool) & ~np.asarray(terminated, bool), life_lost)
+
+    def step(self, actions: np.ndarray) -> VecStep:
+        self.send(actions)
+        return self.recv()
+
+    def screen_rgb(self, index: int = 0) -> np.ndarray:
+        """No colour screen from the C++ workers: env ``index``'s 84x84 grey frame."""
+        return self._last_frames[index]
+
+    def close(self) -> None:
+        self._env.close()
+
+
+def make_envs(cfg: Config, seed: int, num_envs: int = 1, vector: Optional[bool] = None):
+    """``num_envs`` Atari games in C++ threads (AtariVectorEnv) or, for one env and for gymnasium envs,
+    stepped in the calling thread. ``vector`` forces the choice."""
+    use_vector = (num_envs > 1) if vector is None else vector
+    if cfg.is_atari and use_vector:
+        return AleVecEnvs(cfg.game, num_envs, frame_skip=cfg.frame_skip, noop_max=cfg.noop_max,
+                          max_episode_steps=cfg.max_episode_steps, seed=seed, num_threads=cfg.env_threads)
     return SyncEnvs([make_env(cfg, seed + k) for k in range(num_envs)])

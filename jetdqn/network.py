@@ -30,8 +30,9 @@ class QHead(nn.Module):
 class NatureCNN(nn.Module):
     """Mnih et al. 2015: conv 32x8x8/4, 64x4x4/2, 64x3x3/1, fc 512; 1.69M parameters, 18.7 MFLOP a pass."""
 
-    def __init__(self, in_channels: int, n_actions: int, dueling: bool = False):
+    def __init__(self, in_channels: int, n_actions: int, dueling: bool = False, channels_last: bool = False):
         super().__init__()
+        self.channels_last = channels_last
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, 32, 8, stride=4), nn.ReLU(),
             nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
@@ -41,8 +42,10 @@ class NatureCNN(nn.Module):
         self.head = QHead(64 * 7 * 7, n_actions, 512, dueling)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype == torch.uint8:
-            x = x.float().mul_(1.0 / 255.0)
+        if x.dtype == torch.uint8:  # scaled in the weights' dtype: fp32, or bf16 for the CPU bf16 copies
+            x = x.to(self.head.adv[0].weight.dtype).mul_(1.0 / 255.0)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
         return self.head(self.features(x))
 
 
@@ -55,13 +58,13 @@ class MLP(nn.Module):
         self.head = QHead(hidden, n_actions, hidden, dueling)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.body(x.float()))
+        return self.head(self.body(x.to(self.body[1].weight.dtype)))
 
 
-def build_network(obs_shape: tuple, n_actions: int, dueling: bool = False) -> nn.Module:
+def build_network(obs_shape: tuple, n_actions: int, dueling: bool = False, channels_last: bool = False) -> nn.Module:
     """(history, 84, 84) -> NatureCNN; anything else -> MLP over the flattened observation."""
     if len(obs_shape) == 3:
-        return NatureCNN(obs_shape[0], n_actions, dueling)
+        return NatureCNN(obs_shape[0], n_actions, dueling, channels_last)
     features = 1
     for d in obs_shape:
         features *= int(d)

@@ -58,6 +58,10 @@ def apply(cfg: Config) -> Runtime:
         "seed": cfg.seed,
         "amp": cfg.amp,
         "compile": cfg.compile,
+        "cuda_graphs": (cfg.cuda_graphs if cuda else "no effect: no CUDA device") if cfg.cuda_graphs else False,
+        "channels_last": cfg.channels_last,
+        "num_envs": cfg.num_envs,
+        "async_learner": cfg.async_learner,
     }
     asked = {"cudnn_benchmark": cfg.cudnn_benchmark, "cudnn_fastest": cfg.cudnn_fastest,
              "cudnn_deterministic": cfg.cudnn_deterministic}

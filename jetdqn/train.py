@@ -92,7 +92,7 @@ class Trainer:
         self.rt = runtime.apply(cfg)
         self.rng = np.random.default_rng(cfg.seed)
         threads_before = _thread_ids()
-        self.envs = make_envs(cfg, cfg.seed, 1)
+        self.envs = make_envs(cfg, cfg.seed, cfg.num_envs)
         self.emulator_threads = set(self.envs.emulator_threads) or (_thread_ids() - threads_before)
         self.num_envs = self.envs.num_envs
         fs = self.envs.frame_shape
@@ -192,6 +192,18 @@ class Trainer:
         sampler.start()
         sampler.mark_threads("emulator", self.emulator_threads)
         renderer = make_renderer(cfg.display_freq, f"jetdqn train: {cfg.env_name}", progress.line)
+        learner = None
+        if cfg.async_learner:
+            from .learner import AsyncLearner
+            learner = AsyncLearner(self.agent, self.replay, cfg.batch_size,
+                                   target_every_updates=cfg.target_update // cfg.train_freq,
+                                   actor_refresh=cfg.actor_refresh, slack=max(2, 2 * self.num_envs // cfg.train_freq))
+            learner.start()
+            sampler.mark_threads("learner", [learner.native_id])
+        self.learner = learner
+        # With C++ emulator threads, learn between send() and recv(): the update overlaps the emulation.
+        overlap = hasattr(self.envs, "send")
+        apex_eps = 0.4 ** (1 + 7 * np.arange(self.num_envs) / max(1, self.num_envs - 1))
 
         n = self.num_envs
         frames = self.envs.reset()
@@ -218,13 +230,20 @@ class Trainer:
 
         try:
             while self.step < cfg.total_steps and not self.stop_requested:
-                eps = epsilon_at(cfg, self.step)
+                eps = apex_eps if cfg.apex_eps else epsilon_at(cfg, self.step)
                 self.clock.start()
                 actions = self.agent.act(obs, eps, self.rng)
                 self.clock.stop("learner")
-                self.clock.start()
-                res = self.envs.step(actions)
-                self.clock.stop("emulator")
+                if overlap:
+                    self.envs.send(actions)
+                    self._learn(learner)  # the emulators step in their C++ threads meanwhile
+                    self.clock.start()
+                    res = self.envs.recv()
+                    self.clock.stop("emulator")
+                else:
+                    self.clock.start()
+                    res = self.envs.step(actions)
+                    self.clock.stop("emulator")
                 rewards = np.clip(res.rewards, -1.0, 1.0) if cfg.clip_rewards else res.rewards
                 for k in range(n):
                     ended = bool(res.game_over[k] or res.truncated[k])
@@ -247,24 +266,17 @@ class Trainer:
                 self.step += n
                 if renderer is not None:
                     renderer.offer(lambda: self.envs.screen_rgb(0), step=self.step, episode_return=game_return[0],
-                                   epsilon=eps)
+                                   epsilon=float(np.asarray(eps).flat[0]))
 
-                if self.step >= self.learn_from and len(self.replay) >= cfg.batch_size:
-                    due = (self.step - self.learn_from) // cfg.train_freq - (self.agent.updates - self.updates_at_learn)
-                    if due > 0:
-                        self.clock.start()
-                        for _ in range(due):
-                            self.agent.update(self.replay.sample(cfg.batch_size))
-                        self.clock.stop("learner")
-                else:
-                    self.updates_at_learn = self.agent.updates
-                if self.step >= next_target:
+                if not overlap:
+                    self._learn(learner)
+                if learner is None and self.step >= next_target:
                     self.agent.sync_target()
                     next_target += cfg.target_update
 
                 if progress.mode == "bar":
                     rate = (self.step - interval_step) / max(1e-9, time.monotonic() - interval_t)
-                    progress.update(self.step, rate, last_return, eps)
+                    progress.update(self.step, rate, last_return, float(np.asarray(eps).flat[0]))
 
                 if self.step >= next_log or self.step >= cfg.total_steps:
                     now = time.monotonic()
@@ -322,6 +334,9 @@ class Trainer:
                     self.save_checkpoint()
                     next_ckpt = (self.step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
         finally:
+            if learner is not None:
+                learner.drain()
+                learner.stop()
             if old_handler is not None:
                 signal.signal(signal.SIGINT, old_handler)
             sampler.stop()
@@ -341,6 +356,21 @@ class Trainer:
         summary.update({"run_dir": str(self.run_dir), "frames_shown": shown, "interrupted": self.stop_requested,
                         "reached_target": self.reached_target, "last_eval": self.last_eval})
         return summary
+
+    def _learn(self, learner) -> None:
+        """Run (or, with the async learner, allow) the updates the env steps so far have earned."""
+        cfg = self.cfg
+        if self.step >= self.learn_from and len(self.replay) >= cfg.batch_size:
+            earned = self.updates_at_learn + (self.step - self.learn_from) // cfg.train_freq
+            if learner is not None:
+                learner.earn(earned)  # returns at once unless the learner lags
+            elif earned > self.agent.updates:
+                self.clock.start()
+                for _ in range(earned - self.agent.updates):
+                    self.agent.update(self.replay.sample(cfg.batch_size))
+                self.clock.stop("learner")
+        else:
+            self.updates_at_learn = self.agent.updates
 
     def _fit_replay(self, progress: Progress) -> None:
         """--replay-size auto with compression: as the buffer fills, the measured bytes per transition may
@@ -405,6 +435,8 @@ class Trainer:
                 "replay_bytes_per_transition": round(self.replay.bytes_per_transition, 1)}
         if self.resumed_from is not None:
             data["resumed_from_step"] = self.resumed_from
+        if getattr(self, "autotune", None):
+            data["autotune"] = self.autotune
         path = self.run_dir / "config.json"
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
@@ -471,7 +503,17 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
     run_dir = prepare_run_dir(cfg)
     if cfg.run_dir is None:
         cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
-    return Trainer(cfg, run_dir).run(progress)
+    tuned = None
+    if cfg.num_envs == 0 or cfg.threads == -1:
+        if not cfg.is_atari:
+            cfg = dataclasses.replace(cfg, num_envs=max(cfg.num_envs, 1), threads=max(cfg.threads, 0))
+        else:
+            from .autotune import autotune
+            tuned = autotune(cfg)
+            cfg = dataclasses.replace(cfg, num_envs=tuned["num_envs"], threads=tuned["threads"])
+    trainer = Trainer(cfg, run_dir)
+    trainer.autotune = tuned
+    return trainer.run(progress)
 
 
 def config_for_resume(explicit: dict) -> dict:

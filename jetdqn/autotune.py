@@ -1,0 +1,96 @@
+"""``--num-envs auto`` / ``--threads auto``: split the cores between the emulators and the learner by measuring.
+
+GA3C's rule, at start-up instead of every 20 s: measure, change one count, keep the change if updates/s and
+env steps/s both hold (within 3%) or rise, else go back. Each trial runs the real parts for a short burst:
+the vector env steps random actions in its C++ threads while the main thread runs real updates on
+real-shaped batches, exactly the overlap of the training loop.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .config import Config
+
+
+def measure(cfg: Config, num_envs: int, threads: int, seconds: float = 1.5) -> tuple[float, float]:
+    """(env steps/s, updates/s) with ``num_envs`` emulators and ``threads`` torch threads, overlapped."""
+    import dataclasses
+    from .agent import DQNAgent
+    from .envs import make_envs
+    from .replay import Batch
+
+    torch.set_num_threads(threads)
+    trial = dataclasses.replace(cfg, num_envs=num_envs, async_learner=False, compile=False, cuda_graphs=False)
+    envs = make_envs(trial, cfg.seed, num_envs, vector=num_envs > 1 or cfg.is_atari)
+    agent = DQNAgent(trial, (cfg.history, *envs.frame_shape), envs.n_actions, torch.device(
+        "cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu"))
+    rng = np.random.default_rng(0)
+    shape = (cfg.batch_size, cfg.history, *envs.frame_shape)
+    obs = rng.integers(0, 255, shape, dtype=np.uint8) if len(envs.frame_shape) == 2 else rng.random(shape, np.float32)
+    batch = Batch(obs, rng.integers(0, envs.n_actions, cfg.batch_size), np.zeros(cfg.batch_size, np.float32),
+                  np.zeros(cfg.batch_size, np.float32), obs.copy())
+    envs.reset()
+    agent.update(batch)
+    steps = updates = 0
+    overlap = hasattr(envs, "send")
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        actions = rng.integers(0, envs.n_actions, num_envs)
+        if overlap:
+            envs.send(actions)
+            agent.update(batch)
+            envs.recv()
+        else:
+            envs.step(actions)
+            agent.update(batch)
+        steps += num_envs
+        updates += 1
+    dt = time.perf_counter() - t0
+    envs.close()
+    return steps / dt, updates / dt
+
+
+def autotune(cfg: Config, log: Callable[[str], None] = print, seconds: float = 1.5) -> dict:
+    """Pick num_envs and torch threads for this machine; returns the choice and every trial."""
+    cores = os.cpu_count() or 1
+    envs = cfg.num_envs if cfg.num_envs > 0 else 2
+    threads = cfg.threads if cfg.threads > 0 else cores
+    tune_envs, tune_threads = cfg.num_envs == 0, cfg.threads < 0
+    trials = []
+
+    def run(n: int, t: int) -> tuple[float, float]:
+        rates = measure(cfg, n, t, seconds)
+        trials.append({"num_envs": n, "threads": t, "env_steps_per_s": round(rates[0], 1),
+                       "updates_per_s": round(rates[1], 2)})
+        log(f"autotune: {n} envs, {t} torch threads -> {rates[0]:.0f} env steps/s, {rates[1]:.1f} updates/s")
+        return rates
+
+    best = run(envs, threads)
+
+    def better(new, old) -> bool:
+        return new[0] >= 0.97 * old[0] and new[1] >= 0.97 * old[1] and (new[0] > old[0] or new[1] > old[1])
+
+    for _ in range(4):
+        moved = False
+        moves = []
+        if tune_envs:
+            moves += [(envs * 2, threads), (max(1, envs // 2), threads)]
+        if tune_threads:
+            moves += [(envs, max(1, threads - 1)), (envs, min(cores, threads + 1))]
+        for n, t in moves:
+            if (n, t) == (envs, threads) or n > 64 or any(x["num_envs"] == n and x["threads"] == t for x in trials):
+                continue
+            rates = run(n, t)
+            if better(rates, best):
+                envs, threads, best, moved = n, t, rates, True
+                break
+        if not moved:
+            break
+    log(f"autotune: chose {envs} envs and {threads} torch threads")
+    return {"num_envs": envs, "threads": threads, "trials": trials}

@@ -1,0 +1,104 @@
+"""The asynchronous learner: updates in a thread of its own while the actor steps the emulators.
+
+The replay ratio is held exactly as in the synchronous loop: the actor publishes how many updates its
+env steps have earned (``(step - learn_from) // train_freq``); the learner never runs ahead of that,
+and the actor waits when the learner falls more than ``slack`` updates behind. Learning therefore
+sees the same number of updates per env step as the synchronous run, only overlapped with acting.
+On CUDA the updates run on their own stream.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+import torch
+
+from .agent import DQNAgent
+from .replay import ReplayBuffer
+from .telemetry import name_this_thread
+
+
+class AsyncLearner:
+    def __init__(self, agent: DQNAgent, replay: ReplayBuffer, batch_size: int, target_every_updates: int,
+                 actor_refresh: int, slack: int):
+        self.agent = agent
+        self.replay = replay
+        self.batch_size = batch_size
+        self.target_every = max(1, target_every_updates)
+        self.actor_refresh = max(1, actor_refresh)
+        self.slack = max(1, slack)
+        self.allowed = agent.updates          # absolute update count the actor's steps have earned
+        self._cond = threading.Condition()
+        self._stop = False
+        self.error: Optional[BaseException] = None
+        self.native_id: Optional[int] = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="jetdqn-learner", daemon=True)
+        self.stream = torch.cuda.Stream() if agent.device.type == "cuda" else None
+        self.threads = torch.get_num_threads()
+
+    def start(self) -> None:
+        self._thread.start()
+        self._started.wait()
+
+    def earn(self, allowed: int) -> None:
+        """The actor's steps now allow ``allowed`` updates in total; block while the learner lags."""
+        with self._cond:
+            if allowed > self.allowed:
+                self.allowed = allowed
+                self._cond.notify_all()
+            while not self._stop and self.error is None and self.agent.updates < self.allowed - self.slack:
+                self._cond.wait(0.5)
+        if self.error is not None:
+            raise RuntimeError("the learner thread failed") from self.error
+
+    def _run(self) -> None:
+        name_this_thread("jetdqn-learner")
+        # OpenMP's thread count is per calling thread: without this a new thread gets OMP's default team
+        torch.set_num_threads(self.threads)
+        self.native_id = threading.get_native_id()
+        self._started.set()
+        ctx = torch.cuda.stream(self.stream) if self.stream is not None else _null()
+        try:
+            with ctx:
+                while True:
+                    with self._cond:
+                        while not self._stop and self.agent.updates >= self.allowed:
+                            self._cond.wait(0.5)
+                        if self._stop:
+                            return
+                    self.agent.update(self.replay.sample(self.batch_size))
+                    n = self.agent.updates
+                    if n % self.target_every == 0:
+                        with self.agent.update_lock:
+                            self.agent.sync_target()
+                    if n % self.actor_refresh == 0:
+                        self.agent.refresh_actor()
+                    with self._cond:
+                        self._cond.notify_all()
+        except BaseException as exc:  # surfaced in the actor's thread by earn()
+            self.error = exc
+            with self._cond:
+                self._cond.notify_all()
+
+    def drain(self) -> None:
+        """Let the learner finish every update earned so far (end of run, before a checkpoint)."""
+        with self._cond:
+            while not self._stop and self.error is None and self.agent.updates < self.allowed:
+                self._cond.wait(0.5)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join(timeout=30)
+        self.agent.refresh_actor()
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

@@ -1,0 +1,88 @@
+"""The fast path: ale-py vector envs match the single env, batched and per-env epsilon acting, the async
+learner and bf16 keep learning (CartPole) at the asked replay ratio, autotune records its split."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from jetdqn.agent import DQNAgent
+from jetdqn.config import make_config
+from jetdqn.envs import AleVecEnvs, AtariEnv, SyncEnvs
+from conftest import run_module
+
+
+def test_vector_env_gives_the_single_env_observations_rewards_and_ends():
+    single = SyncEnvs([AtariEnv("breakout", noop_max=0, seed=0)])
+    vector = AleVecEnvs("breakout", 1, noop_max=0, seed=0)
+    assert np.array_equal(single.reset(), vector.reset())
+    rng = np.random.default_rng(1)
+    games = lives = 0
+    for _ in range(1500):
+        a = rng.integers(0, 4, 1)
+        s, v = single.step(a), vector.step(a)
+        assert np.array_equal(s.frames, v.frames)           # same preprocessing, incl. the new game's first frame
+        assert np.array_equal(s.rewards, v.rewards) and np.array_equal(s.game_over, v.game_over)
+        assert np.array_equal(s.life_lost, v.life_lost)
+        games += int(s.game_over[0])
+        lives += int(s.life_lost[0])
+    single.close()
+    vector.close()
+    assert games >= 1 and lives >= 2
+
+
+def test_vector_env_threads_are_found_and_attributed(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "2", "--run-dir", str(run), "--telemetry", "procfs",
+               "--total-steps", "1200", "--learn-start", "1000", "--log-every", "400", "--eps-decay-steps", "1000000")
+    records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["num_envs"] for r in records] == [2, 2, 2]
+    acting = [r for r in records if not r["learning"]]
+    assert max(r["emulator_cpu"] for r in acting) > 40      # the C++ worker threads, not the Python loop
+
+
+def test_batched_acting_with_per_row_epsilons():
+    cfg = make_config({"game": "pong"})
+    agent = DQNAgent(cfg, (4, 84, 84), 6, torch.device("cpu"))
+    obs = np.random.default_rng(0).integers(0, 255, (64, 4, 84, 84), dtype=np.uint8)
+    greedy = agent.q_values(obs).argmax(axis=1)
+    eps = np.where(np.arange(64) < 32, 0.0, 1.0)
+    rng = np.random.default_rng(0)
+    picks = np.stack([agent.act(obs, eps, rng) for _ in range(30)])
+    assert (picks[:, :32] == greedy[:32]).all()                 # epsilon 0 rows: always the greedy action
+    assert len(np.unique(picks[:, 32:])) == 6                   # epsilon 1 rows: every action turns up
+
+
+@pytest.mark.parametrize("flag", ["--async-learner", "--amp"])
+def test_cartpole_still_learns_on_the_fast_path(tmp_path, flag):
+    extra = [flag] if flag != "--amp" else ["--amp", "bf16"]
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--eval-episodes", "20",
+               "--target-return", "195", "--telemetry", "off", *extra, timeout=400)
+    evals = [json.loads(l) for l in (run / "eval.jsonl").read_text().splitlines()]
+    assert max(e["return_mean"] for e in evals) >= 195
+    records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    ratios = [r["replay_ratio"] for r in records if r["replay_ratio"] is not None]
+    assert ratios and all(abs(x - 1.0) <= 0.02 for x in ratios)   # cartpole preset: train_freq 1
+
+
+def test_pong_fast_path_runs_and_records_its_split(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--game", "pong", "--num-envs", "auto", "--threads", "auto",
+               "--amp", "bf16", "--channels-last", "--run-dir", str(run), "--telemetry", "off", timeout=300)
+    config = json.loads((run / "config.json").read_text())
+    tuned = config["autotune"]
+    assert tuned["num_envs"] >= 1 and tuned["threads"] >= 1 and len(tuned["trials"]) >= 2
+    assert config["num_envs"] == tuned["num_envs"] and config["runtime"]["threads"] == tuned["threads"]
+    rec = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
+    assert rec["updates"] > 0 and abs(rec["replay_ratio"] - 0.25) < 0.02
+
+
+def test_cuda_only_flags_are_recorded_without_cuda(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--cuda-graphs", "--run-dir", str(run), "--telemetry", "off",
+               "--total-steps", "100")
+    assert json.loads((run / "config.json").read_text())["runtime"]["cuda_graphs"] == "no effect: no CUDA device"
