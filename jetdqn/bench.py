@@ -46,10 +46,16 @@ TX1_CASES = [
          needs_display=True, needs_cuda=True, tx1_s=37),
     Case("No display, with cudnn", ["--display-freq", "0", "--cudnn-benchmark", "--cudnn-fastest"], needs_cuda=True),
 ]
+FAST = ["--display-freq", "0", "--num-envs", "2"]
 JETDQN_CASES = [
     Case("jetdqn: no display (fp32, 1 env, synchronous)", ["--display-freq", "0"]),
-    Case("jetdqn: bf16 autocast", ["--display-freq", "0", "--amp", "bf16"]),
-    Case("jetdqn: torch.compile", ["--display-freq", "0", "--compile"], extra=True),
+    Case("jetdqn: 2 envs in C++ threads, update overlaps emulation (fp32)", FAST),
+    Case("jetdqn: + channels-last (fp32)", FAST + ["--channels-last"]),
+    Case("jetdqn: + learner in its own thread (fp32)", FAST + ["--channels-last", "--async-learner"]),
+    Case("jetdqn: + bf16 (fp32 master weights)", FAST + ["--channels-last", "--amp", "bf16"]),
+    Case("jetdqn: + CUDA graphs (bf16)", FAST + ["--amp", "bf16", "--cuda-graphs", "--cudnn-benchmark"],
+         needs_cuda=True),
+    Case("jetdqn: torch.compile (fp32, 1 env)", ["--display-freq", "0", "--compile"], extra=True),
 ]
 
 

@@ -1,0 +1,118 @@
+"""Check and time jetdqn's CUDA paths on a machine with an NVIDIA GPU (not part of the test suite).
+
+    python benchmarks/cuda_paths.py [--out DIR]
+
+1. A CUDA-graph update gives the same weights as the eager update (same start, same batches).
+2. The graph-captured acting forward pass picks the eager argmax.
+3. Updates/s at batch 32 (Nature CNN, Double DQN, Adam): eager fp32, TF32, channels-last, bf16 autocast,
+   fp16 with loss scaling, CUDA graphs fp32 and bf16 -- each with cuDNN benchmark on.
+Prints one JSON object per line and a Markdown table at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from jetdqn import runtime  # noqa: E402
+from jetdqn.agent import DQNAgent  # noqa: E402
+from jetdqn.config import make_config  # noqa: E402
+from jetdqn.replay import Batch  # noqa: E402
+
+
+def batches(n: int, seed: int = 0) -> list[Batch]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        out.append(Batch(rng.integers(0, 255, (32, 4, 84, 84), dtype=np.uint8), rng.integers(0, 6, 32),
+                         rng.standard_normal(32).astype(np.float32), (rng.random(32) < 0.1).astype(np.float32),
+                         rng.integers(0, 255, (32, 4, 84, 84), dtype=np.uint8)))
+    return out
+
+
+def agent_for(**overrides) -> DQNAgent:
+    cfg = make_config({"game": "pong", "device": "cuda", **overrides})
+    runtime.apply(cfg)
+    torch.manual_seed(0)
+    return DQNAgent(cfg, (4, 84, 84), 6, torch.device("cuda"))
+
+
+def check_graph_equals_eager() -> dict:
+    data = batches(12)
+    eager = agent_for(cudnn_deterministic=True)
+    graphed = agent_for(cuda_graphs=True, cudnn_deterministic=True)
+    graphed.online.load_state_dict(eager.online.state_dict())
+    graphed.target.load_state_dict(eager.target.state_dict())
+    for b in data:
+        eager.update(b)
+        graphed.update(b)
+    torch.cuda.synchronize()
+    diff = max((a - b).abs().max().item() for a, b in zip(eager.online.parameters(), graphed.online.parameters()))
+    le, lg = eager.pop_metrics()["loss"], graphed.pop_metrics()["loss"]
+    obs = data[0].obs[:8]
+    rng = np.random.default_rng(0)
+    acts_eager = eager.act(obs, 0.0, rng)
+    graphed.online.load_state_dict(eager.online.state_dict())
+    acts_graph = graphed.act(obs, 0.0, rng)
+    return {"check": "cuda graph update == eager update", "max_param_diff": diff, "loss_eager": le,
+            "loss_graph": lg, "graph_captured": graphed._graph is not None,
+            "act_graph_equals_eager": bool((acts_eager == acts_graph).all())}
+
+
+def time_updates(label: str, n: int = 300, **overrides) -> dict:
+    agent = agent_for(cudnn_benchmark=True, **overrides)
+    data = batches(8)
+    for k in range(10):
+        agent.update(data[k % 8])
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for k in range(n):
+        agent.update(data[k % 8])
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    return {"case": label, "updates_per_s": n / dt, "ms_per_update": 1000 * dt / n}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        print("error: no CUDA device here; this script checks the CUDA paths", file=sys.stderr)
+        return 2
+    rows = [{"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+             "cudnn": torch.backends.cudnn.version()}]
+    rows.append(check_graph_equals_eager())
+    cases = [("eager fp32", {}), ("eager fp32 + TF32 (cudnn-fastest)", {"cudnn_fastest": True}),
+             ("eager fp32 channels-last", {"channels_last": True}), ("bf16 autocast", {"amp": "bf16"}),
+             ("fp16 autocast + loss scaling", {"amp": "fp16"}), ("CUDA graphs fp32", {"cuda_graphs": True}),
+             ("CUDA graphs fp32 + TF32", {"cuda_graphs": True, "cudnn_fastest": True}),
+             ("CUDA graphs bf16", {"cuda_graphs": True, "amp": "bf16"})]
+    for label, over in cases:
+        rows.append(time_updates(label, **over))
+    for r in rows:
+        print(json.dumps(r), flush=True)
+    lines = ["| update at batch 32 (Nature CNN, Double DQN, Adam) | updates/s | ms/update |", "|---|---|---|"]
+    for r in rows:
+        if "case" in r:
+            lines.append(f"| {r['case']} | {r['updates_per_s']:.0f} | {r['ms_per_update']:.2f} |")
+    table = "\n".join(lines)
+    print(f"\n{rows[0]['device']}, torch {rows[0]['torch']}, cuDNN {rows[0]['cudnn']}\n{table}")
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "cuda_paths.json").write_text(json.dumps(rows, indent=2))
+        (Path(args.out) / "cuda_paths.md").write_text(table + "\n")
+    ok = rows[1]["max_param_diff"] < 1e-4 and rows[1]["act_graph_equals_eager"] and rows[1]["graph_captured"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
