@@ -72,6 +72,7 @@ class DQNAgent:
         self._q_sum = torch.zeros((), device=device)
         self._n = 0
         self._pin = device.type == "cuda"
+        self._pinned: dict = {}
         self._graph: Optional[torch.cuda.CUDAGraph] = None
         self._static: dict = {}
         self._eager_updates = 0
@@ -84,24 +85,39 @@ class DQNAgent:
         # the autocast weight-cast cache does not survive graph capture: off when graphs are on
         return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype, cache_enabled=not self.cuda_graphs)
 
-    def to_tensor(self, array: np.ndarray) -> torch.Tensor:
-        """Host array -> device tensor; pinned and non-blocking on CUDA so the copy overlaps compute."""
+    def to_tensor(self, array: np.ndarray, slot: str = "") -> torch.Tensor:
+        """Host array -> device tensor. On CUDA through a pinned staging buffer kept per slot (allocating
+        pinned memory costs more than the copy) and a non-blocking copy that overlaps compute."""
         t = torch.from_numpy(np.ascontiguousarray(array))
-        if self._pin:
-            return t.pin_memory().to(self.device, non_blocking=True)
-        return t.to(self.device)
+        if not self._pin:
+            return t.to(self.device)
+        out = torch.empty(t.shape, dtype=t.dtype, device=self.device)
+        self._copy_pinned(slot, t, out)
+        return out
+
+    def _copy_pinned(self, slot: str, t: torch.Tensor, out: torch.Tensor) -> None:
+        """host tensor -> pinned staging buffer -> ``out`` on the device, without blocking on the copy."""
+        key = (slot, tuple(t.shape), t.dtype)
+        entry = self._pinned.get(key)
+        if entry is None:
+            entry = self._pinned[key] = (torch.empty(t.shape, dtype=t.dtype).pin_memory(), torch.cuda.Event())
+        buf, copied = entry
+        copied.synchronize()  # the previous copy out of this buffer has finished: safe to overwrite
+        buf.copy_(t)
+        out.copy_(buf, non_blocking=True)
+        copied.record()
 
     # ---------------------------------------------------------------- acting
     @torch.no_grad()
     def q_values(self, obs: np.ndarray) -> np.ndarray:
         with self.actor_lock, self._autocast():
-            return self._actor_fwd(self.to_tensor(obs)).float().cpu().numpy()
+            return self._actor_fwd(self.to_tensor(obs, "act")).float().cpu().numpy()
 
     @torch.no_grad()
     def _greedy(self, obs: np.ndarray) -> np.ndarray:
         if not self.cuda_graphs:
             with self.actor_lock, self._autocast():
-                return self._actor_fwd(self.to_tensor(obs)).argmax(dim=1).cpu().numpy()
+                return self._actor_fwd(self.to_tensor(obs, "act")).argmax(dim=1).cpu().numpy()
         n = obs.shape[0]
         entry = self._act_graphs.get(n)
         with self.actor_lock:
@@ -205,8 +221,9 @@ class DQNAgent:
             if self.cuda_graphs:
                 self._update_graphed(batch)
             else:
-                self._step(self.to_tensor(batch.obs), self.to_tensor(batch.actions), self.to_tensor(batch.rewards),
-                           self.to_tensor(batch.dones), self.to_tensor(batch.next_obs))
+                self._step(self.to_tensor(batch.obs, "obs"), self.to_tensor(batch.actions, "actions"),
+                           self.to_tensor(batch.rewards, "rewards"), self.to_tensor(batch.dones, "dones"),
+                           self.to_tensor(batch.next_obs, "next_obs"))
             self.updates += 1
             self._n += 1
 
@@ -217,7 +234,7 @@ class DQNAgent:
             self._static = {k: torch.empty(a.shape, dtype=torch.from_numpy(np.ascontiguousarray(a[:1])).dtype,
                                            device=self.device) for k, a in zip(names, arrays)}
         for k, a in zip(names, arrays):
-            self._static[k].copy_(torch.from_numpy(np.ascontiguousarray(a)).pin_memory(), non_blocking=True)
+            self._copy_pinned(k, torch.from_numpy(np.ascontiguousarray(a)), self._static[k])
         s = self._static
         if self._graph is not None:
             self._graph.replay()

@@ -46,6 +46,11 @@ def apply(cfg: Config) -> Runtime:
     device = pick_device(cfg.device)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
+    elif device.type == "cuda":
+        # With the network on the GPU the CPU side is copies and indexing: one thread does it, and torch's
+        # default (one per core) only spins, taking cores the emulators need (measured: ~11 cores busy on a
+        # 16-core host for nothing).
+        torch.set_num_threads(1)
     seed_everything(cfg.seed)
     cuda = device.type == "cuda"
     report: dict = {
