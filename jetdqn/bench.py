@@ -37,6 +37,7 @@ class Case:
     needs_cuda: bool = False
     tx1_s: Optional[float] = None   # the 2017 TX1 number for this row
     extra: bool = False             # only with --all (slow to set up, e.g. torch.compile)
+    cpu_extra: Optional[str] = None  # without CUDA, only with --all, for this reason
 
 
 TX1_CASES = [
@@ -51,7 +52,9 @@ JETDQN_CASES = [
     Case("jetdqn: no display (fp32, 1 env, synchronous)", ["--display-freq", "0"]),
     Case("jetdqn: 2 envs in C++ threads, update overlaps emulation (fp32)", FAST),
     Case("jetdqn: + channels-last (fp32)", FAST + ["--channels-last"]),
-    Case("jetdqn: + learner in its own thread (fp32)", FAST + ["--channels-last", "--async-learner"]),
+    Case("jetdqn: + learner in its own thread (fp32)", FAST + ["--channels-last", "--async-learner"],
+         cpu_extra="on a CPU the learner thread gets no intra-op parallelism and is slower "
+                   "(8.8 vs 6.9 s on 2 cores); --all runs it"),
     Case("jetdqn: + bf16 (fp32 master weights)", FAST + ["--channels-last", "--amp", "bf16"]),
     Case("jetdqn: + CUDA graphs (bf16)", FAST + ["--amp", "bf16", "--cuda-graphs", "--cudnn-benchmark"],
          needs_cuda=True),
@@ -198,6 +201,17 @@ def table(rows: list[dict], info: dict, args) -> str:
     return "\n".join(lines)
 
 
+def speedups(rows: list[dict]) -> str:
+    """Ratios from this one run: each jetdqn row against jetdqn's own baseline path."""
+    base = next((r for r in rows if r["name"].startswith("jetdqn: no display") and r["status"] == "ok"), None)
+    if base is None:
+        return ""
+    parts = [f"{r['name'].split(': ', 1)[1]} x{base['s_per_1000_steps'] / r['s_per_1000_steps']:.2f}"
+             for r in rows if r["status"] == "ok" and r["name"].startswith("jetdqn:") and r is not base]
+    return ("Speed-up against jetdqn's own baseline path (no display, fp32, 1 env, synchronous; same run): "
+            + "; ".join(parts)) if parts else ""
+
+
 def header(info: dict, args) -> str:
     parts = [f"Machine: {info.get('board') or info.get('cpu')}, {info.get('cores')} cores; GPU: {info.get('gpu')}"]
     if info.get("l4t"):
@@ -263,7 +277,9 @@ def bench_pong(args) -> int:
         for case in cases:
             why = None
             if case.needs_cuda and not info["cuda"]:
-                why = "not run: no CUDA device (cuDNN needs one)"
+                why = "not run: no CUDA device" + (" (cuDNN needs one)" if "cudnn" in case.name else "")
+            elif case.cpu_extra and not info["cuda"] and not args.all:
+                why = f"not run: {case.cpu_extra}"
             elif case.needs_display and reason_display:
                 why = f"not run: {reason_display}"
             if why:
@@ -289,7 +305,8 @@ def bench_pong(args) -> int:
     tx1 = ("For reference, the 2017 Jetson TX1 (Lua Torch7 DQN): 56 s (display all frames), 46 s (1/3 frames), "
            "37 s (1/3 frames with cuDNN) per 1000 steps.")
     md = "\n".join([f"# jetdqn bench {args.game}: {info['host']}, {stamp}", "", "```", header(info, args),
-                    cudnn_line(rows, info), "```", "", text, "", tx1, "", f"Command: `{command}`", ""])
+                    cudnn_line(rows, info), "```", "", text, "", speedups(rows), "", tx1, "",
+                    f"Command: `{command}`", ""])
     base.with_suffix(".md").write_text(md)
     base.with_suffix(".json").write_text(json.dumps({"machine": info, "command": command, "rows": rows,
                                                      "steps": args.steps, "learn_start": args.learn_start,
@@ -309,6 +326,7 @@ def bench_pong(args) -> int:
     print()
     print(cudnn_line(rows, info))
     print(text)
+    print(speedups(rows))
     print(f"\nwritten: {base.with_suffix('.md')} (+ .json, .csv{', .png' if chart else ''})")
     return 0 if all(r["status"] == "ok" or r["status"].startswith("not run") for r in rows) else 1
 

@@ -61,6 +61,12 @@ class Config:
     async_learner: bool = _f(False, "Learn in a thread of its own while the actor steps the emulators; the replay "
                                     "ratio stays 1/train_freq.")
     actor_refresh: int = _f(4, "With --async-learner: copy the learner's weights to the actor every N updates.")
+    backend: str = _f("local", "Where the actors run: in this process, or as Ray actors (pip install jetdqn[ray]).",
+                      ("local", "ray"))
+    num_actors: int = _f(2, "With --backend ray: actor processes, each with --num-envs envs and its own epsilon.")
+    ray_address: Optional[str] = _f(None, "With --backend ray: a running Ray cluster (default: start a local one).")
+    ray_segment: int = _f(50, "With --backend ray: env steps an actor collects per request.")
+    ray_weights_every: int = _f(100, "With --backend ray: updates between weight broadcasts to the actors.")
     # --- exploration
     eps_start: float = _f(1.0, "Initial epsilon of epsilon-greedy acting.")
     eps_end: float = _f(0.01, "Final epsilon.")
@@ -117,7 +123,7 @@ class Config:
         return dataclasses.asdict(self)
 
     def validate(self) -> "Config":
-        positive = ["total_steps", "batch_size", "actor_refresh", "train_freq", "target_update",
+        positive = ["total_steps", "batch_size", "actor_refresh", "num_actors", "ray_segment", "ray_weights_every", "train_freq", "target_update",
                     "frame_skip", "history", "log_every", "checkpoint_every", "max_episode_steps"]
         for name in positive:
             if getattr(self, name) <= 0:
@@ -137,6 +143,8 @@ class Config:
             raise ConfigError(f"--replay-memory-fraction must be in (0, 0.95], got {self.replay_memory_fraction}.")
         if self.replay_size and self.batch_size > self.replay_size:
             raise ConfigError(f"--batch-size {self.batch_size} is larger than --replay-size {self.replay_size}.")
+        if self.backend == "ray" and (self.async_learner or self.num_envs == 0):
+            raise ConfigError("--backend ray runs its own actors: drop --async-learner and give --num-envs a number.")
         if self.threads < -1:
             raise ConfigError(f"--threads must be auto or 0 or more, got {self.threads}.")
         if self.num_envs > 1 and not self.is_atari:

@@ -92,9 +92,15 @@ class Trainer:
         self.rt = runtime.apply(cfg)
         self.rng = np.random.default_rng(cfg.seed)
         threads_before = _thread_ids()
-        self.envs = make_envs(cfg, cfg.seed, cfg.num_envs)
+        if cfg.backend == "ray":  # the envs run in the actors: here one env for shapes and evaluation
+            from .ray_backend import import_ray
+            import_ray()
+            self.envs = make_envs(cfg, cfg.seed, 1, vector=False)
+            self.num_envs = cfg.num_actors * cfg.num_envs  # one replay stream per actor env
+        else:
+            self.envs = make_envs(cfg, cfg.seed, cfg.num_envs)
+            self.num_envs = self.envs.num_envs
         self.emulator_threads = set(self.envs.emulator_threads) or (_thread_ids() - threads_before)
-        self.num_envs = self.envs.num_envs
         fs = self.envs.frame_shape
         self.obs_shape = (cfg.history, *fs)  # vector observations are flattened by the MLP
         self.agent = DQNAgent(cfg, self.obs_shape, self.envs.n_actions, self.rt.device)
@@ -513,6 +519,10 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
             cfg = dataclasses.replace(cfg, num_envs=tuned["num_envs"], threads=tuned["threads"])
     trainer = Trainer(cfg, run_dir)
     trainer.autotune = tuned
+    if cfg.backend == "ray":
+        from .ray_backend import train_ray
+        trainer._write_config()
+        return train_ray(trainer, progress or trainer.progress)
     return trainer.run(progress)
 
 

@@ -1,0 +1,63 @@
+"""--backend ray on a local Ray: two Ape-X actors feed one learner; an actor killed midway is restarted."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+
+ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install jetdqn[ray]); make test installs it")
+
+ARGS = ["--backend", "ray", "--num-actors", "2", "--preset", "smoke", "--telemetry", "procfs", "--learn-start", "500",
+        "--log-every", "500", "--ray-segment", "25", "--ray-weights-every", "20"]
+
+
+def start(run_dir, total: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "jetdqn.train", *ARGS, "--total-steps", str(total),
+                             "--run-dir", str(run_dir)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def records(run_dir):
+    path = run_dir / "log.jsonl"
+    return [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_two_actors_feed_the_learner(tmp_path):
+    run = tmp_path / "run"
+    proc = start(run, 3000)
+    out, err = proc.communicate(timeout=400)
+    assert proc.returncode == 0, err[-2000:]
+    recs = records(run)
+    last = recs[-1]
+    assert last["step"] >= 3000 and last["backend"] == "ray" and last["updates"] > 0
+    assert [a["eps"] for a in last["actors"]] == [0.4, 0.4 ** 8]            # Ape-X epsilons for K = 2
+    assert all(a["env_steps"] > 500 for a in last["actors"])                 # both actors contributed
+    assert abs(last["replay_ratio"] - 0.25) < 0.05
+    assert (run / "checkpoints" / "latest.pt").exists() and "per actor" in out
+
+
+def test_a_killed_actor_is_restarted_and_the_run_goes_on(tmp_path):
+    run = tmp_path / "run"
+    proc = start(run, 4000)
+    victim = None
+    deadline = time.monotonic() + 200
+    while victim is None and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(1)
+        recs = records(run)
+        if recs and recs[-1]["step"] >= 1000:
+            pids = subprocess.run(["pgrep", "-f", "EnvActorImpl"], capture_output=True, text=True).stdout.split()
+            if pids:
+                victim = int(pids[0])
+                os.kill(victim, signal.SIGKILL)
+    out, err = proc.communicate(timeout=400)
+    assert victim is not None, "no actor process was found to kill"
+    assert proc.returncode == 0, err[-2000:]
+    last = records(run)[-1]
+    assert last["step"] >= 4000 and "died; Ray restarts it" in out
+    assert sum(a["restarts"] for a in last["actors"]) >= 1
