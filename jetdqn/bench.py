@@ -38,6 +38,7 @@ class Case:
     tx1_s: Optional[float] = None   # the 2017 TX1 number for this row
     extra: bool = False             # only with --all (slow to set up, e.g. torch.compile)
     cpu_extra: Optional[str] = None  # without CUDA, only with --all, for this reason
+    needs_ray: bool = False
 
 
 TX1_CASES = [
@@ -59,6 +60,10 @@ JETDQN_CASES = [
     Case("jetdqn: + CUDA graphs (bf16)", FAST + ["--amp", "bf16", "--cuda-graphs", "--cudnn-benchmark"],
          needs_cuda=True),
     Case("jetdqn: torch.compile (fp32, 1 env)", ["--display-freq", "0", "--compile"], extra=True),
+    Case("jetdqn: Ray, 1 actor (2 envs, fp32)", ["--display-freq", "0", "--backend", "ray", "--num-actors", "1",
+                                                 "--num-envs", "2"], extra=True, needs_ray=True),
+    Case("jetdqn: Ray, 2 actors (2 envs each, fp32)", ["--display-freq", "0", "--backend", "ray", "--num-actors", "2",
+                                                       "--num-envs", "2"], extra=True, needs_ray=True),
 ]
 
 
@@ -266,17 +271,23 @@ def write_chart(rows: list[dict], path: Path, title: str) -> Optional[Path]:
 def bench_pong(args) -> int:
     info = machine_info()
     reason_display = display_reason()
-    cases = [c for c in all_cases() if args.all or not c.extra]
+    cases = all_cases()
     if args.cases:
         wanted = [w.lower() for w in args.cases.split(",")]
         cases = [c for c in cases if any(w in c.name.lower() for w in wanted)]
+    import importlib.util
+    has_ray = importlib.util.find_spec("ray") is not None
     print(header(info, args), flush=True)
     rows = []
     workdir = Path(tempfile.mkdtemp(prefix="jetdqn-bench-"))
     try:
         for case in cases:
             why = None
-            if case.needs_cuda and not info["cuda"]:
+            if case.extra and not args.all:
+                why = "not run by default: slow to start (keeps make bench-pong under 5 minutes); --all runs it"
+            elif case.needs_ray and not has_ray:
+                why = "not run: Ray is not installed (pip install jetdqn[ray])"
+            elif case.needs_cuda and not info["cuda"]:
                 why = "not run: no CUDA device" + (" (cuDNN needs one)" if "cudnn" in case.name else "")
             elif case.cpu_extra and not info["cuda"] and not args.all:
                 why = f"not run: {case.cpu_extra}"
