@@ -15,7 +15,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-slow lint train bench-pong bench-convs bench-replay play xvfb clean docker-l4t docker-x86 docker-run
+.PHONY: install test test-slow lint train learn-pong bench-pong bench-convs bench-replay play xvfb clean docker-l4t docker-x86 docker-run
 
 install: $(STAMP)
 
@@ -68,6 +68,14 @@ bench-pong: install xvfb
 	@if [ -z "$$DISPLAY" ] && command -v xvfb-run >/dev/null 2>&1; then \
 	  xvfb-run -a -s "-screen 0 1280x1024x24" $(PY) -m jetdqn.bench pong $(BENCH_ARGS); \
 	else $(PY) -m jetdqn.bench pong $(BENCH_ARGS); fi
+
+# Train Pong with the pong-fast preset until the evaluation mean reaches 18 (resumes a stopped run).
+LEARN_DIR ?= benchmarks/results/learn-pong/run
+learn-pong: install
+	@if [ -f $(LEARN_DIR)/checkpoints/latest.pt ]; then \
+	  $(PY) -m jetdqn.train --resume --run-dir $(LEARN_DIR); \
+	else $(PY) -m jetdqn.train --preset pong-fast --run-dir $(LEARN_DIR); fi
+	$(PY) -m jetdqn.plot $(LEARN_DIR)
 
 bench-convs: install
 	$(PY) -m jetdqn.bench convs

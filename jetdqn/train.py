@@ -350,6 +350,9 @@ class Trainer:
                 shown = renderer.shown
                 renderer.close()
         self.save_checkpoint()
+        # the online network alone (a few MB), for sharing and for `jetdqn.play --checkpoint`
+        ckpt.save_model_only(self.run_dir / "model.pt", self.agent.state_dict(), self.agent.network_spec(),
+                             cfg.env_name, cfg.to_dict())
         if self.stop_requested:
             progress.line(f"interrupted at step {self.step:,}; checkpoint saved, continue with --resume "
                           f"--run-dir {self.run_dir}")

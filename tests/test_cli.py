@@ -69,3 +69,20 @@ def test_cudnn_flags_without_cuda_are_recorded_as_no_effect(tmp_path):
 def test_console_script_lists_games():
     out = run_module("jetdqn", "train", "--list-games").stdout
     assert "pong" in out.split() and "breakout" in out.split()
+
+
+def test_learning_curve_and_telemetry_plots(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs",
+               "--eval-every", "100", "--eval-episodes", "1", "--max-episode-steps", "60")
+    assert len((run / "eval.jsonl").read_text().splitlines()) == 3
+    curve = run_module("jetdqn.plot", str(run)).stdout.strip()
+    telemetry = run_module("jetdqn.telemetry", "plot", str(run)).stdout.strip()
+    from PIL import Image
+    for path in (curve, telemetry):
+        with Image.open(path) as im:
+            assert im.size[0] > 600 and im.getextrema()[0][0] < im.getextrema()[0][1]   # drawn, not blank
+    assert (run / "model.pt").exists()
+    proc = run_module("jetdqn.play", "--checkpoint", str(run / "model.pt"), "--display-freq", "0", "--max-steps", "30",
+                      env={"DISPLAY": ""})
+    assert "playing pong with" in proc.stdout

@@ -1,0 +1,64 @@
+"""``python -m jetdqn.plot RUN_DIR``: the learning curve of a run as a PNG.
+
+Training returns (mean of the last 100 games, from log.jsonl) and evaluation returns (eval.jsonl, with
+their spread) against env steps and against wall-clock hours, every resumed segment included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .runlog import read_jsonl
+
+
+def plot_learning(run_dir: Path, out: Optional[Path] = None) -> Path:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    log = [r for r in read_jsonl(run_dir / "log.jsonl") if r.get("return_mean") is not None]
+    evals = read_jsonl(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").exists() else []
+    if not log and not evals:
+        raise ValueError(f"{run_dir} has no episode returns yet (log.jsonl / eval.jsonl)")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    for ax, key, scale, label in ((axes[0], "step", 1e6, "env steps (millions)"),
+                                  (axes[1], "wall_s", 3600.0, "wall-clock hours")):
+        if log:
+            ax.plot([r[key] / scale for r in log], [r["return_mean"] for r in log], color="tab:gray", lw=1,
+                    label="training (mean of last 100 games)")
+        if evals:
+            x = [e[key] / scale for e in evals]
+            m = [e["return_mean"] for e in evals]
+            s = [e["return_std"] for e in evals]
+            ax.errorbar(x, m, yerr=s, color="tab:blue", marker="o", ms=3, lw=1.5, capsize=2,
+                        label=f"evaluation ({evals[-1]['episodes']} games, eps {evals[-1]['eps']})")
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("return")
+    axes[0].legend(loc="upper left", fontsize=8)
+    fig.suptitle(f"{run_dir.name}: learning curve", fontsize=10)
+    fig.tight_layout()
+    out = out or (run_dir / "learning_curve.png")
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m jetdqn.plot", description=__doc__.splitlines()[0])
+    p.add_argument("run_dir")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    try:
+        print(plot_learning(Path(args.run_dir), Path(args.out) if args.out else None))
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
