@@ -48,9 +48,14 @@ def test_kill_during_saves_leaves_a_loadable_checkpoint(tmp_path):
     run = tmp_path / "run"
     args = [sys.executable, "-m", "jetdqn.train", *smoke_args(run, "--total-steps", "100000", "--checkpoint-every", "20",
                                                                "--learn-start", "50")]
-    for attempt, delay in enumerate([2.5, 3.1, 3.7]):
+    latest = run / "checkpoints" / "latest.pt"
+    for attempt, delay in enumerate([0.05, 0.23, 0.41]):
         cmd = args if attempt == 0 else args + ["--resume"]
+        before = latest.stat().st_mtime_ns if latest.exists() else 0
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60   # wait for this process to write a checkpoint, then kill it mid-stream
+        while time.monotonic() < deadline and (not latest.exists() or latest.stat().st_mtime_ns == before):
+            time.sleep(0.02)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
