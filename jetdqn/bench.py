@@ -127,7 +127,8 @@ def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
     cmd = [sys.executable, "-m", "jetdqn.train", "--preset", "seed-tx1", "--game", args.game,
            "--total-steps", str(total), "--learn-start", str(args.learn_start), "--log-every", str(log_every),
            "--checkpoint-every", str(total * 10), "--run-dir", str(run_dir), "--overwrite", "--progress", "off",
-           "--telemetry", args.telemetry, "--seed", str(repeat), *case.flags, *args.extra_flags]
+           "--telemetry", args.telemetry, "--seed", str(repeat), "--display-start", str(args.learn_start),
+           *case.flags, *args.extra_flags]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout)
     wall = time.monotonic() - t0
@@ -223,7 +224,8 @@ def header(info: dict, args) -> str:
         parts.append(f"L4T: {info['l4t']}; power mode: {info.get('power_mode', '?')}")
     parts.append(f"torch {info['torch']}, cuDNN {info.get('cudnn') or '-'}, Python {info['python']}")
     parts.append(f"{args.game}, seed-tx1 settings (replay 50k, batch 32, update every 4, RMSProp 2.5e-4): "
-                 f"{args.learn_start} steps of acting, then {args.steps} measured training steps; "
+                 f"{args.learn_start} steps of acting, then {args.steps} measured training steps (the display, "
+                 f"where a row has one, opens with them); "
                  f"median of {args.repeats} runs, each in its own process (± is the spread)")
     return "\n".join(parts)
 

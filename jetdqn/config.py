@@ -93,6 +93,7 @@ class Config:
     channels_last: bool = _f(False, "channels_last memory format for the CNN (often faster on GPUs, slower on CPUs).")
     # --- display and telemetry
     display_freq: int = _f(0, "Show 1 of every N frames in a window (0 = no display).")
+    display_start: int = _f(0, "Open the window at this step (the benchmark skips the replay fill with it).")
     telemetry: str = _f("auto", "Telemetry sampler.", ("auto", "tegrastats", "jtop", "procfs", "off"))
     tegrastats_path: str = _f("tegrastats", "The tegrastats binary the sampler starts.")
     telemetry_interval_ms: int = _f(500, "Telemetry sampling interval in milliseconds.")
@@ -128,7 +129,7 @@ class Config:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(self, name)}.")
-        for name in ["replay_size", "num_envs", "learn_start", "noop_max", "env_threads", "display_freq", "eval_every", "eval_episodes",
+        for name in ["replay_size", "num_envs", "learn_start", "noop_max", "env_threads", "display_start", "display_freq", "eval_every", "eval_episodes",
                      "eps_decay_steps"]:
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(self, name)}.")

@@ -113,8 +113,13 @@ def train_ray(trainer, progress) -> dict:
     if cfg.resume:
         progress.line(f"resumed {trainer.run_dir} at step {trainer.restore() and trainer.step:,}")
     if not ray.is_initialized():
-        ray.init(address=cfg.ray_address or None, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False, num_cpus=None if cfg.ray_address else max(2, k_actors + 1))
+        try:
+            ray.init(address=cfg.ray_address or None, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False, num_cpus=None if cfg.ray_address else max(2, k_actors + 1))
+        except ConnectionError as exc:
+            raise ConfigError(f"cannot reach the Ray cluster at {cfg.ray_address} ({str(exc).splitlines()[-1][:100]}); "
+                              "start it with `ray start --head` there, or drop --ray-address for a local "
+                              "Ray.") from None
     EnvActor = ray.remote(num_cpus=0.5 if not cfg.ray_address else 1, max_restarts=-1)(EnvActorImpl)
     cfg_dict = cfg.to_dict()
     actors = [EnvActor.remote(cfg_dict, i, apex_epsilon(i, k_actors), cfg.seed + 1000 * (i + 1))

@@ -270,7 +270,7 @@ class Trainer:
                         first[k] = False
                     obs[k] = stacks[k].frames
                 self.step += n
-                if renderer is not None:
+                if renderer is not None and self.step > cfg.display_start:
                     renderer.offer(lambda: self.envs.screen_rgb(0), step=self.step, episode_return=game_return[0],
                                    epsilon=float(np.asarray(eps).flat[0]))
 
