@@ -393,7 +393,7 @@ def bench_convs(args) -> int:
     cols = ["filters", "downsample", "input"] + [f"{p}_{d}_s" for p in ("inference", "training") for d in devices]
     lines = [f"| {' | '.join(cols)} |", "|" + "---|" * len(cols)]
     for r in rows:
-        lines.append("| " + " | ".join(str(r[c]) if not isinstance(r[c], float) else f"{r[c]:.2f}" for c in cols) + " |")
+        lines.append("| " + " | ".join(str(r[c]) if not isinstance(r[c], float) else f"{r[c]:.3f}" for c in cols) + " |")
     text = "\n".join(lines)
     print(f"\n{args.steps} steps; inference at batch 1, training at batch {args.batch} (Adam)\n{text}")
     print("paper (FACTS.md), 3000 steps, 2 conv + dense, downsampled by 4: inference 20/40 3.33 s CPU / 2.86 s GPU, "
