@@ -153,7 +153,12 @@ class GymEnv:
                     bool(truncated) and not terminated, False)
 
     def screen_rgb(self) -> np.ndarray:
-        return self._env.render()
+        import gymnasium as gym
+        try:
+            return self._env.render()
+        except gym.error.DependencyNotInstalled as exc:
+            raise ConfigError(f"showing {self.game} needs its renderer's package ({str(exc).strip()}); or use "
+                              "--display-freq 0.") from None
 
     def close(self) -> None:
         self._env.close()
