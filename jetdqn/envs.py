@@ -256,8 +256,7 @@ class AleVecEnvs:
                  max_episode_steps: int = 27_000, seed: int = 0, num_threads: int = 0):
         from ale_py.vector_env import AtariVectorEnv
 
-        key = _ale_env_id(game)  # validates the name with the same sentence as the single env
-        del key
+        _ale_env_id(game)  # refuses an unknown game with the same sentence as the single env
         self.game = game.strip().lower().replace("-", "_")
         self.num_envs = num_envs
         self._env = AtariVectorEnv(self.game, num_envs=num_envs, num_threads=num_threads or min(num_envs, os.cpu_count() or 1),

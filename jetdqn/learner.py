@@ -9,6 +9,7 @@ On CUDA the updates run on their own stream.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Optional
 
@@ -59,7 +60,7 @@ class AsyncLearner:
         torch.set_num_threads(self.threads)
         self.native_id = threading.get_native_id()
         self._started.set()
-        ctx = torch.cuda.stream(self.stream) if self.stream is not None else _null()
+        ctx = torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
         try:
             with ctx:
                 while True:
@@ -95,10 +96,3 @@ class AsyncLearner:
         self._thread.join(timeout=30)
         self.agent.refresh_actor()
 
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

@@ -111,7 +111,8 @@ def train_ray(trainer, progress) -> dict:
     k_actors = cfg.num_actors
     trainer._t_start = time.monotonic()
     if cfg.resume:
-        progress.line(f"resumed {trainer.run_dir} at step {trainer.restore() and trainer.step:,}")
+        how = trainer.restore()
+        progress.line(f"resumed {trainer.run_dir} at step {trainer.step:,}; {how}")
     if not ray.is_initialized():
         try:
             ray.init(address=cfg.ray_address or None, include_dashboard=False, log_to_driver=False,
