@@ -168,7 +168,7 @@ class DQNAgent:
                 torch.cuda.current_stream().synchronize()
 
     # ---------------------------------------------------------------- learning
-    def _loss(self, obs, actions, rewards, dones, next_obs) -> tuple[torch.Tensor, torch.Tensor]:
+    def _loss(self, obs, actions, rewards, discounts, next_obs) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.cfg
         with self._autocast():
             q_all = self._online_fwd(obs)
@@ -180,14 +180,14 @@ class DQNAgent:
                     next_q = next_target.gather(1, next_actions).squeeze(1)
                 else:
                     next_q = next_target.max(dim=1).values
-                target = rewards + cfg.gamma * (1.0 - dones) * next_q
+                target = rewards + discounts * next_q  # discounts: gamma^n, 0 at a game's end
         if cfg.loss == "huber":
             return F.smooth_l1_loss(q, target), q
         return F.mse_loss(q, target), q
 
-    def _step(self, obs, actions, rewards, dones, next_obs) -> None:
+    def _step(self, obs, actions, rewards, discounts, next_obs) -> None:
         """One update from device tensors (what a CUDA graph captures)."""
-        loss, q = self._loss(obs, actions, rewards, dones, next_obs)
+        loss, q = self._loss(obs, actions, rewards, discounts, next_obs)
         if self.scaler is not None:
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
@@ -222,14 +222,14 @@ class DQNAgent:
                 self._update_graphed(batch)
             else:
                 self._step(self.to_tensor(batch.obs, "obs"), self.to_tensor(batch.actions, "actions"),
-                           self.to_tensor(batch.rewards, "rewards"), self.to_tensor(batch.dones, "dones"),
+                           self.to_tensor(batch.rewards, "rewards"), self.to_tensor(batch.discounts(self.cfg.gamma), "discounts"),
                            self.to_tensor(batch.next_obs, "next_obs"))
             self.updates += 1
             self._n += 1
 
     def _update_graphed(self, batch: Batch) -> None:
-        names = ("obs", "actions", "rewards", "dones", "next_obs")
-        arrays = [batch.obs, batch.actions, batch.rewards, batch.dones, batch.next_obs]
+        names = ("obs", "actions", "rewards", "discounts", "next_obs")
+        arrays = [batch.obs, batch.actions, batch.rewards, batch.discounts(self.cfg.gamma), batch.next_obs]
         if not self._static:
             self._static = {k: torch.empty(a.shape, dtype=torch.from_numpy(np.ascontiguousarray(a[:1])).dtype,
                                            device=self.device) for k, a in zip(names, arrays)}
@@ -244,14 +244,14 @@ class DQNAgent:
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
-                self._step(s["obs"], s["actions"], s["rewards"], s["dones"], s["next_obs"])
+                self._step(s["obs"], s["actions"], s["rewards"], s["discounts"], s["next_obs"])
             torch.cuda.current_stream().wait_stream(side)
             self._eager_updates += 1
             return
         self.optimizer.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            self._step(s["obs"], s["actions"], s["rewards"], s["dones"], s["next_obs"])
+            self._step(s["obs"], s["actions"], s["rewards"], s["discounts"], s["next_obs"])
         self._graph = graph
         graph.replay()  # capturing records the update; replaying runs it
 

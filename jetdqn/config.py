@@ -43,6 +43,8 @@ class Config:
     train_freq: int = _f(4, "Env steps per update (the replay ratio is 1/train_freq).")
     target_update: int = _f(10_000, "Env steps between target-network syncs.")
     gamma: float = _f(0.99, "Discount factor.")
+    n_step: int = _f(1, "Rewards of this many steps summed into one target (n-step returns, as in Rainbow); "
+                        "cut at a game's end.")
     # --- optimiser and loss
     optimizer: str = _f("adam", "Optimiser.", ("adam", "rmsprop"))
     lr: float = _f(1e-4, "Learning rate.")
@@ -136,6 +138,8 @@ class Config:
         for name in ["eps_start", "eps_end", "eval_eps"]:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be between 0 and 1, got {getattr(self, name)}.")
+        if self.n_step < 1:
+            raise ConfigError(f"--n-step must be at least 1, got {self.n_step}.")
         if not 0.0 < self.gamma <= 1.0:
             raise ConfigError(f"--gamma must be in (0, 1], got {self.gamma}.")
         if self.lr <= 0:
@@ -182,15 +186,18 @@ PRESETS: dict[str, dict[str, Any]] = {
     #  num_envs 2, amp bf16, channels_last: the fastest rows of `make bench-pong` on a CPU (bf16 compute with
     #    fp32 master weights keeps the optimiser's precision); Adam 1e-4 with eps 1.5e-4 (Dopamine/CleanRL),
     #    which learns Pong faster than DeepMind's RMSProp; target sync every 2,000 steps (CleanRL: 1,000,
-    #    Nature: 10,000) so values propagate quickly on a game with a short horizon of reward; epsilon to 0.01
-    #    over the first 250k steps (Pong needs little exploration once the paddle tracks the ball);
+    #    Nature: 10,000) so values propagate quickly on a game with a short horizon of reward; 3-step returns
+    #    (Rainbow's n) carry a point back to the hit that won it three times faster per update (a first run
+    #    with 1-step returns was at -12 after 800k steps: benchmarks/results/learn-pong/first-1step);
+    #    epsilon to 0.01 over the first 100k steps (Pong needs little exploration once the paddle tracks the
+    #    ball, and in that first run nothing was learnt until epsilon had fallen);
     #    learn_start 20k (enough variety for the first batches); replay 200k lz4-compressed (~70 MB) with
     #    --checkpoint-replay, so a stopped run resumes with its buffer; evaluation every 50k steps over 10
     #    games at eps 0.05, stopping at a mean of 18.
     "pong-fast": dict(game="pong", total_steps=2_000_000, learn_start=20_000, replay_size=200_000,
                       replay_compress="lz4", checkpoint_replay=True, batch_size=32, train_freq=4,
                       target_update=2_000, optimizer="adam", lr=1e-4, adam_eps=1.5e-4, grad_clip=10.0,
-                      eps_start=1.0, eps_end=0.01, eps_decay_steps=250_000, num_envs=2, amp="bf16",
+                      eps_start=1.0, eps_end=0.01, eps_decay_steps=100_000, num_envs=2, amp="bf16", n_step=3,
                       channels_last=True, eval_every=50_000, eval_episodes=10, eval_eps=0.05, target_return=18.0,
                       checkpoint_every=50_000),
     # CartPole-v1 with an MLP: solves (eval mean >= 195) well within 50k steps on a CPU.

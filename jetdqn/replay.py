@@ -27,7 +27,13 @@ class Batch:
     actions: np.ndarray    # (B,) int64
     rewards: np.ndarray    # (B,) float32 (already clipped when clipping is on)
     dones: np.ndarray      # (B,) float32: 1 where the next state is terminal (no bootstrap)
-    next_obs: np.ndarray
+    next_obs: np.ndarray   # the stack ``steps`` transitions later (the one the target bootstraps from)
+    steps: Optional[np.ndarray] = None  # (B,) transitions summed into ``rewards`` (n-step); None = all 1
+
+    def discounts(self, gamma: float) -> np.ndarray:
+        """gamma^steps where the target bootstraps, 0 where the episode ended: the factor on max Q(next)."""
+        steps = np.ones(len(self.dones), np.float32) if self.steps is None else self.steps.astype(np.float32)
+        return (np.float32(gamma) ** steps * (1.0 - self.dones)).astype(np.float32)
 
 
 META_BYTES = 1 + 4 + 1 + 1          # action, reward, terminal, first
@@ -170,13 +176,17 @@ class ReplayBuffer:
     :param history: frames per stacked observation (4 on Atari, 1 for vector envs).
     :param compress: 'off', 'lz4' or 'zstd': frames kept compressed, decompressed only when sampled.
     :param frame_bytes: expected compressed bytes per frame, for the memory check before allocating.
+    :param n_step: rewards of up to this many transitions summed (discounted by ``gamma``) into one, cut at
+        an episode end or where the next frame is not stored yet.
     """
 
     CHUNK = 10_000  # slots per chunk when the replay is saved incrementally
 
     def __init__(self, capacity: int, frame_shape: tuple, dtype=np.uint8, history: int = 4,
                  num_streams: int = 1, seed: int = 0, allow_large: bool = False, compress: str = "off",
-                 frame_bytes: Optional[float] = None):
+                 frame_bytes: Optional[float] = None, n_step: int = 1, gamma: float = 0.99):
+        if n_step < 1:
+            raise ValueError(f"n_step must be at least 1, got {n_step}")
         if capacity < num_streams * 2:
             raise ValueError(f"replay capacity {capacity} is too small for {num_streams} streams")
         check_fits(capacity, frame_shape, dtype, allow_large, frame_bytes if compress != "off" else None)
@@ -187,6 +197,8 @@ class ReplayBuffer:
         self.dtype = np.dtype(dtype)
         self.history = history
         self.compress = compress
+        self.n_step = n_step
+        self.gamma = gamma
         s, c = num_streams, self.stream_capacity
         if compress == "off":
             self.frames = ArrayFrames(s, c, frame_shape, dtype)
@@ -289,7 +301,29 @@ class ReplayBuffer:
                 % self.stream_capacity
         else:
             raise ValueError("the replay holds no valid transition yet")
-        nxt = (i + 1) % self.stream_capacity
+        rewards, dones, steps = self._returns(s, i)
+        nxt = (i + steps) % self.stream_capacity
         return Batch(obs=self._stack(s, i), actions=self.actions[s, i].astype(np.int64),
-                     rewards=self.rewards[s, i].copy(), dones=self.terminal[s, i].astype(np.float32),
-                     next_obs=self._stack(s, nxt))
+                     rewards=rewards, dones=dones, next_obs=self._stack(s, nxt),
+                     steps=steps if self.n_step > 1 else None)
+
+    def _returns(self, s: np.ndarray, i: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """n-step returns from valid slots i: sum_k gamma^k r_(i+k), cut at a terminal step or where step
+        i+k has no stored successor (the newest slot, a time-limit cut); the step count to bootstrap over."""
+        c = self.stream_capacity
+        rewards = self.rewards[s, i].astype(np.float32)
+        done = self.terminal[s, i].copy()
+        steps = np.ones(len(i), dtype=np.int64)
+        active = ~done
+        age = self._age(s, i)
+        for k in range(1, self.n_step):
+            j = (i + k) % c
+            # step i+k joins if every earlier step went on, and it ends the game or its next frame is stored
+            active = active & (self.terminal[s, j] | ((age >= k + 1) & ~self.first[s, (j + 1) % c]))
+            if not active.any():
+                break
+            rewards[active] += np.float32(self.gamma ** k) * self.rewards[s[active], j[active]]
+            steps[active] = k + 1
+            done[active] = self.terminal[s[active], j[active]]
+            active = active & ~done
+        return rewards, done.astype(np.float32), steps

@@ -116,7 +116,7 @@ class Trainer:
             capacity = choose_capacity(cfg, fs, self.envs.frame_dtype, self.frame_bytes, self.num_envs)
         self.replay = ReplayBuffer(capacity, fs, self.envs.frame_dtype, cfg.history, num_streams=self.num_envs,
                                    seed=cfg.seed, allow_large=cfg.allow_large_replay, compress=cfg.replay_compress,
-                                   frame_bytes=self.frame_bytes)
+                                   frame_bytes=self.frame_bytes, n_step=cfg.n_step, gamma=cfg.gamma)
         self.replay_budget = (cfg.replay_memory_fraction * available_memory_bytes()) if cfg.replay_size == 0 else None
         self._replay_manifest: Optional[dict] = None
         self.step = 0

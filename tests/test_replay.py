@@ -112,3 +112,37 @@ def test_vector_observations():
     assert b.obs.shape == (64, 1, 4) and b.obs.dtype == np.float32
     ok = b.dones == 0
     assert np.all(b.next_obs[ok, 0, 0] == b.obs[ok, 0, 0] + 1)
+
+
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_n_step_returns_match_a_walk_over_the_stored_episodes(n):
+    """Reward v at frame v; episodes of 6 (terminal), 8 (cut by a time limit), 5 (terminal) and 4 frames
+    still running. Each sampled target must sum gamma^k * reward over at most n steps, stop after a terminal
+    step, never cross a time-limit cut or run past the newest frame, and bootstrap from the stack it ends on."""
+    gamma = 0.9
+    buf = ReplayBuffer(1000, (84, 84), history=4, seed=6, n_step=n, gamma=gamma)
+    end = fill(buf, [6])
+    end = fill(buf, [8], start_value=end, truncate_last=True)
+    end = fill(buf, [5], start_value=end)
+    fill(buf, [4], start_value=end, truncate_last=True)   # a game still going on: its last frame is the newest
+    episodes = [(1, 6, "terminal"), (7, 14, "cut"), (15, 19, "terminal"), (20, 23, "running")]
+    batch = buf.sample(3000)
+    steps = np.ones(3000, np.int64) if batch.steps is None else batch.steps
+    seen = set()
+    for o, r, d, nobs, m, disc in zip(batch.obs, batch.rewards, batch.dones, batch.next_obs, steps,
+                                      batch.discounts(gamma)):
+        v = int(o[-1, 0, 0])
+        first, last, how = next(e for e in episodes if e[0] <= v <= e[1])
+        # frames v+1..last exist for bootstrapping; a 'cut' or 'running' episode's last frame has no successor
+        reach = last - v + (1 if how == "terminal" else 0)
+        want_m = min(n, reach)
+        assert want_m >= 1 and m == want_m
+        assert r == pytest.approx(sum(gamma ** k * (v + k) for k in range(want_m)))
+        ended = how == "terminal" and v + want_m - 1 == last
+        assert d == float(ended)
+        assert disc == pytest.approx(0.0 if ended else gamma ** want_m)
+        if not ended:
+            assert int(nobs[-1, 0, 0]) == v + want_m
+        seen.add(v)
+    # every transition that has a successor or ends the game is sampled; 14 and 23 are not
+    assert seen == set(range(1, 24)) - {14, 23}
