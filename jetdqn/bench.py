@@ -39,6 +39,7 @@ class Case:
     extra: bool = False             # only with --all (slow to set up, e.g. torch.compile)
     cpu_extra: Optional[str] = None  # without CUDA, only with --all, for this reason
     needs_ray: bool = False
+    repeats: Optional[int] = None   # runs of this case (default: --repeats)
 
 
 TX1_CASES = [
@@ -60,10 +61,11 @@ JETDQN_CASES = [
     Case("jetdqn: + CUDA graphs (bf16)", FAST + ["--amp", "bf16", "--cuda-graphs", "--cudnn-benchmark"],
          needs_cuda=True),
     Case("jetdqn: torch.compile (fp32, 1 env)", ["--display-freq", "0", "--compile"], extra=True),
+    # one run each: every run starts (~4 s) and stops a local Ray, which would push 3 repeats past 5 minutes
     Case("jetdqn: Ray, 1 actor (2 envs, fp32)", ["--display-freq", "0", "--backend", "ray", "--num-actors", "1",
-                                                 "--num-envs", "2"], extra=True, needs_ray=True),
+                                                 "--num-envs", "2"], needs_ray=True, repeats=1),
     Case("jetdqn: Ray, 2 actors (2 envs each, fp32)", ["--display-freq", "0", "--backend", "ray", "--num-actors", "2",
-                                                       "--num-envs", "2"], extra=True, needs_ray=True),
+                                                       "--num-envs", "2"], needs_ray=True, repeats=1),
 ]
 
 
@@ -140,6 +142,7 @@ def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
     if not window:
         return {"error": "no records after learn_start", "command": " ".join(cmd)}
     before = [r for r in records if r["step"] <= args.learn_start]
+    acting_s = sum(r["interval_s"] for r in before)
     seconds = sum(r["interval_s"] for r in window)
     steps = window[-1]["step"] - (before[-1]["step"] if before else 0)
     updates = window[-1]["updates"] - (before[-1]["updates"] if before else 0)
@@ -152,7 +155,9 @@ def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
     power = avg("power_mw")
     s_per_1000 = seconds * 1000.0 / steps
     runtime = json.loads((run_dir / "config.json").read_text()).get("runtime", {})
-    result = {"s_per_1000_steps": s_per_1000, "env_steps_per_s": steps / seconds, "updates_per_s": updates / seconds,
+    result = {"s_per_1000_steps": s_per_1000, "env_steps_per_s": steps / seconds,
+              "acting_env_steps_per_s": before[-1]["step"] / acting_s if before and acting_s > 0 else None,
+              "updates_per_s": updates / seconds,
               "updates": updates, "frames_drawn": shown, "cpu_avg": avg("cpu_avg"), "cpu_max": avg("cpu_max"),
               "gpu_load": avg("gpu_load"), "emulator_cpu": avg("emulator_cpu"), "learner_cpu": avg("learner_cpu"),
               "power_w": power / 1000.0 if power is not None else None,
@@ -169,7 +174,7 @@ def summarise(case: Case, runs: list[dict]) -> dict:
     if not ok:
         return {"name": case.name, "status": f"failed: {runs[0]['error']}", "runs": runs}
     out: dict = {"name": case.name, "status": "ok", "repeats": len(ok), "runs": runs, "tx1_s": case.tx1_s}
-    for key in ("s_per_1000_steps", "env_steps_per_s", "updates_per_s", "frames_drawn", "cpu_avg", "cpu_max",
+    for key in ("s_per_1000_steps", "env_steps_per_s", "acting_env_steps_per_s", "updates_per_s", "frames_drawn", "cpu_avg", "cpu_max",
                 "gpu_load", "emulator_cpu", "learner_cpu", "power_w", "energy_j_per_1000"):
         vals = [r[key] for r in ok if r.get(key) is not None]
         out[key] = statistics.median(vals) if vals else None
@@ -185,7 +190,7 @@ def _n(v, fmt="{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
-COLUMNS = ["Test case", "s / 1000 steps", "% of baseline", "env steps/s", "updates/s", "frames drawn", "CPU avg %",
+COLUMNS = ["Test case", "s / 1000 steps", "% of baseline", "env steps/s", "acting env steps/s", "updates/s", "frames drawn", "CPU avg %",
            "busiest core %", "GPU (GR3D) %", "emulator %", "learner %", "power W", "J / 1000 steps"]
 
 
@@ -200,7 +205,8 @@ def table(rows: list[dict], info: dict, args) -> str:
         s = r["s_per_1000_steps"]
         lines.append("| " + " | ".join([
             r["name"], f"{s:.2f} ± {r['spread']:.2f}", f"{100 * s / base_s:.0f}" if base_s else "-",
-            _n(r["env_steps_per_s"], "{:.0f}"), _n(r["updates_per_s"]), _n(r["frames_drawn"], "{:.0f}"),
+            _n(r["env_steps_per_s"], "{:.0f}"), _n(r.get("acting_env_steps_per_s"), "{:.0f}"),
+            _n(r["updates_per_s"]), _n(r["frames_drawn"], "{:.0f}"),
             _n(r["cpu_avg"], "{:.0f}"), _n(r["cpu_max"], "{:.0f}"), _n(r["gpu_load"], "{:.0f}"),
             _n(r["emulator_cpu"], "{:.0f}"), _n(r["learner_cpu"], "{:.0f}"), _n(r["power_w"], "{:.2f}"),
             _n(r["energy_j_per_1000"], "{:.0f}")]) + " |")
@@ -226,7 +232,8 @@ def header(info: dict, args) -> str:
     parts.append(f"{args.game}, seed-tx1 settings (replay 50k, batch 32, update every 4, RMSProp 2.5e-4): "
                  f"{args.learn_start} steps of acting, then {args.steps} measured training steps (the display, "
                  f"where a row has one, opens with them); "
-                 f"median of {args.repeats} runs, each in its own process (± is the spread)")
+                 f"median of {args.repeats} runs, each in its own process (± is the spread; Ray rows: one run, "
+                 f"as each starts a local Ray); acting env steps/s: the {args.learn_start} steps before learning")
     return "\n".join(parts)
 
 
@@ -300,11 +307,12 @@ def bench_pong(args) -> int:
                 print(f"- {case.name}: {why}", flush=True)
                 continue
             runs = []
-            for rep in range(args.repeats):
+            repeats = case.repeats or args.repeats
+            for rep in range(repeats):
                 r = run_case(case, args, workdir, rep)
                 runs.append(r)
                 msg = r.get("error") or f"{r['s_per_1000_steps']:.2f} s / 1000 steps"
-                print(f"- {case.name} [{rep + 1}/{args.repeats}]: {msg}", flush=True)
+                print(f"- {case.name} [{rep + 1}/{repeats}]: {msg}", flush=True)
             rows.append(summarise(case, runs))
     finally:
         if not args.keep_runs:

@@ -59,6 +59,8 @@ class Config:
     dueling: bool = _f(False, "Dueling value/advantage head.")
     num_envs: int = _f(1, "Games played at once; more than 1 runs them in ale-py's C++ threads (AtariVectorEnv); "
                           "auto measures the best split of cores (with --threads auto too).")
+    env_groups: int = _f(1, "Split --num-envs into this many groups stepped in turn (2 = double buffering): one "
+                            "group's forward pass runs while the other's emulators step.")
     env_threads: int = _f(0, "C++ emulator threads for --num-envs > 1 (0 = one per env, at most one per core).")
     async_learner: bool = _f(False, "Learn in a thread of its own while the actor steps the emulators; the replay "
                                     "ratio stays 1/train_freq.")
@@ -138,6 +140,11 @@ class Config:
         for name in ["eps_start", "eps_end", "eval_eps"]:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be between 0 and 1, got {getattr(self, name)}.")
+        if self.env_groups < 1:
+            raise ConfigError(f"--env-groups must be at least 1, got {self.env_groups}.")
+        if self.num_envs > 0 and self.num_envs % self.env_groups:
+            raise ConfigError(f"--num-envs {self.num_envs} does not split into --env-groups {self.env_groups} "
+                              f"equal groups.")
         if self.n_step < 1:
             raise ConfigError(f"--n-step must be at least 1, got {self.n_step}.")
         if not 0.0 < self.gamma <= 1.0:

@@ -81,7 +81,7 @@ class Trainer:
     def __init__(self, cfg: Config, run_dir: Path):
         from . import runtime
         from .agent import DQNAgent
-        from .envs import make_envs
+        from .envs import GroupedEnvs, make_envs
         from .replay import ReplayBuffer, available_memory_bytes
         from .telemetry import make_sampler
 
@@ -98,7 +98,8 @@ class Trainer:
             self.envs = make_envs(cfg, cfg.seed, 1, vector=False)
             self.num_envs = cfg.num_actors * cfg.num_envs  # one replay stream per actor env
         else:
-            self.envs = make_envs(cfg, cfg.seed, cfg.num_envs)
+            envs = make_envs(cfg, cfg.seed, cfg.num_envs, groups=cfg.env_groups)
+            self.envs = envs if isinstance(envs, GroupedEnvs) else GroupedEnvs([envs])
             self.num_envs = self.envs.num_envs
         self.emulator_threads = set(self.envs.emulator_threads) or (_thread_ids() - threads_before)
         fs = self.envs.frame_shape
@@ -207,8 +208,6 @@ class Trainer:
             learner.start()
             sampler.mark_threads("learner", [learner.native_id])
         self.learner = learner
-        # With C++ emulator threads, learn between send() and recv(): the update overlaps the emulation.
-        overlap = hasattr(self.envs, "send")
         apex_eps = 0.4 ** (1 + 7 * np.arange(self.num_envs) / max(1, self.num_envs - 1))
 
         n = self.num_envs
@@ -229,33 +228,41 @@ class Trainer:
         next_target = (self.step // cfg.target_update + 1) * cfg.target_update
         shown = 0
         summary: dict = {}
+        actions = np.zeros(n, dtype=np.int64)
+        groups = list(zip(self.envs.groups, self.envs.slices))
+
+        def act_and_send(env, sl: slice):
+            """One batched forward pass for the group's envs, then their emulators step (C++ threads) while
+            this thread learns or serves the other group."""
+            eps = apex_eps[sl] if cfg.apex_eps else epsilon_at(cfg, self.step)
+            self.clock.start()
+            actions[sl] = self.agent.act(obs[sl], eps, self.rng)
+            self.clock.stop("learner")
+            env.send(actions[sl])
+            return eps
 
         def on_signal(signum, frame):
             self.stop_requested = True
         old_handler = signal.signal(signal.SIGINT, on_signal) if threading.current_thread() is threading.main_thread() else None
 
         try:
+            # every group's first actions go out before the loop: from then on each turn takes one group's
+            # results, stores them, sends its next actions and learns while the emulators step
+            for env, sl in groups:
+                eps = act_and_send(env, sl)
+            turn = 0
             while self.step < cfg.total_steps and not self.stop_requested:
-                eps = apex_eps if cfg.apex_eps else epsilon_at(cfg, self.step)
+                env, sl = groups[turn]
+                turn = (turn + 1) % len(groups)
                 self.clock.start()
-                actions = self.agent.act(obs, eps, self.rng)
-                self.clock.stop("learner")
-                if overlap:
-                    self.envs.send(actions)
-                    self._learn(learner)  # the emulators step in their C++ threads meanwhile
-                    self.clock.start()
-                    res = self.envs.recv()
-                    self.clock.stop("emulator")
-                else:
-                    self.clock.start()
-                    res = self.envs.step(actions)
-                    self.clock.stop("emulator")
+                res = env.recv()
+                self.clock.stop("emulator")
                 rewards = np.clip(res.rewards, -1.0, 1.0) if cfg.clip_rewards else res.rewards
-                for k in range(n):
-                    ended = bool(res.game_over[k] or res.truncated[k])
-                    learn_terminal = bool(res.game_over[k] or (cfg.terminal_on_life_loss and res.life_lost[k]))
-                    self.replay.add(k, obs[k, -1], int(actions[k]), float(rewards[k]), learn_terminal, bool(first[k]))
-                    game_return[k] += res.rewards[k]
+                for j, k in enumerate(range(sl.start, sl.stop)):
+                    ended = bool(res.game_over[j] or res.truncated[j])
+                    learn_terminal = bool(res.game_over[j] or (cfg.terminal_on_life_loss and res.life_lost[j]))
+                    self.replay.add(k, obs[k, -1], int(actions[k]), float(rewards[j]), learn_terminal, bool(first[k]))
+                    game_return[k] += res.rewards[j]
                     if ended:
                         self.episodes += 1
                         last_return = float(game_return[k])
@@ -263,19 +270,19 @@ class Trainer:
                         interval_returns.append(last_return)
                         game_return[k] = 0.0
                     if ended or learn_terminal:
-                        stacks[k].reset(res.frames[k])
+                        stacks[k].reset(res.frames[j])
                         first[k] = True
                     else:
-                        stacks[k].push(res.frames[k])
+                        stacks[k].push(res.frames[j])
                         first[k] = False
                     obs[k] = stacks[k].frames
-                self.step += n
-                if renderer is not None and self.step > cfg.display_start:
+                self.step += sl.stop - sl.start
+                if renderer is not None and sl.start == 0 and self.step > cfg.display_start:
                     renderer.offer(lambda: self.envs.screen_rgb(0), step=self.step, episode_return=game_return[0],
                                    epsilon=float(np.asarray(eps).flat[0]))
-
-                if not overlap:
-                    self._learn(learner)
+                if self.step < cfg.total_steps:
+                    eps = act_and_send(env, sl)
+                self._learn(learner)  # with C++ emulator threads, the update overlaps the emulation
                 if learner is None and self.step >= next_target:
                     self.agent.sync_target()
                     next_target += cfg.target_update
@@ -519,7 +526,8 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
         else:
             from .autotune import autotune
             tuned = autotune(cfg)
-            cfg = dataclasses.replace(cfg, num_envs=tuned["num_envs"], threads=tuned["threads"])
+            envs = -(-tuned["num_envs"] // cfg.env_groups) * cfg.env_groups  # a multiple of --env-groups
+            cfg = dataclasses.replace(cfg, num_envs=envs, threads=tuned["threads"])
     trainer = Trainer(cfg, run_dir)
     trainer.autotune = tuned
     if cfg.backend == "ray":

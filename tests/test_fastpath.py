@@ -9,7 +9,7 @@ import torch
 
 from jetdqn.agent import DQNAgent
 from jetdqn.config import make_config
-from jetdqn.envs import AleVecEnvs, AtariEnv, SyncEnvs
+from jetdqn.envs import AleVecEnvs, AtariEnv, GroupedEnvs, SyncEnvs, make_envs
 from conftest import run_module
 
 
@@ -30,6 +30,41 @@ def test_vector_env_gives_the_single_env_observations_rewards_and_ends():
     single.close()
     vector.close()
     assert games >= 1 and lives >= 2
+
+
+def test_env_groups_step_the_same_games_as_one_vector_env():
+    """--env-groups 2: two vector envs of 2, stepped in turn, play exactly the games one vector env of 4 plays."""
+    whole = AleVecEnvs("pong", 4, seed=3, num_threads=2)
+    parts = make_envs(make_config({"game": "pong"}), 3, 4, groups=2)
+    assert isinstance(parts, GroupedEnvs) and parts.slices == [slice(0, 2), slice(2, 4)]
+    assert np.array_equal(whole.reset(), parts.reset())
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        act = rng.integers(0, 6, 4)
+        w = whole.step(act)
+        for g, sl in zip(parts.groups, parts.slices):   # both groups in flight at once, as in training
+            g.send(act[sl])
+        got = [g.recv() for g in parts.groups]
+        assert np.array_equal(w.frames, np.concatenate([r.frames for r in got]))
+        assert np.array_equal(w.rewards, np.concatenate([r.rewards for r in got]))
+        assert np.array_equal(w.game_over, np.concatenate([r.game_over for r in got]))
+    assert np.array_equal(parts.screen_rgb(3), whole.screen_rgb(3))
+    whole.close()
+    parts.close()
+
+
+def test_double_buffered_training_stores_every_step_and_holds_the_replay_ratio(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "4", "--env-groups", "2", "--run-dir", str(run),
+               "--telemetry", "off", "--total-steps", "1200", "--learn-start", "400", "--log-every", "400",
+               "--replay-size", "2000", "--eval-episodes", "0")
+    records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [400, 800, 1200]
+    assert [r["replay_transitions"] for r in records] == [400, 800, 1200]
+    assert records[-1]["updates"] > 0 and abs(records[-1]["replay_ratio"] - 0.25) < 0.02
+    bad = run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "3", "--env-groups", "2",
+                     "--run-dir", str(tmp_path / "bad"), check=False)
+    assert bad.returncode == 2 and "does not split into --env-groups 2 equal groups" in bad.stderr
 
 
 def test_vector_env_threads_are_found_and_attributed(tmp_path):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_module
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install jetdqn[ray]); make test installs it")
 
@@ -61,3 +61,14 @@ def test_a_killed_actor_is_restarted_and_the_run_goes_on(tmp_path):
     last = records(run)[-1]
     assert last["step"] >= 4000 and "died; Ray restarts it" in out
     assert sum(a["restarts"] for a in last["actors"]) >= 1
+
+
+def test_bench_pong_has_the_ray_rows_by_default(tmp_path):
+    """make bench-pong's Ray rows run without --all: one run each, with the actors' acting env steps/s."""
+    run_module("jetdqn.bench", "pong", "--steps", "100", "--learn-start", "500", "--repeats", "3",
+               "--cases", "ray", "--telemetry", "procfs", "--out", str(tmp_path), timeout=600)
+    rows = {r["name"]: r for r in json.loads(next(tmp_path.glob("*-pong.json")).read_text())["rows"]}
+    assert set(rows) == {"jetdqn: Ray, 1 actor (2 envs, fp32)", "jetdqn: Ray, 2 actors (2 envs each, fp32)"}
+    for row in rows.values():
+        assert row["status"] == "ok" and row["repeats"] == 1
+        assert row["acting_env_steps_per_s"] > 0 and row["updates_per_s"] > 0
