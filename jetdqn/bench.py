@@ -1,4 +1,4 @@
-"""The benchmarks behind ``make bench-pong``:  ``python -m jetdqn.bench pong|convs|replay``.
+"""The benchmarks behind ``make bench-pong``:  ``python -m jetdqn.bench pong|acting|convs|replay``.
 
 pong: the 2017 TX1 table (FACTS.md) reproduced on the machine at hand, then jetdqn's own rows. Each
 case is a separate ``python -m jetdqn.train`` process: ``learn_start`` steps of acting, then a measured
@@ -190,7 +190,7 @@ def _n(v, fmt="{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
-COLUMNS = ["Test case", "s / 1000 steps", "% of baseline", "env steps/s", "acting env steps/s", "updates/s", "frames drawn", "CPU avg %",
+COLUMNS = ["Test case", "s / 1000 steps", "% of baseline", "env steps/s", "env steps/s before learning", "updates/s", "frames drawn", "CPU avg %",
            "busiest core %", "GPU (GR3D) %", "emulator %", "learner %", "power W", "J / 1000 steps"]
 
 
@@ -233,7 +233,8 @@ def header(info: dict, args) -> str:
                  f"{args.learn_start} steps of acting, then {args.steps} measured training steps (the display, "
                  f"where a row has one, opens with them); "
                  f"median of {args.repeats} runs, each in its own process (± is the spread; Ray rows: one run, "
-                 f"as each starts a local Ray); acting env steps/s: the {args.learn_start} steps before learning")
+                 f"as each starts a local Ray); env steps/s before learning: the {args.learn_start} steps of "
+                 f"acting (epsilon ~1, so mostly random actions; `jetdqn.bench acting` times greedy acting)")
     return "\n".join(parts)
 
 
@@ -352,6 +353,72 @@ def bench_pong(args) -> int:
     return 0 if all(r["status"] == "ok" or r["status"].startswith("not run") for r in rows) else 1
 
 
+# ----------------------------------------------------------------------------------------- acting
+ACTING_SPLITS = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (4, 2), (8, 2), (16, 2)]
+
+
+def bench_acting(args) -> int:
+    """Acting only, a greedy forward pass for every step (epsilon 0, no learning): env steps/s for each
+    split of envs into groups, each in its own process, as ratios to one env from the same run."""
+    info = machine_info()
+    splits = [tuple(int(x) for x in part.split("x")) for part in args.splits.split(",")] if args.splits \
+        else ACTING_SPLITS
+    rows = []
+    workdir = Path(tempfile.mkdtemp(prefix="jetdqn-acting-"))
+    print(f"Machine: {info.get('board') or info.get('cpu')}, {info.get('cores')} cores; GPU: {info.get('gpu')}; "
+          f"{args.game}, greedy acting ({' '.join(args.flags)}), {args.steps} steps after {args.warmup} of warm-up",
+          flush=True)
+    try:
+        for envs, groups in splits:
+            run_dir = workdir / f"n{envs}g{groups}"
+            total = args.warmup + args.steps
+            cmd = [sys.executable, "-m", "jetdqn.train", "--preset", "seed-tx1", "--game", args.game,
+                   "--num-envs", str(envs), "--env-groups", str(groups), "--eps-start", "0", "--eps-end", "0",
+                   "--learn-start", str(10 * total), "--total-steps", str(total), "--log-every", str(args.warmup),
+                   "--replay-size", str(max(total, 1000)), "--eval-episodes", "0", "--checkpoint-every",
+                   str(10 * total), "--progress", "off", "--telemetry", "procfs", "--run-dir", str(run_dir),
+                   "--overwrite", *args.flags]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0:
+                tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["?"]
+                rows.append({"envs": envs, "groups": groups, "error": tail[0][:200]})
+                print(f"- {envs} envs, {groups} group(s): failed: {tail[0][:200]}", flush=True)
+                continue
+            records = read_jsonl(run_dir / "log.jsonl")
+            window = records[1:]  # the first record is the warm-up (start-up, first forward passes)
+            seconds = sum(r["interval_s"] for r in window)
+            steps = window[-1]["step"] - records[0]["step"]
+            row = {"envs": envs, "groups": groups, "env_steps_per_s": steps / seconds,
+                   "emulator_cpu": statistics.mean(r["emulator_cpu"] for r in window),
+                   "learner_cpu": statistics.mean(r["learner_cpu"] for r in window), "command": " ".join(cmd)}
+            rows.append(row)
+            print(f"- {envs} envs, {groups} group(s): {row['env_steps_per_s']:.0f} env steps/s", flush=True)
+            shutil.rmtree(run_dir, ignore_errors=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    base = next((r for r in rows if "error" not in r), None)
+    lines = ["| envs | groups | env steps/s | x one env | emulator threads % | main thread % |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['envs']} | {r['groups']} | failed: {r['error']} | | | |")
+            continue
+        lines.append(f"| {r['envs']} | {r['groups']} | {r['env_steps_per_s']:.0f} | "
+                     f"{r['env_steps_per_s'] / base['env_steps_per_s']:.2f} | {r['emulator_cpu']:.0f} | "
+                     f"{r['learner_cpu']:.0f} |")
+    text = "\n".join(lines)
+    print("\n" + text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"{info['host']}-{_dt.datetime.now():%Y-%m-%d}-acting.md"
+        path.write_text(f"# bench acting: {info.get('cpu')}, {info.get('cores')} cores, GPU: {info.get('gpu')}\n\n"
+                        f"Greedy forward pass every step (epsilon 0, no learning), {args.steps} steps after "
+                        f"{args.warmup} of warm-up, one process per row.\n\n{text}\n\n"
+                        f"Command: `python -m jetdqn.bench {' '.join(args.argv)}`\n")
+        print(f"written: {path}")
+    return 0 if all("error" not in r for r in rows) else 1
+
+
 # ----------------------------------------------------------------------------------------- convs
 def bench_convs(args) -> int:
     """Time for N steps of inference and training of 2-conv nets (20/40, 40/80, 80/160 filters) on Atari
@@ -436,6 +503,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     pc.add_argument("--steps", type=int, default=3000)
     pc.add_argument("--batch", type=int, default=32)
     pc.add_argument("--out", default=None)
+    pa = sub.add_parser("acting", help="greedy acting only: env steps/s for each split of envs into groups")
+    pa.add_argument("--game", default="pong")
+    pa.add_argument("--steps", type=int, default=20_000, help="measured steps per split (default 20000)")
+    pa.add_argument("--warmup", type=int, default=2_000, help="steps before the measured window (default 2000)")
+    pa.add_argument("--splits", default=None, help="ENVSxGROUPS,... (default: 1x1,2x1,4x1,8x1,16x1,4x2,8x2,16x2)")
+    pa.add_argument("--out", default="benchmarks/results")
+    pa.add_argument("--flags", nargs=argparse.REMAINDER, default=["--amp", "bf16", "--channels-last"],
+                    help="flags for every run's jetdqn.train (put last; default --amp bf16 --channels-last)")
     pr = sub.add_parser("replay", help="bytes per transition, add and sample rates per storage mode")
     pr.add_argument("--game", default="pong")
     pr.add_argument("--transitions", type=int, default=1_000_000, help="transitions per mode (default 1M)")
@@ -455,6 +530,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         return bench_pong(args)
     if args.what == "convs":
         return bench_convs(args)
+    if args.what == "acting":
+        if args.steps <= 0 or args.warmup <= 0:
+            print("error: --steps and --warmup must be positive integers", file=sys.stderr)
+            return 2
+        return bench_acting(args)
     from .replay_bench import bench_replay
     return bench_replay(args)
 

@@ -48,3 +48,14 @@ def test_bench_convs_tiny():
     rows = [l for l in out.splitlines() if l.startswith("| ") and "/" in l.split("|")[1]]
     assert [r.split("|")[1].strip() for r in rows] == ["20/40", "20/40", "40/80", "40/80", "80/160", "80/160"]
     assert all(float(r.split("|")[4]) >= 0 and float(r.split("|")[5]) > 0 for r in rows)
+
+
+def test_bench_acting_tiny(tmp_path):
+    """Greedy acting only, one process per split: each row measured, ratios to the first, a table written."""
+    out = run_module("jetdqn.bench", "acting", "--splits", "1x1,4x2", "--steps", "400", "--warmup", "100",
+                     "--out", str(tmp_path), timeout=300).stdout
+    table = next(tmp_path.glob("*-acting.md")).read_text()
+    rows = [l.split("|")[1:-1] for l in table.splitlines() if l.startswith("| 1 ") or l.startswith("| 4 ")]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [("1", "1"), ("4", "2")]
+    assert float(rows[0][3]) == 1.0 and all(float(r[2]) > 0 for r in rows)
+    assert "4 envs, 2 group(s)" in out
