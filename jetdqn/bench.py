@@ -489,7 +489,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     pp = sub.add_parser("pong", help="the TX1 table and jetdqn's rows (any ALE game with --game)")
     pp.add_argument("--game", default="pong")
     pp.add_argument("--steps", type=int, default=1000, help="measured training steps per case (default 1000)")
-    pp.add_argument("--learn-start", type=int, default=5000, help="acting steps before the window (default 5000)")
+    pp.add_argument("--learn-start", type=int, default=3000, help="acting steps before the window (default 3000)")
     pp.add_argument("--repeats", type=int, default=3, help="runs per case; the median is shown (default 3)")
     pp.add_argument("--cases", default=None, help="comma-separated words; run only the cases whose name has one")
     pp.add_argument("--all", action="store_true", help="also the slow-to-start cases (torch.compile)")
