@@ -354,7 +354,7 @@ def bench_pong(args) -> int:
 
 
 # ----------------------------------------------------------------------------------------- acting
-ACTING_SPLITS = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (4, 2), (8, 2), (16, 2)]
+ACTING_SPLITS = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (64, 1), (8, 2), (16, 2), (64, 2)]
 
 
 def bench_acting(args) -> int:
@@ -507,7 +507,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     pa.add_argument("--game", default="pong")
     pa.add_argument("--steps", type=int, default=20_000, help="measured steps per split (default 20000)")
     pa.add_argument("--warmup", type=int, default=2_000, help="steps before the measured window (default 2000)")
-    pa.add_argument("--splits", default=None, help="ENVSxGROUPS,... (default: 1x1,2x1,4x1,8x1,16x1,4x2,8x2,16x2)")
+    pa.add_argument("--splits", default=None, help="ENVSxGROUPS,... (default: 1x1,2x1,4x1,8x1,16x1,32x1,64x1,8x2,16x2,64x2)")
     pa.add_argument("--out", default="benchmarks/results")
     pa.add_argument("--flags", nargs=argparse.REMAINDER, default=["--amp", "bf16", "--channels-last"],
                     help="flags for every run's jetdqn.train (put last; default --amp bf16 --channels-last)")
