@@ -22,8 +22,24 @@ import torch
 import torch.nn.functional as F
 
 from .config import Config
-from .network import build_network, describe
+from .network import NatureCNN, build_network, describe, paired_q
 from .replay import Batch
+
+
+def centered_rmsprop_(params, grads, square_avgs, grad_avgs, steps, copies, lr: float, alpha: float,
+                      eps: float) -> None:
+    """torch.optim.RMSprop(centered=True)'s arithmetic, op for op, written to be compiled into one loop per
+    tensor; ``copies`` (the bf16 networks' weights, or empty) are refreshed from the updated weights."""
+    with torch.no_grad():
+        for i, (p, g, sq, ga, st) in enumerate(zip(params, grads, square_avgs, grad_avgs, steps)):
+            g = g.float()
+            st.add_(1)
+            sq.mul_(alpha).addcmul_(g, g, value=1 - alpha)
+            ga.lerp_(g, 1 - alpha)
+            avg = sq.addcmul(ga, ga, value=-1).sqrt_().add_(eps)
+            p.addcdiv_(g, avg, value=-lr)
+            if copies:
+                copies[i].copy_(p)
 
 
 class DQNAgent:
@@ -60,11 +76,29 @@ class DQNAgent:
             self.tnet = copy.deepcopy(self.target).to(torch.bfloat16)
         else:
             self.net, self.tnet = self.online, self.target
-        self._online_fwd = torch.compile(self.net) if cfg.compile else self.net
-        self._target_fwd = torch.compile(self.tnet) if cfg.compile else self.tnet
+        # dynamic=False: the update always has the same shapes, and one graph for them beats a graph for any
+        # batch size. Acting (a different batch size each --num-envs) stays eager: at a few rows, compiling
+        # gains nothing and would cost a second compilation.
+        self._online_fwd = torch.compile(self.net, dynamic=False) if cfg.compile else self.net
+        self._target_fwd = torch.compile(self.tnet, dynamic=False) if cfg.compile else self.tnet
+        # Double DQN runs both networks on next_obs: one paired pass when asked (Nature CNN only).
+        self.fuse_target = bool(cfg.fuse_target and cfg.double and isinstance(self.online, NatureCNN))
+        self._paired_fwd = paired_q
+        if self.fuse_target and cfg.compile:
+            self._paired_fwd = torch.compile(paired_q, dynamic=False)
+        # The optimiser's step is ~10 element-wise passes over 1.7M parameters: compiled, one fused loop
+        # (centered RMSProp 2.0 -> 0.55 ms on a 2-core CPU). Under CUDA graphs the graph already fuses launches.
+        self._apply_grads = self._apply_grads_eager
+        self._fused_rmsprop = None
+        if cfg.compile and not self.cuda_graphs and self.scaler is None and cfg.grad_clip <= 0:
+            if cfg.optimizer == "rmsprop":
+                self._fused_rmsprop = torch.compile(centered_rmsprop_, dynamic=False)
+                self._apply_grads = self._apply_grads_fused
+            else:
+                self._apply_grads = torch.compile(self._apply_grads_eager, dynamic=False)
         # The network the actor runs: the learner's, or a copy when the learner runs in another thread.
         self.actor = copy.deepcopy(self.net).requires_grad_(False) if cfg.async_learner else self.net
-        self._actor_fwd = torch.compile(self.actor) if (cfg.compile and cfg.async_learner) else self._online_fwd
+        self._actor_fwd = self.actor
         self.actor_lock = threading.Lock()
         self.update_lock = threading.Lock()   # held for one update; checkpoints and metrics take it too
         self.updates = 0
@@ -174,12 +208,15 @@ class DQNAgent:
             q_all = self._online_fwd(obs)
             q = q_all.gather(1, actions.unsqueeze(1)).squeeze(1).float()
             with torch.no_grad():
-                next_target = self._target_fwd(next_obs).float()
-                if cfg.double:
+                if self.fuse_target:
+                    next_online, next_target = self._paired_fwd(self.net, self.tnet, next_obs)
+                    next_q = next_target.float().gather(1, next_online.argmax(dim=1, keepdim=True)).squeeze(1)
+                elif cfg.double:
+                    next_target = self._target_fwd(next_obs).float()
                     next_actions = self._online_fwd(next_obs).argmax(dim=1, keepdim=True)
                     next_q = next_target.gather(1, next_actions).squeeze(1)
                 else:
-                    next_q = next_target.max(dim=1).values
+                    next_q = self._target_fwd(next_obs).float().max(dim=1).values
                 target = rewards + discounts * next_q  # discounts: gamma^n, 0 at a game's end
         if cfg.loss == "huber":
             return F.smooth_l1_loss(q, target), q
@@ -196,25 +233,42 @@ class DQNAgent:
                 torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.grad_clip)
             self.scaler.step(self.optimizer)
             self.scaler.update()
-        elif self.master_bf16:
-            self.net.zero_grad(set_to_none=True)
-            loss.backward()
-            with torch.no_grad():
-                for master, low in zip(self.online.parameters(), self.net.parameters()):
-                    master.grad = low.grad.float()
-                if self.cfg.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.grad_clip)
-                self.optimizer.step()
-                torch._foreach_copy_(list(self.net.parameters()), list(self.online.parameters()))
         else:
             if self._graph is None:
-                self.optimizer.zero_grad(set_to_none=True)
+                self.net.zero_grad(set_to_none=True)
             loss.backward()
-            if self.cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.grad_clip)
-            self.optimizer.step()
+            self._apply_grads()
         self._loss_sum += loss.detach()
         self._q_sum += q.detach().mean()
+
+    @torch.no_grad()
+    def _apply_grads_eager(self) -> None:
+        """Clip, take the optimiser step; with bf16 copies the fp32 master weights take it, then the copies
+        are refreshed. One function so that --compile can fuse all of it."""
+        if self.master_bf16:
+            for master, low in zip(self.online.parameters(), self.net.parameters()):
+                master.grad = low.grad.float()
+        if self.cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.grad_clip)
+        self.optimizer.step()
+        if self.master_bf16:
+            torch._foreach_copy_(list(self.net.parameters()), list(self.online.parameters()))
+
+    def _apply_grads_fused(self) -> None:
+        """Centered RMSProp as one compiled loop per tensor: read the (bf16 or fp32) gradient, update the
+        optimiser's own state tensors and the weights, refresh the bf16 copy; torch.optim's step would be
+        three separate passes (cast, step, copy) with graph breaks between them."""
+        params = list(self.online.parameters())
+        low = list(self.net.parameters())
+        state = self.optimizer.state
+        if not state:  # the layout torch.optim.RMSprop creates, so state_dict/load_state_dict are unchanged
+            for p in params:
+                state[p] = {"step": torch.zeros((), dtype=torch.float32), "square_avg": torch.zeros_like(p),
+                            "grad_avg": torch.zeros_like(p)}
+        group = self.optimizer.param_groups[0]
+        self._fused_rmsprop(params, [q.grad for q in low], [state[p]["square_avg"] for p in params],
+                            [state[p]["grad_avg"] for p in params], [state[p]["step"] for p in params],
+                            low if self.master_bf16 else [], group["lr"], group["alpha"], group["eps"])
 
     def update(self, batch: Batch) -> None:
         with self.update_lock:

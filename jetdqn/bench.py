@@ -53,14 +53,15 @@ FAST = ["--display-freq", "0", "--num-envs", "2"]
 JETDQN_CASES = [
     Case("jetdqn: no display (fp32, 1 env, synchronous)", ["--display-freq", "0"]),
     Case("jetdqn: 2 envs in C++ threads, update overlaps emulation (fp32)", FAST),
-    Case("jetdqn: + channels-last (fp32)", FAST + ["--channels-last"]),
-    Case("jetdqn: + learner in its own thread (fp32)", FAST + ["--channels-last", "--async-learner"],
+    Case("jetdqn: + learner in its own thread (fp32)", FAST + ["--async-learner"],
          cpu_extra="on a CPU the learner thread gets no intra-op parallelism and is slower "
                    "(8.8 vs 6.9 s on 2 cores); --all runs it"),
-    Case("jetdqn: + bf16 (fp32 master weights)", FAST + ["--channels-last", "--amp", "bf16"]),
+    Case("jetdqn: + channels-last, torch.compile, paired target pass (fp32: every speed-up without reduced "
+         "precision)", FAST + ["--channels-last", "--compile", "--fuse-target"]),
+    Case("jetdqn: + bf16 with fp32 master weights (all speed-ups)",
+         FAST + ["--channels-last", "--amp", "bf16", "--compile", "--fuse-target"]),
     Case("jetdqn: + CUDA graphs (bf16)", FAST + ["--amp", "bf16", "--cuda-graphs", "--cudnn-benchmark"],
          needs_cuda=True),
-    Case("jetdqn: torch.compile (fp32, 1 env)", ["--display-freq", "0", "--compile"], extra=True),
     # one run each: every run starts (~4 s) and stops a local Ray, which would push 3 repeats past 5 minutes
     Case("jetdqn: Ray, 1 actor (2 envs, fp32)", ["--display-freq", "0", "--backend", "ray", "--num-actors", "1",
                                                  "--num-envs", "2"], needs_ray=True, repeats=1),
@@ -124,12 +125,13 @@ def display_reason() -> Optional[str]:
 # ----------------------------------------------------------------------------------------- running
 def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
     run_dir = workdir / f"case{abs(hash(case.name)) % 10**6}-{repeat}"
-    total = args.learn_start + args.steps
-    log_every = math.gcd(args.learn_start, args.steps) if args.learn_start else args.steps
+    start = args.learn_start + args.warmup_steps  # the measured window starts here
+    total = start + args.steps
+    log_every = math.gcd(math.gcd(args.learn_start, args.warmup_steps), args.steps) if args.learn_start else args.steps
     cmd = [sys.executable, "-m", "jetdqn.train", "--preset", "seed-tx1", "--game", args.game,
            "--total-steps", str(total), "--learn-start", str(args.learn_start), "--log-every", str(log_every),
            "--checkpoint-every", str(total * 10), "--run-dir", str(run_dir), "--overwrite", "--progress", "off",
-           "--telemetry", args.telemetry, "--seed", str(repeat), "--display-start", str(args.learn_start),
+           "--telemetry", args.telemetry, "--seed", str(repeat), "--display-start", str(start),
            *case.flags, *args.extra_flags]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout)
@@ -138,15 +140,16 @@ def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
         tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["?"]
         return {"error": tail[0][:200], "command": " ".join(cmd)}
     records = read_jsonl(run_dir / "log.jsonl")
-    window = [r for r in records if r["step"] > args.learn_start]
+    window = [r for r in records if r["step"] > start]
     if not window:
         return {"error": "no records after learn_start", "command": " ".join(cmd)}
     before = [r for r in records if r["step"] <= args.learn_start]
+    warm = [r for r in records if r["step"] <= start]  # acting, then the untimed first updates
     acting_s = sum(r["interval_s"] for r in before)
     seconds = sum(r["interval_s"] for r in window)
-    steps = window[-1]["step"] - (before[-1]["step"] if before else 0)
-    updates = window[-1]["updates"] - (before[-1]["updates"] if before else 0)
-    shown = window[-1].get("frames_shown", 0) - (before[-1].get("frames_shown", 0) if before else 0)
+    steps = window[-1]["step"] - (warm[-1]["step"] if warm else 0)
+    updates = window[-1]["updates"] - (warm[-1]["updates"] if warm else 0)
+    shown = window[-1].get("frames_shown", 0) - (warm[-1].get("frames_shown", 0) if warm else 0)
 
     def avg(key):
         vals = [r.get(key) for r in window if r.get(key) is not None]
@@ -230,7 +233,8 @@ def header(info: dict, args) -> str:
         parts.append(f"L4T: {info['l4t']}; power mode: {info.get('power_mode', '?')}")
     parts.append(f"torch {info['torch']}, cuDNN {info.get('cudnn') or '-'}, Python {info['python']}")
     parts.append(f"{args.game}, seed-tx1 settings (replay 50k, batch 32, update every 4, RMSProp 2.5e-4): "
-                 f"{args.learn_start} steps of acting, then {args.steps} measured training steps (the display, "
+                 f"{args.learn_start} steps of acting, {args.warmup_steps} training steps not timed "
+                 f"(compiling, warming up), then {args.steps} measured training steps (the display, "
                  f"where a row has one, opens with them); "
                  f"median of {args.repeats} runs, each in its own process (± is the spread; Ray rows: one run, "
                  f"as each starts a local Ray); env steps/s before learning: the {args.learn_start} steps of "
@@ -489,7 +493,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     pp = sub.add_parser("pong", help="the TX1 table and jetdqn's rows (any ALE game with --game)")
     pp.add_argument("--game", default="pong")
     pp.add_argument("--steps", type=int, default=1000, help="measured training steps per case (default 1000)")
-    pp.add_argument("--learn-start", type=int, default=3000, help="acting steps before the window (default 3000)")
+    pp.add_argument("--learn-start", type=int, default=2000, help="acting steps before the window (default 2000)")
+    pp.add_argument("--warmup-steps", type=int, default=100,
+                    help="training steps after learn_start that are not timed: torch.compile compiles and the "
+                         "allocator settles there (default 100)")
     pp.add_argument("--repeats", type=int, default=3, help="runs per case; the median is shown (default 3)")
     pp.add_argument("--cases", default=None, help="comma-separated words; run only the cases whose name has one")
     pp.add_argument("--all", action="store_true", help="also the slow-to-start cases (torch.compile)")

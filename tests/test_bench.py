@@ -13,7 +13,7 @@ from conftest import run_module
 def test_bench_pong_tiny(xvfb, tmp_path):
     if xvfb is None or not os.environ.get("DISPLAY"):
         pytest.skip("no Xvfb here: the display rows need an X server")
-    out = run_module("jetdqn.bench", "pong", "--steps", "100", "--learn-start", "100", "--repeats", "1",
+    out = run_module("jetdqn.bench", "pong", "--steps", "100", "--learn-start", "100", "--warmup-steps", "100", "--repeats", "1",
                      "--out", str(tmp_path), "--cases", "baseline,1/3 frames,no display", timeout=600).stdout
     md = next(tmp_path.glob("*-pong.md")).read_text()
     data = json.loads(next(tmp_path.glob("*-pong.json")).read_text())

@@ -121,3 +121,69 @@ def test_cuda_only_flags_are_recorded_without_cuda(tmp_path):
     run_module("jetdqn.train", "--preset", "smoke", "--cuda-graphs", "--run-dir", str(run), "--telemetry", "off",
                "--total-steps", "100")
     assert json.loads((run / "config.json").read_text())["runtime"]["cuda_graphs"] == "no effect: no CUDA device"
+
+
+def _pong_batch(n: int = 32, seed: int = 0):
+    """A batch of real Pong stacks (random play), and next stacks one step on."""
+    env = AleVecEnvs("pong", 1, seed=seed)
+    frames = [env.reset()[0]]
+    rng = np.random.default_rng(seed)
+    for _ in range(n + 4):
+        frames.append(env.step(rng.integers(0, 6, 1)).frames[0])
+    env.close()
+    stacks = np.stack([np.stack(frames[i:i + 4]) for i in range(n + 1)])
+    return stacks[:-1], stacks[1:], rng.integers(0, 6, n)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_paired_target_pass_gives_each_networks_own_q_values(channels_last, dtype):
+    from jetdqn.network import NatureCNN, paired_q
+    torch.manual_seed(0)
+    online, target = (NatureCNN(4, 6, channels_last=channels_last).to(dtype) for _ in range(2))
+    if channels_last:
+        online, target = (m.to(memory_format=torch.channels_last) for m in (online, target))
+    obs, _, _ = _pong_batch(16)
+    x = torch.from_numpy(obs)
+    with torch.no_grad():
+        q_online, q_target = paired_q(online, target, x)
+        tol = 1e-5 if dtype == torch.float32 else 2e-2
+        assert torch.allclose(q_online, online(x), atol=tol) and torch.allclose(q_target, target(x), atol=tol)
+        assert not torch.allclose(q_online, q_target)   # two different networks, not one twice
+
+
+@pytest.mark.parametrize("amp", ["off", "bf16"])
+def test_compiled_rmsprop_update_matches_torch_optim(amp, tmp_path):
+    """--compile --fuse-target: the fused centered-RMSProp step and the paired pass give the update torch.optim
+    gives (same weights and optimiser state after 4 updates), and the state still saves and loads."""
+    obs, nxt, actions = _pong_batch(32)
+    o, n, a = torch.from_numpy(obs), torch.from_numpy(nxt), torch.from_numpy(actions)
+    r, d = torch.linspace(-1, 1, 32), torch.full((32,), 0.99)
+    agents = []
+    for extra in ({}, {"compile": True, "fuse_target": True}):
+        torch.manual_seed(0)
+        cfg = make_config({"preset": "seed-tx1", "amp": amp, "channels_last": True, **extra})
+        agent = DQNAgent(cfg, (4, 84, 84), 6, torch.device("cpu"))
+        for _ in range(4):
+            agent._step(o, a, r, d, n)
+        agents.append(agent)
+    plain, fused = agents
+    assert fused._fused_rmsprop is not None and fused.fuse_target
+    for (name, w), w2 in zip(plain.online.state_dict().items(), fused.online.state_dict().values()):
+        assert torch.allclose(w, w2, atol=1e-6), name
+    s1, s2 = plain.optimizer.state_dict()["state"], fused.optimizer.state_dict()["state"]
+    assert s1.keys() == s2.keys() and float(s2[0]["step"]) == 4.0
+    assert torch.allclose(s1[0]["square_avg"], s2[0]["square_avg"], rtol=1e-4, atol=1e-12)
+    if amp == "bf16":   # the bf16 copy the forward pass uses follows the fp32 master weights
+        assert torch.equal(fused.net.head.adv[0].weight, fused.online.head.adv[0].weight.to(torch.bfloat16))
+    path = tmp_path / "agent.pt"
+    torch.save(fused.state_dict(), path)
+    plain.load_state_dict(torch.load(path, weights_only=False))
+    plain._step(o, a, r, d, n)
+    fused._step(o, a, r, d, n)
+    assert torch.allclose(plain.online.head.adv[2].weight, fused.online.head.adv[2].weight, atol=1e-6)
+
+
+def test_fuse_target_without_double_dqn_is_one_sentence():
+    out = run_module("jetdqn.train", "--fuse-target", "--no-double", "--telemetry", "off", check=False)
+    assert out.returncode != 0 and "--fuse-target" in out.stderr and "Traceback" not in out.stderr
