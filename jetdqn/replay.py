@@ -263,23 +263,29 @@ class ReplayBuffer:
         has_next = (age >= 1) & ~self.first[s, nxt]
         return stored & (self.terminal[s, i] | has_next)
 
+    def _stacks(self, s: np.ndarray, *ends: np.ndarray) -> list[np.ndarray]:
+        """Stacks ending at each of ``ends`` (slots in streams s): zeros where a frame is from an earlier
+        episode or overwritten. All stacks are gathered at once (obs and next_obs share history-1 frames:
+        one gather, and a compressed replay decompresses each shared frame once)."""
+        c, h, b = self.stream_capacity, self.history, len(s)
+        s_all = np.tile(s, len(ends))
+        i_all = np.concatenate(ends)
+        back = np.arange(h - 1, -1, -1)                       # column m holds frame i - (h - 1 - m)
+        j = (i_all[:, None] - back) % c
+        # frame i-k belongs to the stack if no frame after it (i-k+1 .. i) started an episode and it is
+        # still stored (older than i, not yet overwritten by the newest frames)
+        starts = self.first[s_all[:, None], (j[:, 1:]) % c]    # did frame i-k+1 start an episode, k = h-1..1
+        keep = np.ones((len(i_all), h), dtype=bool)
+        keep[:, :-1] = np.logical_and.accumulate(~starts[:, ::-1], axis=1)[:, ::-1]
+        keep &= (self._age(s_all, i_all)[:, None] + back) < self.size[s_all][:, None]
+        j = np.where(keep, j, i_all[:, None])                 # dead slots read the newest frame, then zeroed
+        frames = self.frames.get(np.repeat(s_all, h), j.ravel()).reshape(len(i_all), h, *self.frame_shape)
+        if not keep.all():
+            frames[~keep] = 0
+        return [frames[k * b:(k + 1) * b] for k in range(len(ends))]
+
     def _stack(self, s: np.ndarray, i: np.ndarray) -> np.ndarray:
-        """Stacks ending at slots i: zeros where a frame is from an earlier episode or overwritten."""
-        c = self.stream_capacity
-        h = self.history
-        out = np.zeros((len(i), h, *self.frame_shape), dtype=self.dtype)
-        alive = np.ones(len(i), dtype=bool)
-        size = self.size[s]
-        age = self._age(s, i)
-        for k in range(h):
-            j = (i - k) % c
-            if k > 0:
-                # frame j belongs to the stack only if frame j+1 did not start an episode and j is still
-                # stored (older than i, not yet overwritten by the newest frames)
-                alive &= ~self.first[s, (j + 1) % c] & (age + k < size)
-            if alive.any():
-                out[alive, h - 1 - k] = self.frames.get(s[alive], j[alive])
-        return out
+        return self._stacks(s, i)[0]
 
     def sample(self, batch_size: int) -> Batch:
         with self.lock:
@@ -303,8 +309,9 @@ class ReplayBuffer:
             raise ValueError("the replay holds no valid transition yet")
         rewards, dones, steps = self._returns(s, i)
         nxt = (i + steps) % self.stream_capacity
-        return Batch(obs=self._stack(s, i), actions=self.actions[s, i].astype(np.int64),
-                     rewards=rewards, dones=dones, next_obs=self._stack(s, nxt),
+        obs, next_obs = self._stacks(s, i, nxt)
+        return Batch(obs=obs, actions=self.actions[s, i].astype(np.int64),
+                     rewards=rewards, dones=dones, next_obs=next_obs,
                      steps=steps if self.n_step > 1 else None)
 
     def _returns(self, s: np.ndarray, i: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
