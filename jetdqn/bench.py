@@ -54,8 +54,8 @@ JETDQN_CASES = [
     Case("jetdqn: no display (fp32, 1 env, synchronous)", ["--display-freq", "0"]),
     Case("jetdqn: 2 envs in C++ threads, update overlaps emulation (fp32)", FAST),
     Case("jetdqn: + learner in its own thread (fp32)", FAST + ["--async-learner"],
-         cpu_extra="on a CPU the learner thread gets no intra-op parallelism and is slower "
-                   "(8.8 vs 6.9 s on 2 cores); --all runs it"),
+         cpu_extra="on 2 cores the learner's OpenMP threads, the acting thread and the emulators take turns "
+                   "on the same cores and stall each other (bf16, all speed-ups: 5.0 vs 3.0 s); --all runs it"),
     Case("jetdqn: + channels-last, torch.compile, paired target pass (fp32: every speed-up without reduced "
          "precision)", FAST + ["--channels-last", "--compile", "--fuse-target"]),
     Case("jetdqn: + bf16 with fp32 master weights (all speed-ups)",
