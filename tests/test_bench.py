@@ -59,3 +59,20 @@ def test_bench_acting_tiny(tmp_path):
     assert [(r[0].strip(), r[1].strip()) for r in rows] == [("1", "1"), ("4", "2")]
     assert float(rows[0][3]) == 1.0 and all(float(r[2]) > 0 for r in rows)
     assert "4 envs, 2 group(s)" in out
+
+
+def test_the_measured_window_leaves_out_the_warm_up_with_8_envs(tmp_path):
+    """With 8 envs the log's records land on multiples of 8 (200, 304, 400, ...), not on the warm-up's end
+    (300): the record that covers the warm-up's end must stay out of the window."""
+    from jetdqn.bench import split_log
+    from jetdqn.runlog import read_jsonl
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "8", "--learn-start", "200", "--total-steps", "600",
+               "--log-every", "100", "--run-dir", str(run), "--telemetry", "off", "--eval-episodes", "0")
+    records = read_jsonl(run / "log.jsonl")
+    before, warm, window = split_log(records, learn_start=200, start=300)
+    assert [r["step"] for r in records] == [104, 200, 304, 400, 504, 600]
+    assert [r["step"] for r in before] == [104, 200] and warm[-1]["step"] == 304
+    assert [r["step"] for r in window] == [400, 504, 600]
+    assert all(r["updates"] > 0 for r in window)
+    assert split_log(records, learn_start=200, start=600) is None
