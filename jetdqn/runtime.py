@@ -11,6 +11,7 @@ import ctypes
 import os
 import platform
 import random
+import shutil
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,6 +126,11 @@ def apply(cfg: Config) -> Runtime:
         report["cudnn_applied"] = applied
         report["tf32"] = {"conv": bool(torch.backends.cudnn.allow_tf32),
                           "matmul": bool(torch.backends.cuda.matmul.allow_tf32)}
+    if cfg.compile and not cuda:
+        cxx = os.environ.get("CXX", "g++")   # what torch.compile's C++ backend runs
+        if shutil.which(cxx) is None:
+            raise ConfigError(f"--compile on a CPU builds C++ kernels, but the compiler {cxx!r} (g++, or $CXX) was "
+                              f"not found; install one (apt-get install g++) or drop --compile.")
     if cfg.amp == "fp16" and not cuda:
         raise ConfigError("--amp fp16 needs a CUDA GPU; on the CPU use --amp bf16 or off.")
     report["pid"] = os.getpid()

@@ -187,3 +187,12 @@ def test_compiled_rmsprop_update_matches_torch_optim(amp, tmp_path):
 def test_fuse_target_without_double_dqn_is_one_sentence():
     out = run_module("jetdqn.train", "--fuse-target", "--no-double", "--telemetry", "off", check=False)
     assert out.returncode != 0 and "--fuse-target" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_compile_without_a_cpp_compiler_is_one_sentence(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("the check is for CPU runs")
+    out = run_module("jetdqn.train", "--preset", "smoke", "--compile", "--telemetry", "off", "--total-steps", "100",
+                     "--run-dir", str(tmp_path / "run"), env={"CXX": "/nonexistent/g++"}, check=False)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "--compile" in out.stderr and "/nonexistent/g++" in out.stderr
