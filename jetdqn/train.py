@@ -406,30 +406,10 @@ class Trainer:
 
     def evaluate(self, progress: Progress) -> dict:
         """Whole games at eval_eps (random no-op starts), scored with raw rewards, to eval.jsonl."""
-        from .envs import make_env, FrameStack
+        from .evaluate import play_games
         cfg = self.cfg
-        env = make_env(cfg, cfg.seed + 10_000 + self.step)
-        rng = np.random.default_rng(cfg.seed + 10_000 + self.step)
-        stack = FrameStack(cfg.history, env.frame_shape, env.frame_dtype)
-        returns, lengths = [], []
         t0 = time.monotonic()
-        for _ in range(cfg.eval_episodes):
-            stack.reset(env.reset())
-            total, length = 0.0, 0
-            while True:
-                a = self.agent.act(stack.frames[None], cfg.eval_eps, rng)[0]
-                st = env.step(int(a))
-                total += st.reward
-                length += 1
-                if st.game_over or st.truncated:
-                    break
-                if cfg.terminal_on_life_loss and st.life_lost:
-                    stack.reset(st.frame)
-                else:
-                    stack.push(st.frame)
-            returns.append(total)
-            lengths.append(length)
-        env.close()
+        returns, lengths = play_games(self.agent, cfg, cfg.eval_episodes, cfg.eval_eps, cfg.seed + 10_000 + self.step)
         record = {"step": self.step, "wall_s": round(self.wall_before + time.monotonic() - self._t_start, 3),
                   "episodes": len(returns), "eps": cfg.eval_eps, "return_mean": float(np.mean(returns)),
                   "return_std": float(np.std(returns)), "returns": returns, "lengths": lengths,
