@@ -89,11 +89,11 @@ class DQNAgent:
             self._paired_fwd = torch.compile(paired_q, **nets)
         # Centered RMSProp is ~10 element-wise passes over 1.7M parameters: compiled, one fused loop per tensor
         # (2.0 -> 0.55 ms on a 2-core CPU). Adam is already one fused pass (fused=True); compiling its step
-        # measured slower (pong-fast update 12.2 vs 11.3 ms), so it stays eager. CUDA graphs fuse launches anyway.
+        # measured slower (pong-fast update 12.2 vs 11.3 ms), so it stays eager. CPU only: on a GPU, CUDA graphs
+        # are the way to fuse launches, and torch.optim keeps its own step counters there.
         self._apply_grads = self._apply_grads_eager
         self._fused_rmsprop = None
-        if (cfg.compile and cfg.optimizer == "rmsprop" and cfg.grad_clip <= 0 and not self.cuda_graphs
-                and self.scaler is None):
+        if cfg.compile and cfg.optimizer == "rmsprop" and cfg.grad_clip <= 0 and device.type == "cpu":
             self._fused_rmsprop = torch.compile(centered_rmsprop_, dynamic=False)
             self._apply_grads = self._apply_grads_fused
         # The network the actor runs: the learner's, or a copy when the learner runs in another thread.

@@ -92,7 +92,7 @@ class Config:
                                     "(benchmark_limit = 0) and TF32 allowed.")
     cudnn_deterministic: bool = _f(False, "Deterministic cuDNN algorithms (slower; turns benchmark off).")
     amp: str = _f("off", "Mixed precision for the network.", ("off", "bf16", "fp16"))
-    compile: bool = _f(False, "torch.compile the update's passes and (RMSProp without clipping) the optimiser "
+    compile: bool = _f(False, "torch.compile the update's passes and (RMSProp, no clipping, CPU) the optimiser "
                               "step: a few seconds of compiling at the first update, faster after; needs a C++ "
                               "compiler on a CPU.")
     fuse_target: bool = _f(False, "Double DQN: evaluate the online and target networks on next_obs in one "
