@@ -193,6 +193,11 @@ class FrameStack:
         self.frames[-1] = frame
         return self.frames
 
+    def follow(self, frame: np.ndarray, restart: bool) -> np.ndarray:
+        """The next step's stack: a fresh one where the agent's episode restarts (a life lost, when a life
+        counts as an episode), else ``frame`` pushed on."""
+        return self.reset(frame) if restart else self.push(frame)
+
 
 @dataclass
 class VecStep:

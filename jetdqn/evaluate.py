@@ -39,10 +39,8 @@ def _side_by_side(agent, cfg: Config, games: int, eps: float, seed: int, rng) ->
                 lengths[k] += 1
                 if st.game_over[k] or st.truncated[k]:
                     playing[k] = False   # the env starts a new game (autoreset); it no longer counts
-                elif cfg.terminal_on_life_loss and st.life_lost[k]:
-                    obs[k] = stacks[k].reset(st.frames[k])
                 else:
-                    obs[k] = stacks[k].push(st.frames[k])
+                    obs[k] = stacks[k].follow(st.frames[k], cfg.terminal_on_life_loss and bool(st.life_lost[k]))
     finally:
         envs.close()
     return [float(t) for t in totals], [int(n) for n in lengths]
@@ -62,10 +60,7 @@ def _one_by_one(agent, cfg: Config, games: int, eps: float, seed: int, rng) -> t
                 length += 1
                 if st.game_over or st.truncated:
                     break
-                if cfg.terminal_on_life_loss and st.life_lost:
-                    stack.reset(st.frame)
-                else:
-                    stack.push(st.frame)
+                stack.follow(st.frame, cfg.terminal_on_life_loss and st.life_lost)
             returns.append(total)
             lengths.append(length)
     finally:

@@ -96,10 +96,7 @@ def play(args: argparse.Namespace, out=print) -> dict:
                     renderer.offer(env.screen_rgb, step=stepped, episode_return=score, epsilon=args.eps)
                 if st.game_over or st.truncated:
                     break
-                if cfg.terminal_on_life_loss and st.life_lost:
-                    stack.reset(st.frame)
-                else:
-                    stack.push(st.frame)
+                stack.follow(st.frame, cfg.terminal_on_life_loss and st.life_lost)
                 if args.max_steps and stepped >= args.max_steps:
                     break
                 if args.fps:
