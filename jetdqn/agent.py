@@ -244,7 +244,7 @@ class DQNAgent:
     @torch.no_grad()
     def _apply_grads_eager(self) -> None:
         """Clip, take the optimiser step; with bf16 copies the fp32 master weights take it, then the copies
-        are refreshed. One function so that --compile can fuse all of it."""
+        are refreshed (``_apply_grads_fused`` does the same for centered RMSProp in one compiled loop)."""
         if self.master_bf16:
             for master, low in zip(self.online.parameters(), self.net.parameters()):
                 master.grad = low.grad.float()
