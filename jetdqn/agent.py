@@ -79,14 +79,13 @@ class DQNAgent:
         # dynamic=False: the update always has the same shapes, and one graph for them beats a graph for any
         # batch size. Acting (a different batch size each --num-envs) stays eager: at a few rows, compiling
         # gains nothing and would cost a second compilation.
-        nets = dict(dynamic=False)
-        self._online_fwd = torch.compile(self.net, **nets) if cfg.compile else self.net
-        self._target_fwd = torch.compile(self.tnet, **nets) if cfg.compile else self.tnet
+        self._online_fwd = torch.compile(self.net, dynamic=False) if cfg.compile else self.net
+        self._target_fwd = torch.compile(self.tnet, dynamic=False) if cfg.compile else self.tnet
         # Double DQN runs both networks on next_obs: one paired pass when asked (Nature CNN only).
         self.fuse_target = bool(cfg.fuse_target and cfg.double and isinstance(self.online, NatureCNN))
         self._paired_fwd = paired_q
         if self.fuse_target and cfg.compile:
-            self._paired_fwd = torch.compile(paired_q, **nets)
+            self._paired_fwd = torch.compile(paired_q, dynamic=False)
         # Centered RMSProp is ~10 element-wise passes over 1.7M parameters: compiled, one fused loop per tensor
         # (2.0 -> 0.55 ms on a 2-core CPU). Adam is already one fused pass (fused=True); compiling its step
         # measured slower (pong-fast update 12.2 vs 11.3 ms), so it stays eager. CPU only: on a GPU, CUDA graphs

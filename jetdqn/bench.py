@@ -36,7 +36,6 @@ class Case:
     needs_display: bool = False
     needs_cuda: bool = False
     tx1_s: Optional[float] = None   # the 2017 TX1 number for this row
-    extra: bool = False             # only with --all (slow to set up, e.g. torch.compile)
     cpu_extra: Optional[str] = None  # without CUDA, only with --all, for this reason
     needs_ray: bool = False
     repeats: Optional[int] = None   # runs of this case (default: --repeats)
@@ -311,9 +310,7 @@ def bench_pong(args) -> int:
     try:
         for case in cases:
             why = None
-            if case.extra and not args.all:
-                why = "not run by default: slow to start (keeps make bench-pong under 5 minutes); --all runs it"
-            elif case.needs_ray and not has_ray:
+            if case.needs_ray and not has_ray:
                 why = "not run: Ray is not installed (pip install jetdqn[ray])"
             elif case.needs_cuda and not info["cuda"]:
                 why = "not run: no CUDA device" + (" (cuDNN needs one)" if "cudnn" in case.name else "")
@@ -513,7 +510,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                          "allocator settles there (default 100)")
     pp.add_argument("--repeats", type=int, default=3, help="runs per case; the median is shown (default 3)")
     pp.add_argument("--cases", default=None, help="comma-separated words; run only the cases whose name has one")
-    pp.add_argument("--all", action="store_true", help="also the slow-to-start cases (torch.compile)")
+    pp.add_argument("--all", action="store_true", help="also the rows left out on a CPU by default (the learner in its own thread)")
     pp.add_argument("--telemetry", default="auto", choices=["auto", "tegrastats", "jtop", "procfs", "off"])
     pp.add_argument("--out", default="benchmarks/results", help="where the table, CSV, JSON and PNG go")
     pp.add_argument("--keep-runs", action="store_true", help="keep each case's run directory")

@@ -274,7 +274,7 @@ class ReplayBuffer:
         j = (i_all[:, None] - back) % c
         # frame i-k belongs to the stack if no frame after it (i-k+1 .. i) started an episode and it is
         # still stored (older than i, not yet overwritten by the newest frames)
-        starts = self.first[s_all[:, None], (j[:, 1:]) % c]    # did frame i-k+1 start an episode, k = h-1..1
+        starts = self.first[s_all[:, None], j[:, 1:]]         # did frame i-k+1 start an episode, k = h-1..1
         keep = np.ones((len(i_all), h), dtype=bool)
         keep[:, :-1] = np.logical_and.accumulate(~starts[:, ::-1], axis=1)[:, ::-1]
         keep &= (self._age(s_all, i_all)[:, None] + back) < self.size[s_all][:, None]
