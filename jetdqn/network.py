@@ -11,6 +11,34 @@ import torch.nn.functional as F
 from torch import nn
 
 
+class _ReluKeepingOutput(torch.autograd.Function):
+    """ReLU whose backward reads the saved output (grad * sign(out)), used where torch.compile would
+    otherwise save a bool mask: Inductor's CPU code stores bool masks element by element (0.4-0.6 ms for
+    conv3's 100k activations, more than the whole rest of the element-wise work in the forward pass)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        out = x.clamp_min(0)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad * out.sign()  # out >= 0: sign is ReLU's derivative (0 at 0, as torch's threshold_backward)
+
+
+def _stream(layers: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """Linear -> ReLU -> Linear. When compiled, the first layer is computed as W @ x.T (features x batch):
+    MKL's GEMM for a batch of 32 rows against a 3136x512 weight is ~1.5x faster in that orientation, and the
+    weight gradient then comes out of a contiguous product too (eager PyTorch measured no gain from it)."""
+    if not torch.compiler.is_compiling():
+        return layers(x)
+    fc1, _, fc2 = layers
+    hidden_t = _ReluKeepingOutput.apply(torch.addmm(fc1.bias.unsqueeze(1), fc1.weight, x.t()))
+    return torch.addmm(fc2.bias, hidden_t.t(), fc2.weight.t())
+
+
 class QHead(nn.Module):
     """A plain or dueling head: Q = V + A - mean(A) when dueling."""
 
@@ -22,10 +50,10 @@ class QHead(nn.Module):
             self.value = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = self.adv(x)
+        a = _stream(self.adv, x)
         if not self.dueling:
             return a
-        return self.value(x) + a - a.mean(dim=1, keepdim=True)
+        return _stream(self.value, x) + a - a.mean(dim=1, keepdim=True)
 
 
 class NatureCNN(nn.Module):
@@ -50,7 +78,13 @@ class NatureCNN(nn.Module):
         return x
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(self.scale(x)))
+        if not torch.compiler.is_compiling():
+            return self.head(self.features(self.scale(x)))
+        # compiled: the same layers, with conv3's ReLU keeping its output for the backward pass (see
+        # _ReluKeepingOutput); fp32 update 18.8 -> 17.9 ms, bf16 9.9 -> 9.4 ms on a 2-core CPU
+        f = self.features
+        y = F.relu(f[2](F.relu(f[0](self.scale(x)))))
+        return self.head(_ReluKeepingOutput.apply(f[4](y)).flatten(1))
 
 
 def paired_q(online: "NatureCNN", target: "NatureCNN", x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

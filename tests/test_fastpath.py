@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from jetdqn.agent import DQNAgent
+from jetdqn.agent import DQNAgent, td_loss
 from jetdqn.config import make_config
 from jetdqn.envs import AleVecEnvs, AtariEnv, GroupedEnvs, SyncEnvs, make_envs
 from conftest import run_module
@@ -173,7 +173,10 @@ def test_compiled_rmsprop_update_matches_torch_optim(amp, tmp_path):
         assert torch.allclose(w, w2, atol=1e-6), name
     s1, s2 = plain.optimizer.state_dict()["state"], fused.optimizer.state_dict()["state"]
     assert s1.keys() == s2.keys() and float(s2[0]["step"]) == 4.0
-    assert torch.allclose(s1[0]["square_avg"], s2[0]["square_avg"], rtol=1e-4, atol=1e-12)
+    # bf16 gradients keep 8 bits of mantissa: two orders of the same sums may round apart by 2^-8
+    rtol = 1e-4 if amp == "off" else 1e-2
+    for k in s1:
+        assert torch.allclose(s1[k]["square_avg"], s2[k]["square_avg"], rtol=rtol, atol=1e-12), k
     if amp == "bf16":   # the bf16 copy the forward pass uses follows the fp32 master weights
         assert torch.equal(fused.net.head.adv[0].weight, fused.online.head.adv[0].weight.to(torch.bfloat16))
     path = tmp_path / "agent.pt"
@@ -221,7 +224,7 @@ def test_compiled_adam_with_clipping_matches_eager_on_cartpole():
         for _ in range(5):
             agent._step(o, a, r, d, n)
         agents.append(agent)
-    assert agents[1].cfg.grad_clip > 0 and hasattr(agents[1]._online_fwd, "_orig_mod")   # compiled module
-    assert not hasattr(agents[0]._online_fwd, "_orig_mod")
+    assert agents[1].cfg.grad_clip > 0 and agents[1]._td_loss is not td_loss   # the compiled loss
+    assert agents[0]._td_loss is td_loss
     for (name, w), w2 in zip(agents[0].online.state_dict().items(), agents[1].online.state_dict().values()):
         assert torch.allclose(w, w2, atol=1e-6), name
