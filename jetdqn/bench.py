@@ -249,7 +249,7 @@ def header(info: dict, args) -> str:
                  f"{args.learn_start} steps of acting, {args.warmup_steps} training steps not timed "
                  f"(compiling, warming up), then {args.steps} measured training steps (the display, "
                  f"where a row has one, opens with them); "
-                 f"median of {args.repeats} runs, each in its own process (± is the spread; Ray rows: one run, "
+                 f"median of {args.repeats} runs, each in its own process, in rounds of one run per case (± is the spread; Ray rows: one run, "
                  f"as each starts a local Ray); env steps/s before learning: the {args.learn_start} steps of "
                  f"acting (epsilon ~1, so mostly random actions; `jetdqn.bench acting` times greedy acting)")
     return "\n".join(parts)
@@ -295,6 +295,14 @@ def write_chart(rows: list[dict], path: Path, title: str) -> Optional[Path]:
     return path
 
 
+def rounds(cases: list[Case], repeats: int) -> list[tuple[Case, int]]:
+    """The order of the runs: every case once, then every case again (a case with its own ``repeats`` drops
+    out after those). A machine whose speed drifts over minutes then shifts every row alike, and the ratios
+    against the baseline stay fair; case after case, a slow spell would land on whichever rows ran in it."""
+    most = max([c.repeats or repeats for c in cases], default=0)
+    return [(c, rep) for rep in range(most) for c in cases if rep < (c.repeats or repeats)]
+
+
 def bench_pong(args) -> int:
     info = machine_info()
     reason_display = display_reason()
@@ -305,9 +313,9 @@ def bench_pong(args) -> int:
     import importlib.util
     has_ray = importlib.util.find_spec("ray") is not None
     print(header(info, args), flush=True)
-    rows = []
     workdir = Path(tempfile.mkdtemp(prefix="jetdqn-bench-"))
     try:
+        skipped: dict[str, str] = {}
         for case in cases:
             why = None
             if case.needs_ray and not has_ray:
@@ -319,17 +327,16 @@ def bench_pong(args) -> int:
             elif case.needs_display and reason_display:
                 why = f"not run: {reason_display}"
             if why:
-                rows.append({"name": case.name, "status": why})
+                skipped[case.name] = why
                 print(f"- {case.name}: {why}", flush=True)
-                continue
-            runs = []
-            repeats = case.repeats or args.repeats
-            for rep in range(repeats):
-                r = run_case(case, args, workdir, rep)
-                runs.append(r)
-                msg = r.get("error") or f"{r['s_per_1000_steps']:.2f} s / 1000 steps"
-                print(f"- {case.name} [{rep + 1}/{repeats}]: {msg}", flush=True)
-            rows.append(summarise(case, runs))
+        runs: dict[str, list] = {c.name: [] for c in cases if c.name not in skipped}
+        for case, rep in rounds([c for c in cases if c.name in runs], args.repeats):
+            r = run_case(case, args, workdir, rep)
+            runs[case.name].append(r)
+            msg = r.get("error") or f"{r['s_per_1000_steps']:.2f} s / 1000 steps"
+            print(f"- {case.name} [{rep + 1}/{case.repeats or args.repeats}]: {msg}", flush=True)
+        rows = [{"name": c.name, "status": skipped[c.name]} if c.name in skipped else summarise(c, runs[c.name])
+                for c in cases]
     finally:
         if not args.keep_runs:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -76,3 +76,13 @@ def test_the_measured_window_leaves_out_the_warm_up_with_8_envs(tmp_path):
     assert [r["step"] for r in window] == [400, 504, 600]
     assert all(r["updates"] > 0 for r in window)
     assert split_log(records, learn_start=200, start=600) is None
+
+
+def test_runs_go_in_rounds_so_drift_hits_every_row_alike():
+    from jetdqn.bench import JETDQN_CASES, rounds
+    base, two_envs = JETDQN_CASES[0], JETDQN_CASES[1]
+    ray = next(c for c in JETDQN_CASES if c.repeats == 1)
+    order = [(c.name, rep) for c, rep in rounds([base, two_envs, ray], 3)]
+    assert order == [(base.name, 0), (two_envs.name, 0), (ray.name, 0), (base.name, 1), (two_envs.name, 1),
+                     (base.name, 2), (two_envs.name, 2)]
+    assert rounds([], 3) == []
