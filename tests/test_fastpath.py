@@ -152,6 +152,28 @@ def test_paired_target_pass_gives_each_networks_own_q_values(channels_last, dtyp
         assert not torch.allclose(q_online, q_target)   # two different networks, not one twice
 
 
+def test_compiled_network_forms_give_eager_q_values_and_gradients():
+    """Compiled, the Nature CNN runs its ReLUs as ones that keep their output and its fully connected layers
+    as W @ x.T (network.py): the dueling network's Q values and every weight gradient equal eager PyTorch's
+    on real Pong frames."""
+    from jetdqn.network import NatureCNN
+    obs, _, _ = _pong_batch(32)
+    x = torch.from_numpy(obs)
+    torch.manual_seed(0)
+    net = NatureCNN(4, 6, dueling=True, channels_last=True).to(memory_format=torch.channels_last)
+    grads = []
+    for fwd in (net, torch.compile(net, dynamic=False)):
+        net.zero_grad(set_to_none=True)
+        q = fwd(x)
+        (q * torch.arange(1.0, 7.0)).sum().backward()   # not summing to 0: the value stream gets a gradient
+        grads.append((q.detach(), {k: p.grad.clone() for k, p in net.named_parameters()}))
+    (q_eager, g_eager), (q_comp, g_comp) = grads
+    assert torch.allclose(q_eager, q_comp, atol=1e-5)
+    for k in g_eager:
+        assert torch.allclose(g_eager[k], g_comp[k], rtol=1e-4, atol=1e-6), k
+    assert g_eager["head.value.0.weight"].abs().sum() > 0   # the value stream took part
+
+
 @pytest.mark.parametrize("amp", ["off", "bf16"])
 def test_compiled_rmsprop_update_matches_torch_optim(amp, tmp_path):
     """--compile --fuse-target: the fused centered-RMSProp step and the paired pass give the update torch.optim
