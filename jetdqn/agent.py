@@ -120,7 +120,6 @@ class DQNAgent:
             self._apply_grads = self._apply_grads_fused
         # The network the actor runs: the learner's, or a copy when the learner runs in another thread.
         self.actor = copy.deepcopy(self.net).requires_grad_(False) if cfg.async_learner else self.net
-        self._actor_fwd = self.actor
         self.actor_lock = threading.Lock()
         self.update_lock = threading.Lock()   # held for one update; checkpoints and metrics take it too
         self.updates = 0
@@ -167,13 +166,13 @@ class DQNAgent:
     @torch.no_grad()
     def q_values(self, obs: np.ndarray) -> np.ndarray:
         with self.actor_lock, self._autocast():
-            return self._actor_fwd(self.to_tensor(obs, "act")).float().cpu().numpy()
+            return self.actor(self.to_tensor(obs, "act")).float().cpu().numpy()
 
     @torch.no_grad()
     def _greedy(self, obs: np.ndarray) -> np.ndarray:
         if not self.cuda_graphs:
             with self.actor_lock, self._autocast():
-                return self._actor_fwd(self.to_tensor(obs, "act")).argmax(dim=1).cpu().numpy()
+                return self.actor(self.to_tensor(obs, "act")).argmax(dim=1).cpu().numpy()
         n = obs.shape[0]
         entry = self._act_graphs.get(n)
         with self.actor_lock:

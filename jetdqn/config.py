@@ -92,13 +92,14 @@ class Config:
                                     "(benchmark_limit = 0) and TF32 allowed.")
     cudnn_deterministic: bool = _f(False, "Deterministic cuDNN algorithms (slower; turns benchmark off).")
     amp: str = _f("off", "Mixed precision for the network.", ("off", "bf16", "fp16"))
-    compile: bool = _f(False, "torch.compile the update's passes and (RMSProp, no clipping, CPU) the optimiser "
-                              "step: a few seconds of compiling at the first update, faster after; needs a C++ "
-                              "compiler on a CPU.")
+    compile: bool = _f(False, "torch.compile the update (the TD target and the loss, one graph each) and (RMSProp, "
+                              "no clipping, CPU) the optimiser step: a few seconds of compiling at the first "
+                              "update, faster after; needs a C++ compiler on a CPU.")
     fuse_target: bool = _f(False, "Double DQN: evaluate the online and target networks on next_obs in one "
                                   "paired pass of the conv stack (same numbers; ~0.8 ms less per bf16 update on a CPU, little in fp32).")
     cuda_graphs: bool = _f(False, "Capture the update and the acting forward pass in CUDA graphs (CUDA only).")
-    channels_last: bool = _f(False, "channels_last memory format for the CNN (often faster on GPUs, slower on CPUs).")
+    channels_last: bool = _f(False, "channels_last memory format for the CNN (faster on GPUs, and on AVX-512 CPUs, where "
+                                         "oneDNN's NCHW weight gradient for conv1 is ~4x slower).")
     # --- display and telemetry
     display_freq: int = _f(0, "Show 1 of every N frames in a window (0 = no display).")
     display_start: int = _f(0, "Open the window at this step (the benchmark skips the replay fill with it).")
