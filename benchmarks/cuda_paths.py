@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jetdqn import runtime  # noqa: E402
-from jetdqn.agent import DQNAgent  # noqa: E402
+from jetdqn.learn import DQNAgent  # noqa: E402
 from jetdqn.config import make_config  # noqa: E402
 from jetdqn.replay import Batch  # noqa: E402
 
@@ -63,7 +63,7 @@ def check_graph_equals_eager() -> dict:
     graphed.online.load_state_dict(eager.online.state_dict())
     acts_graph = graphed.act(obs, 0.0, rng)
     return {"check": "cuda graph update == eager update", "max_param_diff": diff, "loss_eager": le,
-            "loss_graph": lg, "graph_captured": graphed._graph is not None,
+            "loss_graph": lg, "graph_captured": graphed.accel.graph_captured,
             "act_graph_equals_eager": bool((acts_eager == acts_graph).all())}
 
 

@@ -1,4 +1,4 @@
-"""``jetdqn train|play|bench|telemetry ...``: one console script for the package's commands."""
+"""``jetdqn train|play|bench|plot|telemetry ...``: one console script for the package's commands."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import sys
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"train": "jetdqn.train", "play": "jetdqn.play", "bench": "jetdqn.bench",
-                "telemetry": "jetdqn.telemetry.__main__"}
+    commands = {"train": "jetdqn.train", "play": "jetdqn.play", "bench": "jetdqn.bench.__main__",
+                "plot": "jetdqn.plot", "telemetry": "jetdqn.telemetry.__main__"}
     if not argv or argv[0] not in commands:
-        print("usage: jetdqn {train,play,bench,telemetry} [flags]  (each takes --help)", file=sys.stderr)
+        print(f"usage: jetdqn {{{','.join(commands)}}} [flags]  (each takes --help)", file=sys.stderr)
         return 2
     import importlib
     module = importlib.import_module(commands[argv[0]])

@@ -8,9 +8,10 @@ real-shaped batches, exactly the overlap of the training loop.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -20,9 +21,8 @@ from .config import Config
 
 def measure(cfg: Config, num_envs: int, threads: int, seconds: float = 1.5) -> tuple[float, float]:
     """(env steps/s, updates/s) with ``num_envs`` emulators and ``threads`` torch threads, overlapped."""
-    import dataclasses
-    from .agent import DQNAgent
     from .envs import make_envs
+    from .learn import DQNAgent
     from .replay import Batch
 
     torch.set_num_threads(threads)
@@ -94,3 +94,15 @@ def autotune(cfg: Config, log: Callable[[str], None] = print, seconds: float = 1
             break
     log(f"autotune: chose {envs} envs and {threads} torch threads")
     return {"num_envs": envs, "threads": threads, "trials": trials}
+
+
+def resolve_auto(cfg: Config, log: Callable[[str], None] = print) -> tuple[Config, Optional[dict]]:
+    """--num-envs auto / --threads auto made into numbers (measured on Atari; 1 env and torch's default
+    threads for a gymnasium env); returns the settled config and the autotune record (None if not run)."""
+    if cfg.num_envs != 0 and cfg.threads != -1:
+        return cfg, None
+    if not cfg.is_atari:
+        return dataclasses.replace(cfg, num_envs=max(cfg.num_envs, 1), threads=max(cfg.threads, 0)), None
+    tuned = autotune(cfg, log)
+    envs = -(-tuned["num_envs"] // cfg.env_groups) * cfg.env_groups  # a multiple of --env-groups
+    return dataclasses.replace(cfg, num_envs=envs, threads=tuned["threads"]), tuned

@@ -96,6 +96,10 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
                               "delete it or point to another checkpoint.") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a jetdqn checkpoint; give a file written by jetdqn.train.")
+    version = payload.get("version")
+    if not isinstance(version, int) or not 1 <= version <= VERSION:
+        raise CheckpointError(f"{path} is a jetdqn checkpoint of format version {version!r}, which this jetdqn "
+                              f"(format {VERSION}) cannot read; use the jetdqn that wrote it.")
     if env_name is not None and payload.get("env", "").lower() != env_name.lower():
         raise CheckpointError(f"{path} was trained on {payload.get('env')!r}, not {env_name!r}; "
                               f"pass --game/--env {payload.get('env')} or another checkpoint.")
@@ -114,3 +118,56 @@ def save_model_only(path: Path, agent_state: dict, network: dict, env_name: str,
     """A small file with the online network alone (for sharing trained weights)."""
     atomic_torch_save({"format": FORMAT, "version": VERSION, "env": env_name, "network": network,
                        "agent": {"online": agent_state["online"]}, "counters": {}, "config": config}, path)
+
+
+class Checkpointer:
+    """One run's checkpoints: checkpoints/latest.pt (with the replay's chunks under checkpoints/replay when
+    --checkpoint-replay) and model.pt, the online network alone."""
+
+    def __init__(self, run_dir: Path, cfg, agent, replay, rng: np.random.Generator):
+        self.run_dir = Path(run_dir)
+        self.cfg = cfg
+        self.agent = agent
+        self.replay = replay
+        self.rng = rng
+        self.replay_dir = self.run_dir / "checkpoints" / "replay"
+        self.manifest: Optional[dict] = None   # the replay files the last checkpoint names
+
+    @property
+    def latest(self) -> Path:
+        return self.run_dir / "checkpoints" / "latest.pt"
+
+    def save(self, counters: dict) -> None:
+        manifest = None
+        if self.cfg.checkpoint_replay:
+            from .replay.saving import save_replay
+            manifest = save_replay(self.replay, self.replay_dir, self.manifest)
+        save(self.latest, agent_state=self.agent.state_dict(), network=self.agent.network_spec(),
+             env_name=self.cfg.env_name, counters=counters, rng=rng_state(self.rng), config=self.cfg.to_dict(),
+             replay=manifest)
+        if manifest is not None:
+            from .replay.saving import prune
+            prune(self.replay_dir, manifest)  # only now: the old checkpoint named the old files until the rename
+            self.manifest = manifest
+
+    def save_model(self) -> None:
+        """The online network alone (a few MB), for sharing and for ``jetdqn.play --checkpoint``."""
+        save_model_only(self.run_dir / "model.pt", self.agent.state_dict(), self.agent.network_spec(),
+                        self.cfg.env_name, self.cfg.to_dict())
+
+    def restore(self, payload: dict) -> bool:
+        """The agent, the random generators and (when saved and asked for) the replay from a loaded
+        checkpoint; returns whether the replay was restored."""
+        self.agent.load_state_dict(payload["agent"])
+        restore_rng(payload["rng"], self.rng)
+        manifest = payload.get("replay")
+        if not (self.cfg.checkpoint_replay and manifest):
+            return False
+        from .replay.saving import load_replay
+        try:
+            load_replay(self.replay, self.replay_dir, manifest)
+        except (OSError, ValueError, KeyError) as exc:
+            raise CheckpointError(f"the replay saved with {self.latest} cannot be read ({exc}); resume with "
+                                  "--no-checkpoint-replay to refill it.") from None
+        self.manifest = manifest
+        return True

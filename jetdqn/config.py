@@ -86,7 +86,8 @@ class Config:
     # --- runtime
     seed: int = _f(0, "Seed for torch, numpy, the envs and the replay sampler.")
     device: str = _f("auto", "Where the network runs.", ("auto", "cpu", "cuda"))
-    threads: int = _f(0, "torch intra-op threads (0 = torch's default, auto = measured with --num-envs).")
+    threads: int = _f(0, "torch intra-op threads (0 = one per core on a CPU, 1 with the network on CUDA, where the "
+                          "CPU side is only copies; auto = measured together with --num-envs).")
     cudnn_benchmark: bool = _f(False, "cudnn.benchmark: time the convolution algorithms, keep the fastest.")
     cudnn_fastest: bool = _f(False, "Lua's cudnn.fastest: benchmark with no limit on candidates "
                                     "(benchmark_limit = 0) and TF32 allowed.")
@@ -190,7 +191,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                    target_update=10_000, optimizer="rmsprop", lr=2.5e-4, rmsprop_alpha=0.95,
                    rmsprop_eps=0.01, eps_start=1.0, eps_end=0.1, eps_decay_steps=1_000_000,
                    total_steps=50_000_000, grad_clip=0.0, loss="huber"),
-    # The 2017 Jetson TX1 run (FACTS.md): the settings behind the 56 s / 46 s / 37 s table.
+    # The 2017 Jetson TX1 run (docs/facts.md): the settings behind the 56 s / 46 s / 37 s table.
     "seed-tx1": dict(replay_size=50_000, learn_start=5_000, batch_size=32, train_freq=4,
                      target_update=10_000, optimizer="rmsprop", lr=2.5e-4, rmsprop_alpha=0.95,
                      rmsprop_eps=0.01, eps_start=1.0, eps_end=0.1, eps_decay_steps=1_000_000,

@@ -8,10 +8,31 @@ one at a time with a batch-1 forward pass they took ~10% of a learning run's wal
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Callable
+
 import numpy as np
 
 from .config import Config
 from .envs import AleVecEnvs, FrameStack, make_env
+from .records import JsonlWriter
+
+
+def evaluate_run(agent, cfg: Config, step: int, wall_s: float, run_dir: Path, say: Callable[[str], None]) -> dict:
+    """--eval-episodes whole games at --eval-eps (random no-op starts), scored with raw rewards; the record
+    goes to eval.jsonl and one line to the console."""
+    t0 = time.monotonic()
+    returns, lengths = play_games(agent, cfg, cfg.eval_episodes, cfg.eval_eps, cfg.seed + 10_000 + step)
+    record = {"step": step, "wall_s": round(wall_s, 3), "episodes": len(returns), "eps": cfg.eval_eps,
+              "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)), "returns": returns,
+              "lengths": lengths, "eval_s": round(time.monotonic() - t0, 2)}
+    writer = JsonlWriter(Path(run_dir) / "eval.jsonl")
+    writer.write(record)
+    writer.close()
+    say(f"eval at step {step:,}: return {record['return_mean']:.2f} +- {record['return_std']:.2f} "
+        f"over {len(returns)} episodes")
+    return record
 
 
 def play_games(agent, cfg: Config, games: int, eps: float, seed: int) -> tuple[list[float], list[int]]:

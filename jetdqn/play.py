@@ -34,14 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def play(args: argparse.Namespace, out=print) -> dict:
-    from . import checkpoint as ckpt
-    from .agent import DQNAgent
-    from .config import ConfigError, make_config
-    from .envs import FrameStack, make_env
-    from .render import make_renderer
-    from .runtime import pick_device
-
+def check_args(args: argparse.Namespace) -> None:
+    from .config import ConfigError
     for name in ("episodes", "display_freq", "fps", "max_steps"):
         if getattr(args, name) < 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}.")
@@ -50,31 +44,43 @@ def play(args: argparse.Namespace, out=print) -> dict:
     if args.episodes == 0 and args.max_steps == 0:
         raise ConfigError("--episodes 0 with no --max-steps would play forever; give one of them.")
 
-    saved: dict = {}
-    payload = None
-    if args.checkpoint:
-        payload = ckpt.load(args.checkpoint)  # checked against env and network below
-        saved = payload.get("config", {})
-    explicit: dict = {}
-    for key in ("history", "dueling", "frame_skip", "noop_max", "max_episode_steps", "game", "env"):
-        if key in saved and saved[key] is not None:
-            explicit[key] = saved[key]
+
+def load_player(args: argparse.Namespace, out=print):
+    """(config, env, agent): the checkpoint's game and network when one is given, else an untrained one."""
+    from . import checkpoint as ckpt
+    from .config import make_config
+    from .envs import make_env
+    from .learn import DQNAgent
+    from .runtime import pick_device
+
+    payload = ckpt.load(args.checkpoint) if args.checkpoint else None  # checked against env and network below
+    saved = payload.get("config", {}) if payload else {}
+    explicit = {key: saved[key] for key in ("history", "dueling", "frame_skip", "noop_max", "max_episode_steps",
+                                            "game", "env") if saved.get(key) is not None}
     if args.env:
         explicit.update(env=args.env, game=None)
     elif args.game:
         explicit.update(game=args.game, env=None)
     explicit.update(seed=args.seed, device=args.device, telemetry="off")
     cfg = make_config(explicit)
-    device = pick_device(cfg.device)
     env = make_env(cfg, args.seed)
-    agent = DQNAgent(cfg, (cfg.history, *env.frame_shape), env.n_actions, device)
+    agent = DQNAgent(cfg, (cfg.history, *env.frame_shape), env.n_actions, pick_device(cfg.device))
     if payload is not None:
         ckpt.load(args.checkpoint, env_name=cfg.env_name, network=agent.network_spec())
-        agent.online.load_state_dict(payload["agent"]["online"])
+        agent.load_weights(payload["agent"]["online"])
         out(f"playing {cfg.env_name} with {args.checkpoint} (trained {payload.get('counters', {}).get('step', '?')} steps)")
     else:
         out(f"playing {cfg.env_name} with an untrained network (no --checkpoint): expect random-level scores")
     agent.online.eval()
+    return cfg, env, agent
+
+
+def play(args: argparse.Namespace, out=print) -> dict:
+    from .display import make_renderer
+    from .envs import FrameStack
+
+    check_args(args)
+    cfg, env, agent = load_player(args, out)
     renderer = make_renderer(args.display_freq, f"jetdqn play: {cfg.env_name}", out, record=args.record,
                              record_all=args.record_all, fps=args.fps or 30)
     rng = np.random.default_rng(args.seed)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .runlog import read_jsonl
+from .records import read_jsonl
 
 
 def plot_learning(run_dir: Path, out: Optional[Path] = None) -> Path:

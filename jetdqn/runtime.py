@@ -37,6 +37,14 @@ def pick_device(requested: str) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def torch_info() -> dict:
+    """torch's version and what it sees of CUDA and cuDNN (for benchmark headers)."""
+    cuda = torch.cuda.is_available()
+    return {"torch": torch.__version__, "cuda": cuda,
+            "gpu": torch.cuda.get_device_name(0) if cuda else "none (torch.cuda.is_available() is False)",
+            "cudnn": torch.backends.cudnn.version() if cuda else None}
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))

@@ -64,8 +64,8 @@ def test_bench_acting_tiny(tmp_path):
 def test_the_measured_window_leaves_out_the_warm_up_with_8_envs(tmp_path):
     """With 8 envs the log's records land on multiples of 8 (200, 304, 400, ...), not on the warm-up's end
     (300): the record that covers the warm-up's end must stay out of the window."""
-    from jetdqn.bench import split_log
-    from jetdqn.runlog import read_jsonl
+    from jetdqn.bench.runner import split_log
+    from jetdqn.records import read_jsonl
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "8", "--learn-start", "200", "--total-steps", "600",
                "--log-every", "100", "--run-dir", str(run), "--telemetry", "off", "--eval-episodes", "0")
@@ -79,7 +79,8 @@ def test_the_measured_window_leaves_out_the_warm_up_with_8_envs(tmp_path):
 
 
 def test_runs_go_in_rounds_so_drift_hits_every_row_alike():
-    from jetdqn.bench import JETDQN_CASES, rounds
+    from jetdqn.bench.cases import JETDQN_CASES
+    from jetdqn.bench.stats import rounds
     base, two_envs = JETDQN_CASES[0], JETDQN_CASES[1]
     ray = next(c for c in JETDQN_CASES if c.repeats == 1)
     order = [(c.name, rep) for c, rep in rounds([base, two_envs, ray], 3)]

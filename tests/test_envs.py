@@ -50,16 +50,17 @@ def test_life_loss_is_reported_without_ending_the_game():
 
 
 def test_training_clips_rewards_for_learning_and_keeps_raw_scores(tmp_path):
-    from jetdqn.train import Trainer, prepare_run_dir
-    from jetdqn.runlog import Progress
+    from jetdqn.loop import build_run, run_loop
+    from jetdqn.records import Progress
+    from jetdqn.rundir import prepare_run_dir
     cfg = make_config({"preset": "smoke", "game": "space_invaders", "total_steps": 600, "learn_start": 600,
                        "replay_size": 1000, "max_episode_steps": 150, "run_dir": str(tmp_path / "run"),
                        "telemetry": "off"})
-    trainer = Trainer(cfg, prepare_run_dir(cfg))
-    trainer.run(Progress(cfg.total_steps, "off"))
-    rewards = trainer.replay.rewards[0, :len(trainer.replay)]
+    run = build_run(cfg, prepare_run_dir(cfg), Progress(cfg.total_steps, "off"))
+    run_loop(run)
+    rewards = run.replay.rewards[0, :len(run.replay)]
     assert rewards.max() == 1.0 and set(np.unique(rewards)) <= {0.0, 1.0}   # Space Invaders pays 5-30 a hit
-    assert max(trainer.returns) > 1                                         # scores stay raw
+    assert max(run.state.returns) > 1                                         # scores stay raw
 
 
 def test_several_envs_step_together():

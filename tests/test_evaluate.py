@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from jetdqn.agent import DQNAgent
+from jetdqn.learn import DQNAgent
 from jetdqn.config import make_config
 from jetdqn.envs import AleVecEnvs
 from jetdqn.evaluate import play_games

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from jetdqn.agent import DQNAgent, td_loss
+from jetdqn.learn import DQNAgent, td_loss
 from jetdqn.config import make_config
 from jetdqn.envs import AleVecEnvs, AtariEnv, GroupedEnvs, SyncEnvs, make_envs
 from conftest import run_module
@@ -89,8 +89,10 @@ def test_batched_acting_with_per_row_epsilons():
     assert len(np.unique(picks[:, 32:])) == 6                   # epsilon 1 rows: every action turns up
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", ["--async-learner", "--amp"])
 def test_cartpole_still_learns_on_the_fast_path(tmp_path, flag):
+    """Slow (1-3 min each): the synchronous CartPole test stays in `make test`; these run in `make test-slow`."""
     extra = [flag] if flag != "--amp" else ["--amp", "bf16"]
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--eval-episodes", "20",
@@ -138,7 +140,7 @@ def _pong_batch(n: int = 32, seed: int = 0):
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_paired_target_pass_gives_each_networks_own_q_values(channels_last, dtype):
-    from jetdqn.network import NatureCNN, paired_q
+    from jetdqn.learn.network import NatureCNN, paired_q
     torch.manual_seed(0)
     online, target = (NatureCNN(4, 6, channels_last=channels_last).to(dtype) for _ in range(2))
     if channels_last:
@@ -156,7 +158,7 @@ def test_compiled_network_forms_give_eager_q_values_and_gradients():
     """Compiled, the Nature CNN runs its ReLUs as ones that keep their output and its fully connected layers
     as W @ x.T (network.py): the dueling network's Q values and every weight gradient equal eager PyTorch's
     on real Pong frames."""
-    from jetdqn.network import NatureCNN
+    from jetdqn.learn.network import NatureCNN
     obs, _, _ = _pong_batch(32)
     x = torch.from_numpy(obs)
     torch.manual_seed(0)
@@ -187,10 +189,10 @@ def test_compiled_rmsprop_update_matches_torch_optim(amp, tmp_path):
         cfg = make_config({"preset": "seed-tx1", "amp": amp, "channels_last": True, **extra})
         agent = DQNAgent(cfg, (4, 84, 84), 6, torch.device("cpu"))
         for _ in range(4):
-            agent._step(o, a, r, d, n)
+            agent.train_step(o, a, r, d, n)
         agents.append(agent)
     plain, fused = agents
-    assert fused._fused_rmsprop is not None and fused.fuse_target
+    assert fused.accel.fused_rmsprop is not None and fused.fuse_target
     for (name, w), w2 in zip(plain.online.state_dict().items(), fused.online.state_dict().values()):
         assert torch.allclose(w, w2, atol=1e-6), name
     s1, s2 = plain.optimizer.state_dict()["state"], fused.optimizer.state_dict()["state"]
@@ -200,12 +202,12 @@ def test_compiled_rmsprop_update_matches_torch_optim(amp, tmp_path):
     for k in s1:
         assert torch.allclose(s1[k]["square_avg"], s2[k]["square_avg"], rtol=rtol, atol=1e-12), k
     if amp == "bf16":   # the bf16 copy the forward pass uses follows the fp32 master weights
-        assert torch.equal(fused.net.head.adv[0].weight, fused.online.head.adv[0].weight.to(torch.bfloat16))
+        assert torch.equal(fused.accel.online.head.adv[0].weight, fused.online.head.adv[0].weight.to(torch.bfloat16))
     path = tmp_path / "agent.pt"
     torch.save(fused.state_dict(), path)
     plain.load_state_dict(torch.load(path, weights_only=False))
-    plain._step(o, a, r, d, n)
-    fused._step(o, a, r, d, n)
+    plain.train_step(o, a, r, d, n)
+    fused.train_step(o, a, r, d, n)
     assert torch.allclose(plain.online.head.adv[2].weight, fused.online.head.adv[2].weight, atol=1e-6)
 
 
@@ -244,9 +246,9 @@ def test_compiled_adam_with_clipping_matches_eager_on_cartpole():
         torch.manual_seed(0)
         agent = DQNAgent(make_config({"preset": "cartpole", "compile": compile_}), (4,), 2, torch.device("cpu"))
         for _ in range(5):
-            agent._step(o, a, r, d, n)
+            agent.train_step(o, a, r, d, n)
         agents.append(agent)
-    assert agents[1].cfg.grad_clip > 0 and agents[1]._td_loss is not td_loss   # the compiled loss
-    assert agents[0]._td_loss is td_loss
+    assert agents[1].cfg.grad_clip > 0 and agents[1].td_loss is not td_loss   # the compiled loss
+    assert agents[0].td_loss is td_loss
     for (name, w), w2 in zip(agents[0].online.state_dict().items(), agents[1].online.state_dict().values()):
         assert torch.allclose(w, w2, atol=1e-6), name

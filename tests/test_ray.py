@@ -72,3 +72,15 @@ def test_bench_pong_has_the_ray_rows_by_default(tmp_path):
     for row in rows.values():
         assert row["status"] == "ok" and row["repeats"] == 1
         assert row["acting_env_steps_per_s"] > 0 and row["updates_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_cartpole_learns_with_ray_actors(tmp_path):
+    """Learning is the same on the Ray path: two Ape-X actors feed the loop's learn step, CartPole is solved."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "cartpole", "--backend", "ray", "--num-actors", "2", "--run-dir", str(run),
+               "--eval-episodes", "20", "--target-return", "195", "--telemetry", "off", timeout=900)
+    evals = [json.loads(l) for l in (run / "eval.jsonl").read_text().splitlines()]
+    assert max(e["return_mean"] for e in evals) >= 195
+    ratios = [r["replay_ratio"] for r in records(run) if r["replay_ratio"] is not None]
+    assert ratios and all(abs(x - 1.0) <= 0.05 for x in ratios)   # cartpole preset: train_freq 1

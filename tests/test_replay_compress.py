@@ -12,7 +12,7 @@ import pytest
 from jetdqn import checkpoint as ckpt
 from jetdqn.envs import AtariEnv
 from jetdqn.replay import ReplayBuffer
-from jetdqn.replay_io import load_replay, prune, save_replay
+from jetdqn.replay.saving import load_replay, prune, save_replay
 from conftest import ROOT, run_module
 
 

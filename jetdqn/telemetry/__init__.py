@@ -30,6 +30,28 @@ def name_this_thread(name: str) -> None:
         pass
 
 
+class PhaseClock:
+    """Thread-CPU seconds the loop's thread spent in each phase ("emulator", "learner"); ~1 us a call.
+
+    One thread may both step the emulators and learn; these clocks let the record say which one its
+    time went to. ``take`` hands the totals to the record and starts the next interval from zero.
+    """
+
+    def __init__(self):
+        self.seconds = {"emulator": 0.0, "learner": 0.0}
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._t0 = time.thread_time()
+
+    def stop(self, phase: str) -> None:
+        self.seconds[phase] += time.thread_time() - self._t0
+
+    def take(self) -> dict:
+        out, self.seconds = self.seconds, {"emulator": 0.0, "learner": 0.0}
+        return out
+
+
 class Sampler:
     """The /proc sampler (any Linux machine); the base of the others."""
 
@@ -107,7 +129,7 @@ class Sampler:
         return delta
 
     def summary(self, phase_seconds: Optional[dict] = None, interval_s: float = 1.0) -> dict:
-        """The DESIGN.md telemetry names, averaged over the interval since the previous summary."""
+        """The log record's telemetry fields (docs/design.md), averaged over the interval since the last summary."""
         t0 = time.thread_time()
         phase_seconds = phase_seconds or {}
         record = self._system(interval_s)
@@ -202,10 +224,6 @@ class TegrastatsSampler(Sampler):
 def _mean(values: list) -> Optional[float]:
     values = [v for v in values if v is not None]
     return round(sum(values) / len(values), 1) if values else None
-
-
-class TelemetryUnavailable(RuntimeError):
-    pass
 
 
 def make_sampler(cfg, on_event: Callable[[str], None] = print) -> Sampler:

@@ -9,16 +9,13 @@ episode (those frames are zeros, as the actor sees them) nor into slots already 
 
 from __future__ import annotations
 
-import sys
 import threading
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-
-class ReplayTooLarge(RuntimeError):
-    pass
+from .storage import META_BYTES, ArrayFrames, Codec, CompressedFrames, check_fits
 
 
 @dataclass
@@ -34,138 +31,6 @@ class Batch:
         """gamma^steps where the target bootstraps, 0 where the episode ended: the factor on max Q(next)."""
         steps = np.ones(len(self.dones), np.float32) if self.steps is None else self.steps.astype(np.float32)
         return (np.float32(gamma) ** steps * (1.0 - self.dones)).astype(np.float32)
-
-
-META_BYTES = 1 + 4 + 1 + 1          # action, reward, terminal, first
-OBJECT_BYTES = 8 + sys.getsizeof(b"")  # a compressed frame: its pointer and its bytes object's header
-
-
-def replay_bytes(capacity: int, frame_shape: tuple, dtype, frame_bytes: Optional[float] = None) -> int:
-    """Bytes the buffer needs: one frame (raw, or ``frame_bytes`` compressed) plus metadata per transition."""
-    if frame_bytes is None:
-        frame = int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
-    else:
-        frame = frame_bytes + OBJECT_BYTES
-    return int(capacity * (frame + META_BYTES))
-
-
-def available_memory_bytes() -> int:
-    try:
-        import psutil
-        return int(psutil.virtual_memory().available)
-    except Exception:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    return 0
-
-
-def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = False,
-               frame_bytes: Optional[float] = None) -> int:
-    """Refuse, before allocating, a replay that would not fit in the memory that is available now."""
-    need = replay_bytes(capacity, frame_shape, dtype, frame_bytes)
-    avail = available_memory_bytes()
-    if avail and need > 0.9 * avail and not allow_large:
-        raise ReplayTooLarge(
-            f"a replay of {capacity:,} transitions needs {need / 1e9:.2f} GB but only {avail / 1e9:.2f} GB "
-            f"of memory is available; lower --replay-size (about {int(0.9 * avail / (need / capacity)):,} "
-            f"fits), use --replay-size auto or --replay-compress lz4, or pass --allow-large-replay to allocate "
-            f"it anyway.")
-    return need
-
-
-class Codec:
-    """Frame compression for the replay: lz4 (fast) or zstd level 1 (smaller)."""
-
-    def __init__(self, name: str):
-        self.name = name
-        if name == "lz4":
-            import lz4.block
-            self._c = lambda b: lz4.block.compress(b, store_size=True)
-            self._d = lz4.block.decompress
-        elif name == "zstd":
-            try:
-                import zstandard
-            except ImportError:
-                raise RuntimeError("--replay-compress zstd needs the zstandard package "
-                                   "(pip install jetdqn[zstd]); or use lz4.") from None
-            # one context per direction: the actor compresses while the learner decompresses
-            comp = zstandard.ZstdCompressor(level=1)
-            dec = zstandard.ZstdDecompressor()
-            # zstandard returns a bytes object shrunk from a compressBound-sized allocation; copying it to an
-            # exact-size object lets the allocator reuse the big block (otherwise ~7 KB per frame stays held)
-            self._c = lambda b: bytes(memoryview(comp.compress(b)))
-            self._d = dec.decompress
-        else:
-            raise ValueError(f"unknown codec {name!r}")
-
-    def compress(self, frame: np.ndarray) -> bytes:
-        return self._c(frame.tobytes())
-
-    def decompress(self, data: bytes) -> bytes:
-        return self._d(data)
-
-
-class ArrayFrames:
-    """Raw frames in one array (S, C, *frame): lazily committed, so memory grows as the buffer fills."""
-
-    compressed = False
-
-    def __init__(self, streams: int, capacity: int, frame_shape: tuple, dtype):
-        self.data = np.zeros((streams, capacity, *frame_shape), dtype=dtype)
-
-    def put(self, s: int, p: int, frame: np.ndarray) -> None:
-        self.data[s, p] = frame
-
-    def get(self, s: np.ndarray, j: np.ndarray) -> np.ndarray:
-        return self.data[s, j]
-
-    @property
-    def nbytes(self) -> int:
-        return self.data.nbytes
-
-
-class CompressedFrames:
-    """Each frame compressed on its own (one per step, still once per frame), decompressed when sampled."""
-
-    compressed = True
-
-    def __init__(self, streams: int, capacity: int, frame_shape: tuple, dtype, codec: str):
-        self.codec = Codec(codec)
-        self.frame_shape = tuple(frame_shape)
-        self.dtype = np.dtype(dtype)
-        self.data = np.full((streams, capacity), None, dtype=object)
-        self.payload = 0   # compressed bytes held
-        self.count = 0
-
-    def put(self, s: int, p: int, frame: np.ndarray) -> None:
-        blob = self.codec.compress(np.ascontiguousarray(frame))
-        old = self.data[s, p]
-        if old is not None:
-            self.payload -= len(old)
-            self.count -= 1
-        self.data[s, p] = blob
-        self.payload += len(blob)
-        self.count += 1
-
-    def get(self, s: np.ndarray, j: np.ndarray) -> np.ndarray:
-        out = np.empty((len(s), *self.frame_shape), dtype=self.dtype)
-        cache: dict = {}
-        for n, key in enumerate(zip(s.tolist(), j.tolist())):
-            raw = cache.get(key)
-            if raw is None:
-                raw = cache[key] = self.codec.decompress(self.data[key])
-            out[n] = np.frombuffer(raw, dtype=self.dtype).reshape(self.frame_shape)
-        return out
-
-    @property
-    def nbytes(self) -> int:
-        return self.payload + self.count * sys.getsizeof(b"") + self.data.nbytes
-
-    @property
-    def mean_frame_bytes(self) -> Optional[float]:
-        return self.payload / self.count if self.count else None
 
 
 class ReplayBuffer:
@@ -226,8 +91,7 @@ class ReplayBuffer:
     def bytes_per_transition(self) -> float:
         """Measured: for compressed frames, the bytes held per stored transition (plus metadata)."""
         if self.frames.compressed:
-            stored = max(1, len(self))
-            return (self.frames.payload + self.frames.count * sys.getsizeof(b"")) / stored + 8 + META_BYTES
+            return self.frames.held_bytes / max(1, len(self)) + 8 + META_BYTES
         return self.nbytes / self.capacity
 
     def add(self, stream: int, frame: np.ndarray, action: int, reward: float, terminal: bool,
@@ -248,6 +112,66 @@ class ReplayBuffer:
             self.size[stream] = min(self.size[stream] + 1, self.stream_capacity)
             self.added += 1
             self.dirty.add((stream, p // self.CHUNK))
+
+    def shrink(self, stream_capacity: int) -> bool:
+        """Lower the capacity to ``stream_capacity`` slots per stream; only possible before any ring wraps
+        (and never below what is stored). Returns whether it changed."""
+        with self.lock:
+            wrapped = bool((self.size >= self.stream_capacity).any())
+            stream_capacity = max(int(self.size.max()) + 1, stream_capacity)
+            if wrapped or stream_capacity >= self.stream_capacity:
+                return False
+            self.stream_capacity = stream_capacity
+            self.capacity = stream_capacity * self.streams
+            return True
+
+    # ---------------------------------------------------------------- saving (replay/saving.py)
+    def layout(self) -> dict:
+        """What a saved replay must match to be loaded into this one."""
+        return {"streams": self.streams, "stream_capacity": self.stream_capacity,
+                "frame_shape": list(self.frame_shape), "dtype": str(self.dtype), "history": self.history}
+
+    def chunks(self, changed_only: bool) -> list[tuple[int, int]]:
+        """(stream, chunk) pairs to save: those written since the last call, or every filled one; the
+        record of changes starts afresh. Call with ``lock`` held."""
+        if changed_only:
+            todo = sorted(self.dirty)
+        else:
+            todo = [(s, c) for s in range(self.streams) for c in range(-(-int(self.size[s]) // self.CHUNK))]
+        self.dirty.clear()
+        return todo
+
+    def export_chunk(self, s: int, c: int, codec: Codec) -> Optional[dict]:
+        """Chunk c of stream s: its frames compressed with ``codec`` and its metadata (None when empty)."""
+        a = c * self.CHUNK
+        b = min((c + 1) * self.CHUNK, self.stream_capacity, int(self.size[s]))
+        if b <= a:
+            return None
+        return {"blobs": [self.frames.blob(s, p, codec) for p in range(a, b)], "actions": self.actions[s, a:b],
+                "rewards": self.rewards[s, a:b], "terminal": self.terminal[s, a:b], "first": self.first[s, a:b]}
+
+    def import_chunk(self, s: int, a: int, blobs: list, codec: Codec, actions, rewards, terminal, first) -> None:
+        """Slots a.. of stream s from saved data (the frames' byte accounting goes through the storage)."""
+        b = a + len(blobs)
+        with self.lock:
+            self.actions[s, a:b] = actions
+            self.rewards[s, a:b] = rewards
+            self.terminal[s, a:b] = terminal
+            self.first[s, a:b] = first
+            for k, blob in enumerate(blobs):
+                self.frames.put_blob(s, a + k, blob, codec)
+
+    def ring_state(self) -> dict:
+        return {"pos": self.pos.tolist(), "size": self.size.tolist(), "added": self.added,
+                "rng": self.rng.bit_generator.state}
+
+    def restore_ring_state(self, state: dict) -> None:
+        with self.lock:
+            self.pos[:] = state["pos"]
+            self.size[:] = state["size"]
+            self.added = int(state["added"])
+            self.rng.bit_generator.state = state["rng"]
+            self.dirty.clear()
 
     def _age(self, s: np.ndarray, i: np.ndarray) -> np.ndarray:
         """Steps between slot i and the newest slot of its stream (0 = newest)."""

@@ -19,7 +19,7 @@ import numpy as np
 
 
 def record_frames(game: str, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    from .envs import AtariEnv
+    from ..envs import AtariEnv
     env = AtariEnv(game, seed=seed)
     rng = np.random.default_rng(seed)
     frames = np.empty((count, 84, 84), dtype=np.uint8)
@@ -44,7 +44,7 @@ def rss_bytes() -> int:
 
 def measure(mode: str, frames_file: str, transitions: int, batches: int = 200) -> dict:
     """Fill a replay of ``transitions`` with the recorded frames (cycled) and time adds and samples."""
-    from .replay import ReplayBuffer, ReplayTooLarge
+    from ..replay import ReplayBuffer, ReplayTooLarge
     data = np.load(frames_file)
     frames, first = data["frames"], data["first"]
     n = len(frames)
@@ -74,9 +74,9 @@ def measure(mode: str, frames_file: str, transitions: int, batches: int = 200) -
 def update_ms(repeats: int = 20) -> float:
     """One fp32 Double-DQN update of the Nature CNN at batch 32 (the learner's unit of work)."""
     import torch
-    from .agent import DQNAgent
-    from .config import make_config
-    from .replay import Batch
+    from ..config import make_config
+    from ..learn import DQNAgent
+    from ..replay import Batch
     cfg = make_config({"game": "pong"})
     agent = DQNAgent(cfg, (4, 84, 84), 6, torch.device("cpu"))
     rng = np.random.default_rng(0)
@@ -103,7 +103,7 @@ def bench_replay(args) -> int:
     np.savez(path, frames=frames, first=first)
     rows = []
     for mode in args.modes.split(","):
-        proc = subprocess.run([sys.executable, "-m", "jetdqn.replay_bench", mode, str(path), str(transitions)],
+        proc = subprocess.run([sys.executable, "-m", "jetdqn.bench.replay", mode, str(path), str(transitions)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             rows.append({"mode": mode, "error": (proc.stderr.strip().splitlines() or ["failed"])[-1]})

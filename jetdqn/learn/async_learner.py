@@ -15,12 +15,14 @@ from typing import Optional
 
 import torch
 
-from .agent import DQNAgent
-from .replay import ReplayBuffer
-from .telemetry import name_this_thread
+from ..replay import ReplayBuffer
+from ..telemetry import name_this_thread
+from .dqn import DQNAgent
 
 
 class AsyncLearner:
+    """The learner thread; the loop calls ``learn`` after each turn of acting and ``finish`` at the end."""
+
     def __init__(self, agent: DQNAgent, replay: ReplayBuffer, batch_size: int, target_every_updates: int,
                  actor_refresh: int, slack: int):
         self.agent = agent
@@ -42,6 +44,19 @@ class AsyncLearner:
     def start(self) -> None:
         self._thread.start()
         self._started.wait()
+
+    @property
+    def threads(self) -> list[int]:
+        return [self.native_id] if self.native_id is not None else []
+
+    def learn(self, step: int, earned) -> None:
+        """``earned``: the updates the env steps so far allow in total (None before learning starts)."""
+        if earned is not None:
+            self.earn(earned)  # returns at once unless the learner lags
+
+    def finish(self) -> None:
+        self.drain()
+        self.stop()
 
     def earn(self, allowed: int) -> None:
         """The actor's steps now allow ``allowed`` updates in total; block while the learner lags."""
@@ -72,8 +87,7 @@ class AsyncLearner:
                     self.agent.update(self.replay.sample(self.batch_size))
                     n = self.agent.updates
                     if n % self.target_every == 0:
-                        with self.agent.update_lock:
-                            self.agent.sync_target()
+                        self.agent.sync_target()
                     if n % self.actor_refresh == 0:
                         self.agent.refresh_actor()
                     with self._cond:

@@ -1,0 +1,81 @@
+"""``python -m jetdqn.bench acting``: acting only, a greedy forward pass every step (epsilon 0, no learning):
+env steps/s for each split of envs into groups, each split in its own process."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+from ..records import read_jsonl
+from .machine import machine_info, machine_line
+from .runner import run_process, train_command
+
+ACTING_SPLITS = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (64, 1), (8, 2), (16, 2), (64, 2)]
+
+
+def bench_acting(args) -> int:
+    """Each split (envs x groups) in its own process: env steps/s, and as a ratio to the first split."""
+    info = machine_info()
+    splits = [tuple(int(x) for x in part.split("x")) for part in args.splits.split(",")] if args.splits \
+        else ACTING_SPLITS
+    print(f"{machine_line(info)}; {args.game}, greedy acting ({' '.join(args.flags)}), {args.steps} steps after "
+          f"{args.warmup} of warm-up", flush=True)
+    workdir = Path(tempfile.mkdtemp(prefix="jetdqn-acting-"))
+    try:
+        rows = [acting_row(envs, groups, args, workdir) for envs, groups in splits]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    text = acting_table(rows)
+    print("\n" + text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"{info['host']}-{_dt.datetime.now():%Y-%m-%d}-acting.md"
+        path.write_text(f"# bench acting: {info.get('cpu')}, {info.get('cores')} cores, GPU: {info.get('gpu')}\n\n"
+                        f"Greedy forward pass every step (epsilon 0, no learning), {args.steps} steps after "
+                        f"{args.warmup} of warm-up, one process per row.\n\n{text}\n\n"
+                        f"Command: `python -m jetdqn.bench {' '.join(args.argv)}`\n")
+        print(f"written: {path}")
+    return 0 if all("error" not in r for r in rows) else 1
+
+
+def acting_row(envs: int, groups: int, args, workdir: Path) -> dict:
+    """One split: learning never starts (learn_start past the end), epsilon 0, the first record is warm-up."""
+    run_dir = workdir / f"n{envs}g{groups}"
+    total = args.warmup + args.steps
+    cmd = train_command(run_dir, "seed-tx1", args.game, "--num-envs", str(envs), "--env-groups", str(groups),
+                        "--eps-start", "0", "--eps-end", "0", "--learn-start", str(10 * total), "--total-steps",
+                        str(total), "--log-every", str(args.warmup), "--replay-size", str(max(total, 1000)),
+                        "--eval-episodes", "0", "--checkpoint-every", str(10 * total), "--telemetry", "procfs",
+                        *args.flags)
+    error, _ = run_process(cmd, 600)
+    if error is not None:
+        print(f"- {envs} envs, {groups} group(s): failed: {error}", flush=True)
+        return {"envs": envs, "groups": groups, "error": error}
+    records = read_jsonl(run_dir / "log.jsonl")
+    window = records[1:]  # the first record is the warm-up (start-up, first forward passes)
+    seconds = sum(r["interval_s"] for r in window)
+    steps = window[-1]["step"] - records[0]["step"]
+    row = {"envs": envs, "groups": groups, "env_steps_per_s": steps / seconds,
+           "emulator_cpu": statistics.mean(r["emulator_cpu"] for r in window),
+           "learner_cpu": statistics.mean(r["learner_cpu"] for r in window), "command": " ".join(cmd)}
+    print(f"- {envs} envs, {groups} group(s): {row['env_steps_per_s']:.0f} env steps/s", flush=True)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return row
+
+
+def acting_table(rows: list[dict]) -> str:
+    base = next((r for r in rows if "error" not in r), None)
+    lines = ["| envs | groups | env steps/s | x one env | emulator threads % | main thread % |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['envs']} | {r['groups']} | failed: {r['error']} | | | |")
+            continue
+        lines.append(f"| {r['envs']} | {r['groups']} | {r['env_steps_per_s']:.0f} | "
+                     f"{r['env_steps_per_s'] / base['env_steps_per_s']:.2f} | {r['emulator_cpu']:.0f} | "
+                     f"{r['learner_cpu']:.0f} |")
+    return "\n".join(lines)

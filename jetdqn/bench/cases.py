@@ -1,0 +1,77 @@
+"""The rows of ``make bench-pong``: the 2017 TX1 table's cases, then jetdqn's own (docs/facts.md has the TX1
+numbers). A case is an object: its key names its run directory and selects it; its name is the row's text.
+To add a row, add a Case here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass(eq=False)
+class Case:
+    key: str                        # short id: run directories, --cases
+    name: str                       # the row's text in the table
+    flags: list = field(default_factory=list)   # jetdqn.train flags on top of the seed-tx1 preset
+    needs_display: bool = False
+    needs_cuda: bool = False
+    needs_ray: bool = False
+    tx1_s: Optional[float] = None   # the 2017 TX1 number for this row
+    cpu_extra: Optional[str] = None  # left out on a CPU (run with --all), for this reason
+    repeats: Optional[int] = None   # runs of this case (default: --repeats)
+    baseline: bool = False          # the row jetdqn's speed-ups are ratios against
+
+    @property
+    def uses_cudnn(self) -> bool:
+        return "--cudnn-benchmark" in self.flags
+
+    def matches(self, words: list[str]) -> bool:
+        return any(w in self.name.lower() or w == self.key for w in words)
+
+    def skip_reason(self, cuda: bool, has_ray: bool, display_reason: Optional[str], run_all: bool) -> Optional[str]:
+        """Why this row cannot run here ("not run: ..."), or None."""
+        if self.needs_ray and not has_ray:
+            return "not run: Ray is not installed (pip install jetdqn[ray])"
+        if self.needs_cuda and not cuda:
+            return "not run: no CUDA device" + (" (cuDNN needs one)" if self.uses_cudnn else "")
+        if self.cpu_extra and not cuda and not run_all:
+            return f"not run: {self.cpu_extra}"
+        if self.needs_display and display_reason:
+            return f"not run: {display_reason}"
+        return None
+
+
+CUDNN = ["--cudnn-benchmark", "--cudnn-fastest"]
+TX1_CASES = [
+    Case("tx1-all-frames", "Baseline: display all frames, no cudnn", ["--display-freq", "1"], needs_display=True,
+         tx1_s=56),
+    Case("tx1-third", "Improvement #1: display 1/3 frames", ["--display-freq", "3"], needs_display=True, tx1_s=46),
+    Case("tx1-cudnn", "Improvement #2: 1/3 frames, with cudnn", ["--display-freq", "3", *CUDNN],
+         needs_display=True, needs_cuda=True, tx1_s=37),
+    Case("cudnn-no-display", "No display, with cudnn", ["--display-freq", "0", *CUDNN], needs_cuda=True),
+]
+FAST = ["--display-freq", "0", "--num-envs", "2"]
+FAST8 = ["--display-freq", "0", "--num-envs", "8"]
+JETDQN_CASES = [
+    Case("baseline", "jetdqn: no display (fp32, 1 env, synchronous)", ["--display-freq", "0"], baseline=True),
+    Case("two-envs", "jetdqn: 2 envs in C++ threads, update overlaps emulation (fp32)", FAST),
+    Case("async", "jetdqn: + learner in its own thread (fp32)", FAST + ["--async-learner"],
+         cpu_extra="on 2 cores the learner's OpenMP threads, the acting thread and the emulators take turns "
+                   "on the same cores and stall each other (bf16, all speed-ups: 5.0 vs 3.0 s); --all runs it"),
+    # 8 envs: a quarter of the send/recv calls per env step of 2 envs (~0.15 s less per 1000 steps here)
+    Case("fp32-fast", "jetdqn: 8 envs, channels-last, torch.compile, paired target pass (fp32: every speed-up "
+         "without reduced precision)", FAST8 + ["--channels-last", "--compile", "--fuse-target"]),
+    Case("bf16-fast", "jetdqn: + bf16 with fp32 master weights (all speed-ups)",
+         FAST8 + ["--channels-last", "--amp", "bf16", "--compile", "--fuse-target"]),
+    Case("cuda-graphs", "jetdqn: + CUDA graphs (bf16)", FAST + ["--amp", "bf16", "--cuda-graphs", "--cudnn-benchmark"],
+         needs_cuda=True),
+    # one run each: every run starts (~4 s) and stops a local Ray, which would push 3 repeats past 5 minutes
+    Case("ray-1", "jetdqn: Ray, 1 actor (2 envs, fp32)",
+         ["--display-freq", "0", "--backend", "ray", "--num-actors", "1", "--num-envs", "2"], needs_ray=True, repeats=1),
+    Case("ray-2", "jetdqn: Ray, 2 actors (2 envs each, fp32)",
+         ["--display-freq", "0", "--backend", "ray", "--num-actors", "2", "--num-envs", "2"], needs_ray=True, repeats=1),
+]
+
+
+def all_cases() -> list[Case]:
+    return TX1_CASES + JETDQN_CASES

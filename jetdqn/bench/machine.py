@@ -1,0 +1,55 @@
+"""What machine a benchmark ran on: CPU, cores, board and L4T release on a Jetson, torch, GPU, cuDNN."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+
+def machine_info() -> dict:
+    from ..runtime import torch_info
+    info: dict = {"host": socket.gethostname(), "os": platform.platform(), "python": platform.python_version(),
+                  "cores": os.cpu_count()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware")):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info.setdefault("cpu", platform.processor() or platform.machine())
+    model = Path("/proc/device-tree/model")
+    if model.exists():
+        info["board"] = model.read_text(errors="ignore").strip("\x00\n ")
+    release = Path("/etc/nv_tegra_release")
+    if release.exists():
+        info["l4t"] = release.read_text(errors="ignore").splitlines()[0].strip("# ")
+    if shutil.which("nvpmodel"):
+        try:
+            out = subprocess.run(["nvpmodel", "-q"], capture_output=True, text=True, timeout=5).stdout
+            info["power_mode"] = " ".join(out.split())[:80]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    info.update(torch_info())
+    return info
+
+
+def machine_line(info: dict) -> str:
+    return f"Machine: {info.get('board') or info.get('cpu')}, {info.get('cores')} cores; GPU: {info.get('gpu')}"
+
+
+def display_reason() -> Optional[str]:
+    """Why display rows cannot run here, or None when they can."""
+    from ..display import display_available
+    ok, why = display_available()
+    if not ok:
+        return f"{why}; run under Xvfb (make bench-pong does when it is installed)"
+    import importlib.util
+    if importlib.util.find_spec("cv2") is None:
+        return "OpenCV is not installed (pip install jetdqn[display])"
+    return None

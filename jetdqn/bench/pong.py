@@ -1,0 +1,56 @@
+"""``python -m jetdqn.bench pong`` (``make bench-pong``): the 2017 TX1 table reproduced on the machine at hand,
+then jetdqn's own rows. Each case runs in its own process (runner.py), every case once per round;
+cases that cannot run here are listed with the reason, never with numbers that measured something else.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.util
+import shutil
+import tempfile
+from pathlib import Path
+
+from .cases import all_cases
+from .machine import display_reason, machine_info
+from .report import cudnn_line, header, speedups, table, write_files
+from .runner import run_case
+from .stats import rounds, summarise
+
+
+def bench_pong(args) -> int:
+    info = machine_info()
+    cases = all_cases()
+    if args.cases:
+        cases = [c for c in cases if c.matches([w.strip().lower() for w in args.cases.split(",")])]
+    print(header(info, args), flush=True)
+    skipped = {}
+    for case in cases:
+        why = case.skip_reason(info["cuda"], importlib.util.find_spec("ray") is not None, display_reason(), args.all)
+        if why:
+            skipped[case] = why
+            print(f"- {case.name}: {why}", flush=True)
+    runs: dict = {c: [] for c in cases if c not in skipped}
+    workdir = Path(tempfile.mkdtemp(prefix="jetdqn-bench-"))
+    try:
+        for case, rep in rounds(list(runs), args.repeats):
+            r = run_case(case, args, workdir, rep)
+            runs[case].append(r)
+            msg = r.get("error") or f"{r['s_per_1000_steps']:.2f} s / 1000 steps"
+            print(f"- {case.name} [{rep + 1}/{case.repeats or args.repeats}]: {msg}", flush=True)
+    finally:
+        if not args.keep_runs:
+            shutil.rmtree(workdir, ignore_errors=True)
+    rows = [{"case": c, "name": c.name, "status": skipped[c]} if c in skipped else summarise(c, runs[c])
+            for c in cases]
+    stamp = _dt.datetime.now().strftime("%Y-%m-%d")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = out_dir / f"{info['host']}-{stamp}-{args.game}"
+    chart = write_files(rows, info, args, base, stamp, "python -m jetdqn.bench " + " ".join(args.argv))
+    print()
+    print(cudnn_line(rows, info))
+    print(table(rows, info, args))
+    print(speedups(rows))
+    print(f"\nwritten: {base.with_suffix('.md')} (+ .json, .csv{', .png' if chart else ''})")
+    return 0 if all(r["status"] == "ok" or r["status"].startswith("not run") for r in rows) else 1

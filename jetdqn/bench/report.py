@@ -1,0 +1,130 @@
+"""The report of ``make bench-pong``: the Markdown table and its header, the ratios against the baseline row,
+and the files (Markdown, JSON, CSV, PNG) under benchmarks/results/."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Optional
+
+from .cases import JETDQN_CASES
+from .machine import machine_line
+
+
+def _n(v, fmt="{:.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+COLUMNS = ["Test case", "s / 1000 steps", "% of baseline", "env steps/s", "env steps/s before learning", "updates/s", "frames drawn", "CPU avg %",
+           "busiest core %", "GPU (GR3D) %", "emulator %", "learner %", "power W", "J / 1000 steps"]
+
+
+def table(rows: list[dict], info: dict, args) -> str:
+    base = next((r for r in rows if r["status"] == "ok"), None)
+    base_s = base["s_per_1000_steps"] if base else None
+    lines = [f"| {' | '.join(COLUMNS)} |", "|" + "---|" * len(COLUMNS)]
+    for r in rows:
+        if r["status"] != "ok":
+            lines.append(f"| {r['name']} | {r['status']} |" + " |" * (len(COLUMNS) - 2))
+            continue
+        s = r["s_per_1000_steps"]
+        lines.append("| " + " | ".join([
+            r["name"], f"{s:.2f} ± {r['spread']:.2f}", f"{100 * s / base_s:.0f}" if base_s else "-",
+            _n(r["env_steps_per_s"], "{:.0f}"), _n(r.get("acting_env_steps_per_s"), "{:.0f}"),
+            _n(r["updates_per_s"]), _n(r["frames_drawn"], "{:.0f}"),
+            _n(r["cpu_avg"], "{:.0f}"), _n(r["cpu_max"], "{:.0f}"), _n(r["gpu_load"], "{:.0f}"),
+            _n(r["emulator_cpu"], "{:.0f}"), _n(r["learner_cpu"], "{:.0f}"), _n(r["power_w"], "{:.2f}"),
+            _n(r["energy_j_per_1000"], "{:.0f}")]) + " |")
+    return "\n".join(lines)
+
+
+def speedups(rows: list[dict]) -> str:
+    """Ratios from this one run: each jetdqn row against jetdqn's own baseline path."""
+    base = next((r for r in rows if r["case"].baseline and r["status"] == "ok"), None)
+    if base is None:
+        return ""
+    parts = [f"{r['name'].split(': ', 1)[1]} x{base['s_per_1000_steps'] / r['s_per_1000_steps']:.2f}"
+             for r in rows if r["status"] == "ok" and r["case"] in JETDQN_CASES and r is not base]
+    return ("Speed-up against jetdqn's own baseline path (no display, fp32, 1 env, synchronous; same run): "
+            + "; ".join(parts)) if parts else ""
+
+
+def header(info: dict, args) -> str:
+    parts = [machine_line(info)]
+    if info.get("l4t"):
+        parts.append(f"L4T: {info['l4t']}; power mode: {info.get('power_mode', '?')}")
+    parts.append(f"torch {info['torch']}, cuDNN {info.get('cudnn') or '-'}, Python {info['python']}")
+    parts.append(f"{args.game}, seed-tx1 settings (replay 50k, batch 32, update every 4, RMSProp 2.5e-4): "
+                 f"{args.learn_start} steps of acting, {args.warmup_steps} training steps not timed "
+                 f"(compiling, warming up), then {args.steps} measured training steps (the display, "
+                 f"where a row has one, opens with them); "
+                 f"median of {args.repeats} runs, each in its own process, in rounds of one run per case (± is the spread; Ray rows: one run, "
+                 f"as each starts a local Ray); env steps/s before learning: the {args.learn_start} steps of "
+                 f"acting (epsilon ~1, so mostly random actions; `jetdqn.bench acting` times greedy acting)")
+    return "\n".join(parts)
+
+
+def cudnn_line(rows: list[dict], info: dict) -> str:
+    applied = [r.get("cudnn_applied") for r in rows if r["status"] == "ok" and r["case"].uses_cudnn]
+    if applied:
+        return f"cuDNN flags applied: {applied[0]}"
+    return "cuDNN flags: not applied (no CUDA device here; the cuDNN rows are not run)"
+
+
+def write_chart(rows: list[dict], path: Path, title: str) -> Optional[Path]:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    ok = [r for r in rows if r["status"] == "ok"]
+    if not ok:
+        return None
+    names = [r["name"].replace(": ", ":\n", 1) for r in ok]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 1.2 + 0.9 * len(ok)))
+    y = range(len(ok))
+    ax1.barh(y, [r["s_per_1000_steps"] for r in ok], xerr=[r["spread"] / 2 for r in ok], color="tab:gray")
+    ax1.set_yticks(list(y), names, fontsize=8)
+    ax1.invert_yaxis()
+    ax1.set_xlabel("seconds per 1000 training steps (lower is better)")
+    h = 0.25
+    for k, (key, label, color) in enumerate([("emulator_cpu", "emulator threads", "tab:red"),
+                                             ("learner_cpu", "learner threads", "tab:blue"),
+                                             ("gpu_load", "GPU (GR3D)", "k")]):
+        ax2.barh([i + (k - 1) * h for i in y], [r.get(key) or 0 for r in ok], height=h, color=color, label=label)
+    ax2.set_yticks(list(y), [""] * len(ok))
+    ax2.invert_yaxis()
+    ax2.set_xlabel("% of one core (GPU: % busy)")
+    ax2.legend(fontsize=8, loc="lower right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_files(rows: list[dict], info: dict, args, base: Path, stamp: str, command: str) -> Optional[Path]:
+    """The table as Markdown, every number as JSON, every run as CSV, and the chart as PNG, at ``base``.*"""
+    tx1 = ("For reference, the 2017 Jetson TX1 (Lua Torch7 DQN): 56 s (display all frames), 46 s (1/3 frames), "
+           "37 s (1/3 frames with cuDNN) per 1000 steps.")
+    md = "\n".join([f"# jetdqn bench {args.game}: {info['host']}, {stamp}", "", "```", header(info, args),
+                    cudnn_line(rows, info), "```", "", table(rows, info, args), "", speedups(rows), "", tx1, "",
+                    f"Command: `{command}`", ""])
+    base.with_suffix(".md").write_text(md)
+    plain = [{k: v for k, v in r.items() if k != "case"} | {"key": r["case"].key} for r in rows]
+    base.with_suffix(".json").write_text(json.dumps({"machine": info, "command": command, "rows": plain,
+                                                     "steps": args.steps, "learn_start": args.learn_start,
+                                                     "repeats": args.repeats}, indent=2, default=str))
+    fields = ("s_per_1000_steps", "env_steps_per_s", "updates_per_s", "frames_drawn", "cpu_avg", "cpu_max",
+              "gpu_load", "emulator_cpu", "learner_cpu", "power_w")
+    with open(base.with_suffix(".csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["case", "repeat", *fields, "status"])
+        for r in rows:
+            for k, run in enumerate(r.get("runs", [])):
+                w.writerow([r["name"], k, *(run.get(c) for c in fields), run.get("error", "ok")])
+            if not r.get("runs"):
+                w.writerow([r["name"], "", *([""] * len(fields)), r["status"]])
+    return write_chart(rows, base.with_suffix(".png"), f"jetdqn bench {args.game} on {info['host']}")

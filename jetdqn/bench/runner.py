@@ -1,0 +1,98 @@
+"""Running one benchmark case: a ``python -m jetdqn.train`` process of its own, measured from its log.
+
+The run acts for ``learn_start`` steps, trains ``warmup_steps`` untimed (torch.compile compiles, the
+allocator settles), then ``steps`` measured training steps; everything reported is read back from the
+run's log.jsonl (time, updates, frames drawn, telemetry), so a row can only report what that run did.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from ..records import read_jsonl
+from .cases import Case
+
+
+def train_command(run_dir: Path, preset: str, game: str, *flags: str) -> list[str]:
+    """The jetdqn.train command a benchmark process runs (its own run directory, no progress output)."""
+    return [sys.executable, "-m", "jetdqn.train", "--preset", preset, "--game", game, "--run-dir", str(run_dir),
+            "--overwrite", "--progress", "off", *flags]
+
+
+def run_process(cmd: list[str], timeout: float) -> tuple[Optional[str], float]:
+    """Run ``cmd``; (None, wall seconds) when it succeeded, else (its last line of output, wall seconds)."""
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    wall = time.monotonic() - t0
+    if proc.returncode == 0:
+        return None, wall
+    tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["?"]
+    return tail[0][:200], wall
+
+
+def split_log(records: list[dict], learn_start: int, start: int) -> Optional[tuple[list, list, list]]:
+    """A run's log records as (acting, acting + warm-up, measured window).
+
+    The window opens after the first record at or past ``start``: with N envs the steps come N at a
+    time, so that record may land past ``start``, and the interval it covers holds the warm-up (where
+    torch.compile compiles). None when no record follows it.
+    """
+    opened = next((k for k, r in enumerate(records) if r["step"] >= start), len(records))
+    if opened + 1 >= len(records):
+        return None
+    return [r for r in records if r["step"] <= learn_start], records[:opened + 1], records[opened + 1:]
+
+
+def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
+    """One run of ``case``: its numbers, or {"error": ...}; always the command that reproduces it."""
+    run_dir = workdir / f"{case.key}-{repeat}"
+    start = args.learn_start + args.warmup_steps  # the measured window starts here
+    total = start + args.steps
+    log_every = math.gcd(math.gcd(args.learn_start, args.warmup_steps), args.steps) if args.learn_start else args.steps
+    cmd = train_command(run_dir, "seed-tx1", args.game, "--total-steps", str(total), "--learn-start",
+                        str(args.learn_start), "--log-every", str(log_every), "--checkpoint-every", str(total * 10),
+                        "--telemetry", args.telemetry, "--seed", str(repeat), "--display-start", str(start),
+                        *case.flags, *args.extra_flags)
+    error, wall = run_process(cmd, args.case_timeout)
+    if error is not None:
+        return {"error": error, "command": " ".join(cmd)}
+    parts = split_log(read_jsonl(run_dir / "log.jsonl"), args.learn_start, start)
+    if parts is None:
+        return {"error": "no records after learn_start", "command": " ".join(cmd)}
+    result = measure(*parts)
+    runtime = json.loads((run_dir / "config.json").read_text()).get("runtime", {})
+    result.update(process_wall_s=wall, cudnn_applied=runtime.get("cudnn_applied"), command=" ".join(cmd))
+    if not args.keep_runs:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return result
+
+
+def measure(before: list[dict], warm: list[dict], window: list[dict]) -> dict:
+    """The row's numbers from the measured window's records (acting rate from the records before it)."""
+    acting_s = sum(r["interval_s"] for r in before)
+    seconds = sum(r["interval_s"] for r in window)
+    steps = window[-1]["step"] - warm[-1]["step"]
+    updates = window[-1]["updates"] - warm[-1]["updates"]
+
+    def avg(key):
+        vals = [r.get(key) for r in window if r.get(key) is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    power = avg("power_mw")
+    s_per_1000 = seconds * 1000.0 / steps
+    return {"s_per_1000_steps": s_per_1000, "env_steps_per_s": steps / seconds,
+            "acting_env_steps_per_s": before[-1]["step"] / acting_s if before and acting_s > 0 else None,
+            "updates_per_s": updates / seconds, "updates": updates,
+            "frames_drawn": window[-1].get("frames_shown", 0) - warm[-1].get("frames_shown", 0),
+            "cpu_avg": avg("cpu_avg"), "cpu_max": avg("cpu_max"), "gpu_load": avg("gpu_load"),
+            "emulator_cpu": avg("emulator_cpu"), "learner_cpu": avg("learner_cpu"),
+            "power_w": power / 1000.0 if power is not None else None,
+            "energy_j_per_1000": (power / 1000.0) * s_per_1000 if power is not None else None,
+            "telemetry_source": window[-1].get("telemetry_source")}

@@ -1,0 +1,171 @@
+"""``--backend ray``: Ape-X style actors on Ray, one learner.  An optional extra: ``pip install jetdqn[ray]``.
+
+Ray changes only where acting happens. Each actor runs its own envs with the same rollout step as the
+local loop (``rollout.Rollout``), with its own fixed epsilon (eps_i = 0.4^(1 + 7 i/(K-1))), and returns
+segments of ``Experience`` (frames lz4-compressed for the trip). ``RayActing`` is the training loop's
+acting for this backend: it keeps one segment request in flight per actor, hands each segment to the
+loop (one replay stream per actor env), and puts new weights in Ray's object store every
+``--ray-weights-every`` updates. A dead actor is restarted by Ray (max_restarts) and starts new episodes;
+the run goes on and the log counts the restart.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..config import Config, ConfigError
+from ..rollout import Experience, apex_epsilons
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--backend ray needs Ray: pip install 'jetdqn[ray]' (or pip install 'ray[default]').") from None
+    return ray
+
+
+class EnvActorImpl:
+    """Runs on a Ray worker: its envs, a CPU copy of the network, its epsilon, one Rollout."""
+
+    def __init__(self, cfg_dict: dict, index: int, eps: float, seed: int):
+        import torch
+        from ..envs import make_envs
+        from ..learn import DQNAgent
+        from ..replay import Codec
+        from ..rollout import Rollout
+        torch.set_num_threads(1)
+        cfg = Config(**{**cfg_dict, "device": "cpu", "async_learner": False, "cuda_graphs": False, "compile": False,
+                        "amp": "off", "channels_last": False})
+        self.index, self.eps = index, eps
+        self.envs = make_envs(cfg, seed, cfg.num_envs, vector=cfg.is_atari)
+        self.agent = DQNAgent(cfg, (cfg.history, *self.envs.frame_shape), self.envs.n_actions, torch.device("cpu"))
+        self.codec = Codec("lz4")
+        self.rng = np.random.default_rng(seed)
+        self.rollout = Rollout(cfg, self.envs.reset(), self.envs.frame_shape, self.envs.frame_dtype)
+        self.weights_version = -1
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def set_weights(self, weights: dict, version: int) -> None:
+        import torch
+        self.agent.load_weights({k: torch.as_tensor(v) for k, v in weights.items()})
+        self.weights_version = version
+
+    def collect(self, steps: int) -> dict:
+        """``steps`` rollout steps of all its envs, as one Experience with compressed frames."""
+        t0 = time.perf_counter()
+        parts = []
+        for _ in range(steps):
+            actions = self.rollout.act(self.agent, self.eps, self.rng)
+            parts.append(self.rollout.observe(self.envs.step(actions)))
+        exp = Experience.concat(parts)
+        packed = dict(vars(exp))
+        packed["frames"] = [self.codec.compress(np.ascontiguousarray(f)) for f in exp.frames]
+        return {"experience": packed, "index": self.index, "seconds": time.perf_counter() - t0, "pid": os.getpid(),
+                "weights_version": self.weights_version}
+
+
+class RayActing:
+    """The loop's acting for --backend ray (same interface as ``rollout.LocalActing``)."""
+
+    def __init__(self, cfg: Config, say=print):
+        from ..envs import make_envs
+        self.ray = import_ray()
+        self.say = say
+        probe = make_envs(cfg, cfg.seed, 1, vector=False)  # shapes only: the envs run in the actors
+        self.frame_shape, self.frame_dtype, self.n_actions = probe.frame_shape, probe.frame_dtype, probe.n_actions
+        probe.close()
+        self.cfg = cfg
+        self.k = cfg.num_actors
+        self.num_streams = self.k * cfg.num_envs  # one replay stream per actor env
+        self.emulator_threads: set[int] = set()   # in other processes
+        self.eps = apex_epsilons(self.k)
+        self.actors: list = []
+        self.version = 0
+        self.per_actor = [{"steps": 0, "restarts": 0, "interval_steps": 0, "interval_s": 0.0} for _ in range(self.k)]
+
+    def start(self, agent, step: int) -> None:
+        ray, cfg = self.ray, self.cfg
+        self.agent = agent
+        if not ray.is_initialized():
+            try:
+                ray.init(address=cfg.ray_address or None, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False, num_cpus=None if cfg.ray_address else max(2, self.k + 1))
+            except ConnectionError as exc:
+                raise ConfigError(f"cannot reach the Ray cluster at {cfg.ray_address} "
+                                  f"({str(exc).splitlines()[-1][:100]}); start it with `ray start --head` there, or "
+                                  "drop --ray-address for a local Ray.") from None
+        actor = ray.remote(num_cpus=0.5 if not cfg.ray_address else 1, max_restarts=-1)(EnvActorImpl)
+        self.actors = [actor.remote(cfg.to_dict(), i, float(self.eps[i]), cfg.seed + 1000 * (i + 1))
+                       for i in range(self.k)]
+        self._broadcast()
+        self.last_weights = agent.updates
+        self.pending = {self.actors[i].collect.remote(max(1, cfg.ray_segment)): i for i in range(self.k)}
+
+    def _broadcast(self) -> None:
+        weights = {k: v.detach().float().cpu().numpy() for k, v in self.agent.online.state_dict().items()}
+        self.weights_ref = self.ray.put(weights)
+        for a in self.actors:
+            a.set_weights.remote(self.weights_ref, self.version)
+
+    def next(self, step: int) -> Experience:
+        """The next segment any actor finished (a dead actor is restarted and asked again)."""
+        from ..replay import Codec
+        ray = self.ray
+        while True:
+            ready, _ = ray.wait(list(self.pending), num_returns=1)
+            i = self.pending.pop(ready[0])
+            try:
+                out = ray.get(ready[0])
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError, ray.exceptions.WorkerCrashedError):
+                self.per_actor[i]["restarts"] += 1
+                self.say(f"ray: actor {i} died; Ray restarts it and the run goes on "
+                         f"(restart {self.per_actor[i]['restarts']})")
+                self.actors[i].set_weights.remote(self.weights_ref, self.version)
+                self.pending[self.actors[i].collect.remote(max(1, self.cfg.ray_segment))] = i
+                continue
+            self.pending[self.actors[i].collect.remote(max(1, self.cfg.ray_segment))] = i
+            packed = out["experience"]
+            codec = Codec("lz4")
+            frames = np.stack([np.frombuffer(codec.decompress(b), dtype=self.frame_dtype).reshape(self.frame_shape)
+                               for b in packed["frames"]])
+            exp = Experience(**{**packed, "frames": frames})
+            exp.streams = exp.streams + i * self.cfg.num_envs
+            actor = self.per_actor[i]
+            actor["steps"] += exp.steps
+            actor["interval_steps"] += exp.steps
+            actor["interval_s"] += out["seconds"]
+            return exp
+
+    def epsilon(self, step: int) -> float:
+        return float(self.eps.mean())
+
+    def show(self, renderer, step: int) -> None:
+        pass  # the actors' screens are in other processes
+
+    def after_learning(self, updates: int) -> None:
+        if updates - self.last_weights >= self.cfg.ray_weights_every:
+            self.version += 1
+            self._broadcast()
+            self.last_weights = updates
+
+    def record_extra(self) -> dict:
+        """The backend's own fields of the log record: each actor's epsilon, restarts and acting rate."""
+        actors = []
+        for i, a in enumerate(self.per_actor):
+            rate = round(a["interval_steps"] / a["interval_s"], 1) if a["interval_s"] else None
+            actors.append({"index": i, "eps": round(float(self.eps[i]), 5), "restarts": a["restarts"],
+                           "env_steps": a["steps"], "env_steps_per_s": rate})
+            a["interval_steps"], a["interval_s"] = 0, 0.0
+        return {"backend": "ray", "num_actors": self.k, "weights_version": self.version, "actors": actors}
+
+    def close(self) -> None:
+        for a in self.actors:
+            self.ray.kill(a, no_restart=True)
+        if not self.cfg.ray_address and self.ray.is_initialized():
+            self.ray.shutdown()

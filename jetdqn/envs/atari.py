@@ -1,0 +1,156 @@
+"""Atari through ale-py with the Nature DQN preprocessing: one game stepped in the calling thread
+(``AtariEnv``), or N games in ale-py's C++ worker threads (``AleVecEnvs``), with the same frames."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Optional
+
+import numpy as np
+
+from ..config import ConfigError
+from .base import Step, VecStep
+
+
+def ale_game_ids() -> list[str]:
+    import ale_py.roms
+    return sorted(ale_py.roms.get_all_rom_ids())
+
+
+def ale_env_id(game: str) -> str:
+    """'space_invaders' -> 'ALE/SpaceInvaders-v5'; refuses games ALE does not ship."""
+    key = game.strip().lower().replace("-", "_")
+    ids = ale_game_ids()
+    if key not in ids:
+        close = [g for g in ids if g.startswith(key[:3])][:6]
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ConfigError(f"unknown game {game!r}{hint}; `python -m jetdqn.train --list-games` lists "
+                          f"the {len(ids)} games ale-py ships.")
+    return "ALE/" + "".join(part.capitalize() for part in key.split("_")) + "-v5"
+
+
+class AtariEnv:
+    """One ALE game with DeepMind's preprocessing (gymnasium's AtariPreprocessing does the frame work):
+    frame skip 4 with a max over the last two frames, 84x84 grey, up to ``noop_max`` no-ops at reset.
+    Sticky actions are off (repeat_action_probability 0), as in the Nature paper.
+    """
+
+    def __init__(self, game: str, *, frame_skip: int = 4, noop_max: int = 30, max_episode_steps: int = 27_000,
+                 seed: int = 0):
+        import ale_py
+        import gymnasium as gym
+        from gymnasium.wrappers import AtariPreprocessing
+
+        gym.register_envs(ale_py)
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on every env
+        self.game = game
+        env = gym.make(ale_env_id(game), frameskip=1, repeat_action_probability=0.0,
+                       full_action_space=False, max_num_frames_per_episode=max_episode_steps * frame_skip)
+        self._env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=frame_skip, screen_size=84,
+                                       terminal_on_life_loss=False, grayscale_obs=True, scale_obs=False)
+        self.ale = env.unwrapped.ale
+        self.n_actions = int(self._env.action_space.n)
+        self.action_meanings = env.unwrapped.get_action_meanings()
+        self.frame_shape = (84, 84)
+        self.frame_dtype = np.uint8
+        self.max_episode_steps = max_episode_steps
+        self._seed = seed
+        self._seeded = False
+        self._lives = 0
+        self._t = 0
+        self.thread_id: Optional[int] = None  # native id of the thread stepping the emulator
+
+    def reset(self) -> np.ndarray:
+        self.thread_id = threading.get_native_id()
+        if not self._seeded:
+            frame, info = self._env.reset(seed=self._seed)
+            self._seeded = True
+        else:
+            frame, info = self._env.reset()
+        self._lives = int(info.get("lives", 0))
+        self._t = 0
+        return frame
+
+    def step(self, action: int) -> Step:
+        frame, reward, terminated, truncated, info = self._env.step(int(action))
+        self._t += 1
+        lives = int(info.get("lives", 0))
+        life_lost = lives < self._lives and not terminated  # game over is reported as such, not as a life
+        self._lives = lives
+        truncated = bool(truncated) or self._t >= self.max_episode_steps
+        return Step(frame, float(reward), bool(terminated), truncated and not terminated, life_lost)
+
+    def screen_rgb(self) -> np.ndarray:
+        """The original 210x160 colour screen, for the display."""
+        return self.ale.getScreenRGB()
+
+    def close(self) -> None:
+        self._env.close()
+
+
+class AleVecEnvs:
+    """N games in ale-py's AtariVectorEnv: C++ worker threads step the emulators and do the Nature
+    preprocessing (frame skip with max-pool, 84x84 grey, no-op starts), the same settings as AtariEnv.
+
+    It gives single frames (stack_num 1; the replay and FrameStack stack them, zero-padded like the vector
+    env's own stacks), raw rewards, and resets a finished game in the same step (SameStep autoreset).
+    ``send``/``recv`` let the caller work while the emulators step.
+    """
+
+    def __init__(self, game: str, num_envs: int, *, frame_skip: int = 4, noop_max: int = 30,
+                 max_episode_steps: int = 27_000, seed: int = 0, num_threads: int = 0):
+        from ale_py.vector_env import AtariVectorEnv
+
+        ale_env_id(game)  # refuses an unknown game with the same sentence as the single env
+        self.game = game.strip().lower().replace("-", "_")
+        self.num_envs = num_envs
+        self._env = AtariVectorEnv(self.game, num_envs=num_envs, num_threads=num_threads or min(num_envs, os.cpu_count() or 1),
+                                   stack_num=1, frameskip=frame_skip, maxpool=True, noop_max=noop_max,
+                                   repeat_action_probability=0.0, episodic_life=False, reward_clipping=False,
+                                   use_fire_reset=False, autoreset_mode="SameStep",
+                                   max_num_frames_per_episode=max_episode_steps * frame_skip)
+        self.n_actions = int(self._env.single_action_space.n)
+        self.action_meanings = [str(a) for a in range(self.n_actions)]
+        self.frame_shape = (84, 84)
+        self.frame_dtype = np.uint8
+        self._seed = seed
+        self._lives = np.zeros(num_envs, dtype=np.int64)
+        self._last_frames: Optional[np.ndarray] = None
+        self.emulator_threads: set[int] = set()  # filled by the caller from the threads that appeared
+
+    def reset(self) -> np.ndarray:
+        obs, info = self._env.reset(seed=self._seed)
+        self._lives = np.asarray(info["lives"], dtype=np.int64)
+        self._last_frames = obs[:, 0]
+        return self._last_frames
+
+    def send(self, actions: np.ndarray) -> None:
+        self._env.send(np.asarray(actions, dtype=np.int64))
+
+    def recv(self) -> VecStep:
+        obs, rewards, terminated, truncated, info = self._env.recv()
+        order = np.asarray(info["env_id"])
+        if not np.array_equal(order, np.arange(self.num_envs)):
+            # with batch_size == num_envs results come back whole, but keep them in env order regardless
+            idx = np.argsort(order)
+            obs, rewards, terminated, truncated = obs[idx], rewards[idx], terminated[idx], truncated[idx]
+            info = {k: (np.asarray(v)[idx] if np.ndim(v) else v) for k, v in info.items()}
+        lives = np.asarray(info["lives"], dtype=np.int64)
+        ended = np.asarray(terminated, bool) | np.asarray(truncated, bool)
+        life_lost = (lives < self._lives) & ~ended
+        self._lives = lives
+        self._last_frames = obs[:, 0]
+        return VecStep(self._last_frames, np.asarray(rewards, dtype=np.float64), np.asarray(terminated, bool),
+                       np.asarray(truncated, bool) & ~np.asarray(terminated, bool), life_lost)
+
+    def step(self, actions: np.ndarray) -> VecStep:
+        self.send(actions)
+        return self.recv()
+
+    def screen_rgb(self, index: int = 0) -> np.ndarray:
+        """No colour screen from the C++ workers: env ``index``'s 84x84 grey frame."""
+        return self._last_frames[index]
+
+    def close(self) -> None:
+        self._env.close()

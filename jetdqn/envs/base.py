@@ -1,0 +1,59 @@
+"""What every env speaks: single frames (one 84x84 uint8 screen, or one observation vector), a step's
+result for one env (``Step``) or for N (``VecStep``), and ``FrameStack``, the actor's view of the last
+``history`` frames.
+
+Stacking is left to ``FrameStack`` and to the replay at sample time, so that a frame is stored once. An
+episode for learning (ended by a lost life) and a game for scoring (ended by game over) are reported
+separately: ``life_lost`` and ``game_over``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Step:
+    frame: np.ndarray     # newest single frame (84x84 uint8) or observation vector
+    reward: float         # raw reward (scores are kept raw; clipping is for learning)
+    game_over: bool       # the game ended (terminated)
+    truncated: bool       # cut by the time limit
+    life_lost: bool       # a life was lost this step (Atari); the game may go on
+
+
+@dataclass
+class VecStep:
+    frames: np.ndarray     # (N, *frame): the newest frame, already the first frame of a new game where one ended
+    rewards: np.ndarray    # (N,) raw rewards
+    game_over: np.ndarray  # (N,) bool
+    truncated: np.ndarray  # (N,) bool
+    life_lost: np.ndarray  # (N,) bool
+
+
+class FrameStack:
+    """The actor's view: the last ``history`` frames, zero-padded at the start of an episode.
+
+    Zero padding matches both the replay's stacks and ale-py's AtariVectorEnv, so the network sees the
+    same inputs when acting as when learning.
+    """
+
+    def __init__(self, history: int, frame_shape: tuple, dtype):
+        self.history = history
+        self.frames = np.zeros((history, *frame_shape), dtype=dtype)
+
+    def reset(self, frame: np.ndarray) -> np.ndarray:
+        self.frames[:] = 0
+        self.frames[-1] = frame
+        return self.frames
+
+    def push(self, frame: np.ndarray) -> np.ndarray:
+        self.frames[:-1] = self.frames[1:]
+        self.frames[-1] = frame
+        return self.frames
+
+    def follow(self, frame: np.ndarray, restart: bool) -> np.ndarray:
+        """The next step's stack: a fresh one where the agent's episode restarts (a life lost, when a life
+        counts as an episode), else ``frame`` pushed on."""
+        return self.reset(frame) if restart else self.push(frame)

@@ -1,0 +1,72 @@
+"""gymnasium envs with discrete actions and vector observations (CartPole-v1, Acrobot-v1, ...)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+import numpy as np
+
+from ..config import ConfigError
+from .base import Step
+
+
+class GymEnv:
+    """A gymnasium env with discrete actions and a vector observation (CartPole-v1, Acrobot-v1, ...)."""
+
+    def __init__(self, env_id: str, *, max_episode_steps: int = 0, seed: int = 0):
+        import gymnasium as gym
+
+        try:
+            env = gym.make(env_id, render_mode="rgb_array")
+        except Exception as exc:  # gymnasium raises several types for an unknown id
+            raise ConfigError(f"gymnasium does not know the env {env_id!r} ({type(exc).__name__}); "
+                              "give a registered id such as CartPole-v1, or --game for Atari.") from None
+        if not hasattr(env.action_space, "n"):
+            raise ConfigError(f"{env_id} has a {type(env.action_space).__name__} action space; "
+                              "DQN needs discrete actions.")
+        shape = env.observation_space.shape
+        if shape is None or len(shape) != 1:
+            raise ConfigError(f"{env_id} has observations of shape {shape}; --env takes vector observations "
+                              "(use --game for Atari screens).")
+        self._env = env
+        self.game = env_id
+        self.n_actions = int(env.action_space.n)
+        self.action_meanings = [str(i) for i in range(self.n_actions)]
+        self.frame_shape = tuple(shape)
+        self.frame_dtype = np.float32
+        self.max_episode_steps = max_episode_steps
+        self._seed = seed
+        self._seeded = False
+        self._t = 0
+        self.thread_id: Optional[int] = None
+
+    def reset(self) -> np.ndarray:
+        self.thread_id = threading.get_native_id()
+        if not self._seeded:
+            obs, _ = self._env.reset(seed=self._seed)
+            self._env.action_space.seed(self._seed)
+            self._seeded = True
+        else:
+            obs, _ = self._env.reset()
+        self._t = 0
+        return np.asarray(obs, dtype=np.float32)
+
+    def step(self, action: int) -> Step:
+        obs, reward, terminated, truncated, _ = self._env.step(int(action))
+        self._t += 1
+        if self.max_episode_steps and self._t >= self.max_episode_steps:
+            truncated = True
+        return Step(np.asarray(obs, dtype=np.float32), float(reward), bool(terminated),
+                    bool(truncated) and not terminated, False)
+
+    def screen_rgb(self) -> np.ndarray:
+        import gymnasium as gym
+        try:
+            return self._env.render()
+        except gym.error.DependencyNotInstalled as exc:
+            raise ConfigError(f"showing {self.game} needs its renderer's package ({str(exc).strip()}); or use "
+                              "--display-freq 0.") from None
+
+    def close(self) -> None:
+        self._env.close()

@@ -1,0 +1,79 @@
+"""When the learner learns: the replay ratio held at 1/train_freq, in the loop's thread or in its own.
+
+``LearnSchedule`` counts the updates the env steps so far have earned; a learner runs them. The inline
+learner runs them in the loop's thread, between sending the actions and receiving the frames, so with
+ale-py's C++ emulator threads the update overlaps the emulation. ``--async-learner`` runs them in a
+thread of its own (``async_learner.AsyncLearner``). Both offer ``start``, ``learn(step, earned)``,
+``finish`` and ``threads``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass
+class LearnSchedule:
+    """Updates earned by env steps: ``updates_at_learn + (step - learn_from) // train_freq`` once the replay
+    holds a batch. ``learn_from`` is --learn-start, or (resumed without the replay) the resume step plus
+    --learn-start while the replay refills; ``updates_at_learn`` is the update count when learning began."""
+
+    train_freq: int
+    batch_size: int
+    learn_from: int
+    updates_at_learn: int = 0
+
+    def earned(self, step: int, replay_len: int, updates: int) -> Optional[int]:
+        if step >= self.learn_from and replay_len >= self.batch_size:
+            return self.updates_at_learn + (step - self.learn_from) // self.train_freq
+        self.updates_at_learn = updates
+        return None
+
+    def learning(self, step: int) -> bool:
+        return step > self.learn_from
+
+    def replay_ratio(self, step: int, updates: int) -> Optional[float]:
+        """Updates per env step since learning began (1/train_freq when the schedule holds)."""
+        if not self.learning(step):
+            return None
+        return round((updates - self.updates_at_learn) / max(1, step - self.learn_from), 5)
+
+
+class InlineLearner:
+    """Runs the earned updates in the calling thread; syncs the target every --target-update env steps."""
+
+    threads: list[int] = []
+
+    def __init__(self, agent, replay, batch_size: int, target_update: int, clock, step: int):
+        self.agent = agent
+        self.replay = replay
+        self.batch_size = batch_size
+        self.target_update = target_update
+        self.clock = clock
+        self.next_target = (step // target_update + 1) * target_update
+
+    def start(self) -> None:
+        pass
+
+    def learn(self, step: int, earned: Optional[int]) -> None:
+        if earned is not None and earned > self.agent.updates:
+            self.clock.start()
+            for _ in range(earned - self.agent.updates):
+                self.agent.update(self.replay.sample(self.batch_size))
+            self.clock.stop("learner")
+        if step >= self.next_target:
+            self.agent.sync_target()
+            self.next_target = (step // self.target_update + 1) * self.target_update
+
+    def finish(self) -> None:
+        pass
+
+
+def make_learner(cfg, agent, replay, clock, step: int, num_streams: int):
+    """The inline learner, or with --async-learner the learner thread (target synced by update count)."""
+    if not cfg.async_learner:
+        return InlineLearner(agent, replay, cfg.batch_size, cfg.target_update, clock, step)
+    from .async_learner import AsyncLearner
+    return AsyncLearner(agent, replay, cfg.batch_size, target_every_updates=cfg.target_update // cfg.train_freq,
+                        actor_refresh=cfg.actor_refresh, slack=max(2, 2 * num_streams // cfg.train_freq))

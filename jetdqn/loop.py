@@ -1,0 +1,265 @@
+"""THE training loop, top to bottom: act -> store -> learn -> record -> evaluate -> checkpoint.
+
+``train(cfg)`` prepares the run directory, builds the run's parts (``build_run``) and runs ``run_loop``.
+Acting is the only part that differs between paths: ``rollout.LocalActing`` steps the envs in this
+process (C++ emulator threads with --num-envs > 1, in groups with --env-groups) and
+``distributed.actors.RayActing`` gathers what Ray actors collected. Both hand the loop ``Experience``;
+storing, learning (inline or in the learner thread), the log record, evaluation and checkpoints are the
+same code for every path. The replay ratio is held at 1/train_freq by counting updates against env steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from . import checkpoint as ckpt
+from .config import Config
+from .records import Progress, RunLog
+
+
+@dataclass
+class RunState:
+    """The counters a checkpoint keeps: steps, finished games, their returns, wall-clock, last evaluation."""
+
+    step: int = 0
+    episodes: int = 0
+    returns: deque = field(default_factory=lambda: deque(maxlen=100))
+    wall_before: float = 0.0           # wall seconds of earlier segments of this run (resume)
+    t_start: float = field(default_factory=time.monotonic)
+    last_eval_step: int = 0
+    last_eval: Optional[dict] = None
+    resumed_from: Optional[int] = None
+    interrupted: bool = False
+    reached_target: bool = False
+
+    def wall_s(self) -> float:
+        return self.wall_before + time.monotonic() - self.t_start
+
+    def count(self, steps: int, returns: list) -> None:
+        self.step += steps
+        self.episodes += len(returns)
+        self.returns.extend(returns)
+
+    def counters(self, schedule) -> dict:
+        return {"step": self.step, "episodes": self.episodes, "returns": list(self.returns), "wall_s": self.wall_s(),
+                "learn_from": schedule.learn_from, "updates_at_learn": schedule.updates_at_learn,
+                "last_eval_step": self.last_eval_step}
+
+    def restore(self, counters: dict) -> None:
+        self.step = self.resumed_from = int(counters["step"])
+        self.episodes = int(counters["episodes"])
+        self.returns.extend(counters.get("returns", []))
+        self.wall_before = float(counters.get("wall_s", 0.0))
+        self.last_eval_step = int(counters.get("last_eval_step", 0))
+
+
+@dataclass
+class Run:
+    """One run's parts, built by ``build_run``."""
+
+    cfg: Config
+    run_dir: Path
+    progress: Progress
+    sampler: Any
+    runtime: Any
+    clock: Any
+    acting: Any                  # rollout.LocalActing or distributed.actors.RayActing
+    agent: Any
+    replay: Any
+    budget: Any                  # replay.sizing.ReplayBudget
+    schedule: Any                # learn.learners.LearnSchedule
+    checkpointer: ckpt.Checkpointer
+    state: RunState
+    payload: Optional[dict]      # the checkpoint to resume from
+    facts: dict                  # what config.json records beside the settings
+
+
+class Every:
+    """True once each time ``step`` passes the next multiple of ``period``."""
+
+    def __init__(self, period: int, step: int):
+        self.period = period
+        self.next = (step // period + 1) * period
+
+    def due(self, step: int) -> bool:
+        if step < self.next:
+            return False
+        self.next = (step // self.period + 1) * self.period
+        return True
+
+
+def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[dict] = None) -> Run:
+    from . import runtime
+    from .learn import DQNAgent
+    from .learn.learners import LearnSchedule
+    from .replay.sizing import ReplayBudget, make_replay
+    from .telemetry import PhaseClock, make_sampler
+
+    sampler = make_sampler(cfg, progress.line)  # before the envs: a bad telemetry source fails fast
+    rt = runtime.apply(cfg)
+    rng = np.random.default_rng(cfg.seed)
+    clock = PhaseClock()
+    if cfg.backend == "ray":
+        from .distributed.actors import RayActing
+        acting = RayActing(cfg, progress.line)
+    else:
+        from .rollout import LocalActing
+        acting = LocalActing(cfg, rng, clock)
+    obs_shape = (cfg.history, *acting.frame_shape)  # vector observations are flattened by the MLP
+    agent = DQNAgent(cfg, obs_shape, acting.n_actions, rt.device)
+    payload = None
+    if cfg.resume:  # read early: a saved replay fixes the capacity
+        payload = ckpt.load(run_dir / "checkpoints" / "latest.pt", env_name=cfg.env_name,
+                            network=agent.network_spec(), map_location=rt.device)
+    replay, frame_bytes = make_replay(cfg, acting.num_streams, acting.frame_shape, acting.frame_dtype,
+                                      (payload or {}).get("replay"))
+    facts = {"runtime": rt.report, "obs_shape": list(obs_shape), "replay_frame_bytes_estimate": frame_bytes,
+             "n_actions": acting.n_actions, "autotune": tuned}
+    return Run(cfg, run_dir, progress, sampler, rt, clock, acting, agent, replay, ReplayBudget(cfg),
+               LearnSchedule(cfg.train_freq, cfg.batch_size, cfg.learn_start),
+               ckpt.Checkpointer(run_dir, cfg, agent, replay, rng), RunState(), payload, facts)
+
+
+def run_loop(run: Run) -> dict:
+    """Train to --total-steps (or an interrupt, or --target-return); returns the last record and outcome."""
+    from .display import make_renderer
+    from .learn.learners import make_learner
+
+    cfg, state, acting, agent, replay = run.cfg, run.state, run.acting, run.agent, run.replay
+    if run.payload is not None:
+        resume(run)
+    write_run_config(run)
+    run.sampler.start()
+    run.sampler.mark_threads("emulator", acting.emulator_threads)
+    renderer = make_renderer(cfg.display_freq, f"jetdqn train: {cfg.env_name}", run.progress.line)
+    learner = make_learner(cfg, agent, replay, run.clock, state.step, acting.num_streams)
+    learner.start()
+    run.sampler.mark_threads("learner", learner.threads)
+    acting.start(agent, state.step)
+    state.t_start = time.monotonic()
+    log = RunLog(run.run_dir / "log.jsonl", cfg.log_every, cfg.total_steps, run.progress, run.sampler, run.clock,
+                 state.step, agent.updates, state.episodes)
+    checkpoints = Every(cfg.checkpoint_every, state.step)
+    summary: dict = {}
+    try:
+        with stop_on_interrupt(state):
+            while state.step < cfg.total_steps and not state.interrupted:
+                exp = acting.next(state.step)        # act, step the envs, per-stream bookkeeping
+                exp.store(replay)                    # each frame once, in its env's stream
+                state.count(exp.steps, exp.returns)
+                log.games_ended(exp.returns)
+                acting.show(renderer, state.step)    # 1 of every --display-freq frames
+                learner.learn(state.step, run.schedule.earned(state.step, len(replay), agent.updates))
+                acting.after_learning(agent.updates)  # Ray: new weights to the actors now and then
+                if run.progress.mode == "bar":
+                    run.progress.update(state.step, log.rate(state.step), state.returns[-1] if state.returns
+                                        else None, acting.epsilon(state.step))
+                if log.due(state.step):
+                    summary = log.write(step=state.step, wall_s=state.wall_s(), agent=agent, schedule=run.schedule,
+                                        epsilon=acting.epsilon(state.step), episodes=state.episodes,
+                                        returns=state.returns, replay=replay, num_envs=acting.num_streams,
+                                        frames_shown=renderer.shown if renderer else 0, extra=acting.record_extra())
+                    run.budget.fit(replay, run.progress.line)
+                if evaluation_due(cfg, state) and evaluate(run):
+                    break  # --target-return reached
+                if checkpoints.due(state.step):
+                    run.checkpointer.save(state.counters(run.schedule))
+    finally:
+        learner.finish()
+        run.sampler.stop()
+        acting.close()
+        shown = renderer.shown if renderer is not None else 0
+        if renderer is not None:
+            renderer.close()
+    finish(run, log)
+    return {**summary, "run_dir": str(run.run_dir), "frames_shown": shown, "interrupted": state.interrupted,
+            "reached_target": state.reached_target, "last_eval": state.last_eval}
+
+
+def resume(run: Run) -> None:
+    """Continue from checkpoints/latest.pt: the agent, the counters, the generators, and the replay when it
+    was saved (learning goes on at once) or else a refill of --learn-start steps before learning again."""
+    counters = run.payload["counters"]
+    run.state.restore(counters)
+    if run.checkpointer.restore(run.payload):
+        run.schedule.learn_from = int(counters.get("learn_from", run.cfg.learn_start))
+        run.schedule.updates_at_learn = int(counters.get("updates_at_learn", 0))
+        how = f"the replay is restored ({len(run.replay):,} transitions); learning goes on at once"
+    else:
+        run.schedule.learn_from = run.state.step + run.cfg.learn_start
+        run.schedule.updates_at_learn = run.agent.updates
+        how = f"the replay starts empty and refills for {run.cfg.learn_start:,} steps before learning goes on"
+    run.progress.line(f"resumed {run.run_dir} at step {run.state.step:,}; {how}")
+
+
+def write_run_config(run: Run) -> None:
+    from .rundir import write_config
+    write_config(run.run_dir, run.cfg, **run.facts, replay_capacity=run.replay.capacity,
+                 replay_bytes=int(run.replay.nbytes),
+                 replay_bytes_per_transition=round(run.replay.bytes_per_transition, 1),
+                 resumed_from_step=run.state.resumed_from)
+
+
+def evaluation_due(cfg: Config, state: RunState) -> bool:
+    return bool(cfg.eval_every and cfg.eval_episodes and state.step - state.last_eval_step >= cfg.eval_every)
+
+
+def evaluate(run: Run) -> bool:
+    """Evaluate now (eval.jsonl); True when the mean reached --target-return, which ends the run."""
+    from .evaluate import evaluate_run
+    state, cfg = run.state, run.cfg
+    state.last_eval = evaluate_run(run.agent, cfg, state.step, state.wall_s(), run.run_dir, run.progress.line)
+    state.last_eval_step = state.step
+    if cfg.target_return is not None and state.last_eval["return_mean"] >= cfg.target_return:
+        state.reached_target = True
+        run.progress.line(f"target return {cfg.target_return} reached at step {state.step:,}; stopping")
+    return state.reached_target
+
+
+def finish(run: Run, log: RunLog) -> None:
+    """The last checkpoint and model.pt, then (unless interrupted or done already) a final evaluation."""
+    state, cfg = run.state, run.cfg
+    run.checkpointer.save(state.counters(run.schedule))
+    run.checkpointer.save_model()
+    if state.interrupted:
+        run.progress.line(f"interrupted at step {state.step:,}; checkpoint saved, continue with --resume "
+                          f"--run-dir {run.run_dir}")
+    elif cfg.eval_episodes and state.last_eval_step != state.step and not state.reached_target:
+        evaluate(run)
+    log.close()
+    run.progress.close()
+
+
+@contextlib.contextmanager
+def stop_on_interrupt(state: RunState):
+    """Ctrl-C (SIGINT) ends the loop after the current step; the run then saves as at its end."""
+    def on_signal(signum, frame):
+        state.interrupted = True
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, on_signal) if main else None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+
+
+def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
+    """Train per cfg (the library entry point); returns the last log record plus the run's outcome."""
+    from .autotune import resolve_auto
+    from .rundir import prepare_run_dir
+    run_dir = prepare_run_dir(cfg)
+    if cfg.run_dir is None:
+        cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
+    cfg, tuned = resolve_auto(cfg)
+    return run_loop(build_run(cfg, run_dir, progress or Progress(cfg.total_steps, cfg.progress), tuned))

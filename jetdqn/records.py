@@ -1,0 +1,189 @@
+"""The run's records: log.jsonl (one record per log interval), eval.jsonl, and what the terminal shows.
+
+The log record is built here and only here (``RunLog.write``), whichever path acted (local envs or Ray
+actors), so every run's log.jsonl has the same keys (docs/design.md lists those others rely on). Each
+record is flushed as it is written, so a killed run keeps every interval it finished. On a terminal a
+one-line progress bar is redrawn in place; elsewhere (CI, a pipe, nohup) plain lines only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Optional, TextIO
+
+import numpy as np
+
+
+def _clean(value):
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        return _clean(value.item())
+    return value
+
+
+class JsonlWriter:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._f = open(self.path, "a", buffering=1)
+
+    def write(self, record: dict) -> None:
+        self._f.write(json.dumps(_clean(record)) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    records = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass  # a line cut by a kill
+    return records
+
+
+class Progress:
+    """A progress bar on a tty (steps, steps/s, last episode return, epsilon), plain lines otherwise."""
+
+    def __init__(self, total: int, mode: str = "auto", stream: TextIO = sys.stdout):
+        self.total = total
+        self.stream = stream
+        if mode == "auto":
+            mode = "bar" if getattr(stream, "isatty", lambda: False)() else "lines"
+        self.mode = mode
+        self._last_draw = 0.0
+        self._bar_visible = False
+
+    def update(self, step: int, steps_per_s: float, last_return: Optional[float], epsilon: float) -> None:
+        if self.mode != "bar":
+            return
+        now = time.monotonic()
+        if now - self._last_draw < 0.2 and step < self.total:
+            return
+        self._last_draw = now
+        frac = min(1.0, step / max(1, self.total))
+        width = 24
+        filled = int(frac * width)
+        ret = "  -  " if last_return is None else f"{last_return:6.1f}"
+        line = (f"\r[{'#' * filled}{'.' * (width - filled)}] {step:>9,}/{self.total:,} "
+                f"{steps_per_s:7.0f} steps/s  return {ret}  eps {epsilon:.3f} ")
+        self.stream.write(line)
+        self.stream.flush()
+        self._bar_visible = True
+
+    def line(self, text: str) -> None:
+        """A line that stays (log intervals, evaluations), printed above the bar."""
+        if self.mode == "off":
+            return
+        if self._bar_visible:
+            self.stream.write("\r\033[K")
+            self._bar_visible = False
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._bar_visible:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class RunLog:
+    """log.jsonl and the console line: one record every --log-every steps (and at the last step).
+
+    :param sampler: the telemetry sampler, summarised into each record.
+    :param clock: the loop thread's PhaseClock (emulator vs learner seconds).
+    """
+
+    def __init__(self, path: Path, log_every: int, total_steps: int, progress: Progress, sampler, clock,
+                 step: int, updates: int, episodes: int):
+        self.writer = JsonlWriter(path)
+        self.log_every = log_every
+        self.total_steps = total_steps
+        self.progress = progress
+        self.sampler = sampler
+        self.clock = clock
+        self._start_interval(time.monotonic(), step, updates, episodes)
+
+    def _start_interval(self, now: float, step: int, updates: int, episodes: int) -> None:
+        self.t, self.step, self.updates, self.episodes = now, step, updates, episodes
+        self.returns: list[float] = []
+        self.next_log = (step // self.log_every + 1) * self.log_every
+
+    def games_ended(self, returns: list[float]) -> None:
+        self.returns.extend(returns)
+
+    def rate(self, step: int) -> float:
+        """Env steps per second in the current interval (for the progress bar)."""
+        return (step - self.step) / max(1e-9, time.monotonic() - self.t)
+
+    def due(self, step: int) -> bool:
+        return step >= self.next_log or step >= self.total_steps
+
+    def write(self, *, step: int, wall_s: float, agent, schedule, epsilon: float, episodes: int, returns,
+              replay, frames_shown: int, num_envs: int, extra: dict) -> dict:
+        """Build, write and print the record of the interval that ends at ``step``; return it."""
+        now = time.monotonic()
+        dt = now - self.t
+        dsteps = step - self.step
+        record = {
+            "step": step, "wall_s": round(wall_s, 3), "interval_s": round(dt, 4),
+            "s_per_1000_steps": round(dt * 1000.0 / max(1, dsteps), 4),
+            "env_steps_per_s": round(dsteps / max(1e-9, dt), 2),
+            "updates": agent.updates, "updates_per_s": round((agent.updates - self.updates) / max(1e-9, dt), 2),
+            "replay_ratio": schedule.replay_ratio(step, agent.updates), "learning": schedule.learning(step),
+            **agent.pop_metrics(),
+            "epsilon": round(epsilon, 5), "episodes": episodes, "episodes_in_interval": episodes - self.episodes,
+            "return_mean": float(np.mean(returns)) if returns else None,
+            "return_interval_mean": float(np.mean(self.returns)) if self.returns else None,
+            "replay_transitions": len(replay), "replay_capacity": replay.capacity,
+            "replay_compress": replay.compress, "replay_bytes": int(replay.nbytes),
+            "replay_bytes_per_transition": round(replay.bytes_per_transition, 1),
+            "frames_shown": frames_shown, "num_envs": num_envs, **extra,
+        }
+        record.update(self.sampler.summary(self.clock.take(), dt))
+        self.writer.write(record)
+        self.progress.line(console_line(record, dsteps, dt))
+        self._start_interval(now, step, agent.updates, episodes)
+        return record
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def console_line(record: dict, dsteps: int, dt: float) -> str:
+    """``step 12,000: 1000 steps completed in 2.61 s (383 steps/s, 95.8 updates/s)  return ...``"""
+    actors = record.get("actors")
+    per_actor = ("; per actor " + ", ".join(f"{a['env_steps_per_s'] or 0:.0f}" for a in actors)) if actors else ""
+    return (f"step {record['step']:>9,}: {dsteps} steps completed in {dt:.2f} s "
+            f"({record['env_steps_per_s']:.0f} steps/s{per_actor}, {record['updates_per_s']:.1f} updates/s)"
+            f"  return {_fmt(record['return_mean'])}  eps {record['epsilon']:.3f}"
+            f"  loss {_fmt(record['loss'], 4)}" + _telemetry_tail(record))
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _telemetry_tail(record: dict) -> str:
+    if record.get("cpu_avg") is None:
+        return ""
+    gpu = record.get("gpu_load")
+    return (f"  cpu {record['cpu_avg']:.0f}% (busiest {record.get('cpu_max', 0):.0f}%)"
+            f"  emulator {_fmt(record.get('emulator_cpu'), 0)}%  learner {_fmt(record.get('learner_cpu'), 0)}%"
+            + (f"  gpu {gpu:.0f}%" if gpu is not None else ""))

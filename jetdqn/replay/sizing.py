@@ -1,0 +1,74 @@
+"""How big the replay is: ``--replay-size N``, or ``auto``: the most transitions that fit in a share of the
+available memory (docs/facts.md has the bytes per transition of each storage mode).
+
+With compression the size of a frame is only known by measuring: a short random rollout of the game
+gives the estimate (with a 25% margin), and once the buffer holds 10,000 transitions the measured
+bytes per transition may lower the capacity (only before a ring wraps) to stay within the budget.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+
+from .buffer import ReplayBuffer
+from .storage import Codec, available_memory_bytes, replay_bytes
+
+
+def probe_frame_bytes(cfg, steps: int = 300) -> float:
+    """Mean compressed size of this game's frames, from a short random rollout of a separate env."""
+    from ..envs import make_env
+    env = make_env(cfg, cfg.seed + 777)
+    codec = Codec(cfg.replay_compress)
+    rng = np.random.default_rng(cfg.seed)
+    sizes = [len(codec.compress(env.reset()))]
+    for _ in range(steps):
+        st = env.step(int(rng.integers(env.n_actions)))
+        sizes.append(len(codec.compress(np.ascontiguousarray(st.frame))))
+        if st.game_over or st.truncated:
+            env.reset()
+    env.close()
+    return float(np.mean(sizes))
+
+
+def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float], streams: int,
+                    say: Callable[[str], None] = lambda m: print(m, flush=True)) -> int:
+    """--replay-size N, or for auto the most transitions that fit in the memory budget."""
+    if cfg.replay_size:
+        return cfg.replay_size
+    budget = cfg.replay_memory_fraction * available_memory_bytes()
+    per = replay_bytes(1, frame_shape, dtype, frame_bytes * 1.25 if frame_bytes else None)
+    capacity = max(streams * 2, min(int(budget / per), 50_000_000))
+    say(f"replay: --replay-size auto -> {capacity:,} transitions at ~{per:.0f} bytes each "
+        f"({budget / 1e9:.2f} GB = {cfg.replay_memory_fraction:.0%} of the available memory)")
+    return capacity
+
+
+def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[dict]) -> tuple[ReplayBuffer, Optional[float]]:
+    """The run's replay, one stream per env, and the compressed frame size it was sized with. A replay saved
+    with the checkpoint being resumed (--checkpoint-replay) fixes the capacity."""
+    frame_bytes = probe_frame_bytes(cfg) if cfg.replay_compress != "off" else None
+    if saved and cfg.checkpoint_replay:
+        capacity = saved["stream_capacity"] * saved["streams"]
+    else:
+        capacity = choose_capacity(cfg, frame_shape, dtype, frame_bytes, streams)
+    replay = ReplayBuffer(capacity, frame_shape, dtype, cfg.history, num_streams=streams, seed=cfg.seed,
+                          allow_large=cfg.allow_large_replay, compress=cfg.replay_compress, frame_bytes=frame_bytes,
+                          n_step=cfg.n_step, gamma=cfg.gamma)
+    return replay, frame_bytes
+
+
+class ReplayBudget:
+    """--replay-size auto with compression: keeps the measured size within the budget fixed at the start."""
+
+    def __init__(self, cfg):
+        self.budget = cfg.replay_memory_fraction * available_memory_bytes() if cfg.replay_size == 0 else None
+
+    def fit(self, replay, say: Callable[[str], None]) -> None:
+        if self.budget is None or not replay.frames.compressed or len(replay) < 10_000:
+            return
+        fits = int(self.budget / replay.bytes_per_transition)
+        if fits < replay.capacity and replay.shrink(fits // replay.streams):
+            say(f"replay: measured {replay.bytes_per_transition:.0f} bytes per transition; capacity "
+                f"lowered to {replay.capacity:,} to stay within {self.budget / 1e9:.2f} GB")

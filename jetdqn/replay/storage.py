@@ -1,0 +1,171 @@
+"""How replay frames are kept: raw in one array, or each frame compressed on its own (lz4, zstd); and the
+memory arithmetic that sizes a buffer before it is allocated (see docs/facts.md for the numbers).
+
+Frames are stored once per env stream; the stacks are rebuilt at sampling (``buffer.py``). A compressed
+frame costs its payload plus a Python bytes object's header and a pointer in the slot array.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import numpy as np
+
+
+class ReplayTooLarge(RuntimeError):
+    """The asked replay does not fit in the memory available now; the message says what to do."""
+
+
+META_BYTES = 1 + 4 + 1 + 1          # action, reward, terminal, first
+OBJECT_BYTES = 8 + sys.getsizeof(b"")  # a compressed frame: its pointer and its bytes object's header
+
+
+def replay_bytes(capacity: int, frame_shape: tuple, dtype, frame_bytes: Optional[float] = None) -> int:
+    """Bytes the buffer needs: one frame (raw, or ``frame_bytes`` compressed) plus metadata per transition."""
+    if frame_bytes is None:
+        frame = int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
+    else:
+        frame = frame_bytes + OBJECT_BYTES
+    return int(capacity * (frame + META_BYTES))
+
+
+def available_memory_bytes() -> int:
+    try:
+        import psutil
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    return 0
+
+
+def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = False,
+               frame_bytes: Optional[float] = None) -> int:
+    """Refuse, before allocating, a replay that would not fit in the memory that is available now."""
+    need = replay_bytes(capacity, frame_shape, dtype, frame_bytes)
+    avail = available_memory_bytes()
+    if avail and need > 0.9 * avail and not allow_large:
+        raise ReplayTooLarge(
+            f"a replay of {capacity:,} transitions needs {need / 1e9:.2f} GB but only {avail / 1e9:.2f} GB "
+            f"of memory is available; lower --replay-size (about {int(0.9 * avail / (need / capacity)):,} "
+            f"fits), use --replay-size auto or --replay-compress lz4, or pass --allow-large-replay to allocate "
+            f"it anyway.")
+    return need
+
+
+class Codec:
+    """Frame compression for the replay: lz4 (fast) or zstd level 1 (smaller)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        if name == "lz4":
+            import lz4.block
+            self._c = lambda b: lz4.block.compress(b, store_size=True)
+            self._d = lz4.block.decompress
+        elif name == "zstd":
+            try:
+                import zstandard
+            except ImportError:
+                raise RuntimeError("--replay-compress zstd needs the zstandard package "
+                                   "(pip install jetdqn[zstd]); or use lz4.") from None
+            # one context per direction: the actor compresses while the learner decompresses
+            comp = zstandard.ZstdCompressor(level=1)
+            dec = zstandard.ZstdDecompressor()
+            # zstandard returns a bytes object shrunk from a compressBound-sized allocation; copying it to an
+            # exact-size object lets the allocator reuse the big block (otherwise ~7 KB per frame stays held)
+            self._c = lambda b: bytes(memoryview(comp.compress(b)))
+            self._d = dec.decompress
+        else:
+            raise ValueError(f"unknown codec {name!r}")
+
+    def compress(self, frame: np.ndarray) -> bytes:
+        return self._c(frame.tobytes())
+
+    def decompress(self, data: bytes) -> bytes:
+        return self._d(data)
+
+
+class ArrayFrames:
+    """Raw frames in one array (S, C, *frame): lazily committed, so memory grows as the buffer fills."""
+
+    compressed = False
+
+    def __init__(self, streams: int, capacity: int, frame_shape: tuple, dtype):
+        self.data = np.zeros((streams, capacity, *frame_shape), dtype=dtype)
+
+    def put(self, s: int, p: int, frame: np.ndarray) -> None:
+        self.data[s, p] = frame
+
+    def get(self, s: np.ndarray, j: np.ndarray) -> np.ndarray:
+        return self.data[s, j]
+
+    def blob(self, s: int, p: int, codec: "Codec") -> bytes:
+        """Slot (s, p) compressed with ``codec`` (for saving)."""
+        return codec.compress(self.data[s, p])
+
+    def put_blob(self, s: int, p: int, blob: bytes, codec: "Codec") -> None:
+        self.put(s, p, np.frombuffer(codec.decompress(blob), dtype=self.data.dtype).reshape(self.data.shape[2:]))
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+
+class CompressedFrames:
+    """Each frame compressed on its own (one per step, still once per frame), decompressed when sampled."""
+
+    compressed = True
+
+    def __init__(self, streams: int, capacity: int, frame_shape: tuple, dtype, codec: str):
+        self.codec = Codec(codec)
+        self.frame_shape = tuple(frame_shape)
+        self.dtype = np.dtype(dtype)
+        self.data = np.full((streams, capacity), None, dtype=object)
+        self.payload = 0   # compressed bytes held
+        self.count = 0
+
+    def put(self, s: int, p: int, frame: np.ndarray) -> None:
+        self._store(s, p, self.codec.compress(np.ascontiguousarray(frame)))
+
+    def _store(self, s: int, p: int, blob: bytes) -> None:
+        """The one place the byte accounting changes: the old blob's bytes out, the new one's in."""
+        old = self.data[s, p]
+        if old is not None:
+            self.payload -= len(old)
+            self.count -= 1
+        self.data[s, p] = blob
+        self.payload += len(blob)
+        self.count += 1
+
+    def blob(self, s: int, p: int, codec: "Codec") -> bytes:
+        """Slot (s, p) as saved: the stored blob as it is when ``codec`` is this buffer's own."""
+        if codec.name == self.codec.name:
+            return self.data[s, p]
+        return codec.compress(np.frombuffer(self.codec.decompress(self.data[s, p]), dtype=self.dtype))
+
+    def put_blob(self, s: int, p: int, blob: bytes, codec: "Codec") -> None:
+        if codec.name != self.codec.name:
+            blob = self.codec.compress(np.frombuffer(codec.decompress(blob), dtype=self.dtype))
+        self._store(s, p, blob)
+
+    def get(self, s: np.ndarray, j: np.ndarray) -> np.ndarray:
+        out = np.empty((len(s), *self.frame_shape), dtype=self.dtype)
+        cache: dict = {}
+        for n, key in enumerate(zip(s.tolist(), j.tolist())):
+            raw = cache.get(key)
+            if raw is None:
+                raw = cache[key] = self.codec.decompress(self.data[key])
+            out[n] = np.frombuffer(raw, dtype=self.dtype).reshape(self.frame_shape)
+        return out
+
+    @property
+    def held_bytes(self) -> int:
+        """The compressed frames' bytes and their bytes objects' headers (not the slot array)."""
+        return self.payload + self.count * sys.getsizeof(b"")
+
+    @property
+    def nbytes(self) -> int:
+        return self.held_bytes + self.data.nbytes
