@@ -40,11 +40,16 @@ def plot_learning(run_dir: Path, out: Optional[Path] = None) -> Path:
     axes[0].set_ylabel("return")
     axes[0].legend(loc="upper left", fontsize=8)
     fig.suptitle(f"{run_dir.name}: learning curve", fontsize=10)
+    return save_figure(fig, out or (run_dir / "learning_curve.png"))
+
+
+def save_figure(fig, path: Path) -> Path:
+    """Lay out, write as PNG at 100 dpi, and free the figure (pyplot keeps every open one)."""
+    import matplotlib.pyplot as plt
     fig.tight_layout()
-    out = out or (run_dir / "learning_curve.png")
-    fig.savefig(out, dpi=100)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
-    return out
+    return path
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -77,6 +77,19 @@ def test_truncated_checkpoint_is_refused_in_one_sentence(tmp_path):
     assert proc.returncode == 2 and "corrupt, truncated" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_a_checkpoint_of_a_newer_format_is_refused_in_one_sentence(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100"))
+    path = run / "checkpoints" / "latest.pt"
+    payload = torch.load(path, weights_only=True)
+    payload["version"] = ckpt.VERSION + 1
+    torch.save(payload, path)
+    with pytest.raises(ckpt.CheckpointError, match="format version"):
+        ckpt.load(path)
+    proc = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "200", check=False)
+    assert proc.returncode == 2 and "format version" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_mismatched_checkpoint_is_refused(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100"))

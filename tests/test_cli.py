@@ -69,6 +69,20 @@ def test_cudnn_flags_without_cuda_are_recorded_as_no_effect(tmp_path):
 def test_console_script_lists_games():
     out = run_module("jetdqn", "train", "--list-games").stdout
     assert "pong" in out.split() and "breakout" in out.split()
+    usage = run_module("jetdqn", check=False)
+    assert usage.returncode == 2 and all(c in usage.stderr for c in ("train", "play", "bench", "plot", "telemetry"))
+
+
+def test_logged_epsilon_is_the_one_acting_used_with_apex_epsilons(tmp_path):
+    """--apex-eps: each env acts with its own fixed epsilon; the log records their mean, not the schedule's."""
+    import numpy as np
+    from jetdqn.rollout import apex_epsilons
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--apex-eps", "--num-envs", "4", "--run-dir", str(run),
+               "--telemetry", "off", "--eval-episodes", "0")
+    records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["epsilon"] for r in records] == [round(float(np.mean(apex_epsilons(4))), 5)] * len(records)
+    assert apex_epsilons(4)[0] == 0.4 and abs(apex_epsilons(4)[-1] - 0.4 ** 8) < 1e-12
 
 
 def test_learning_curve_and_telemetry_plots(tmp_path):

@@ -89,6 +89,20 @@ def test_batched_acting_with_per_row_epsilons():
     assert len(np.unique(picks[:, 32:])) == 6                   # epsilon 1 rows: every action turns up
 
 
+def test_async_learner_holds_the_replay_ratio_on_pong(tmp_path):
+    """The learner thread (fast; its CartPole learning test is slow): updates earned by env steps, its CPU time
+    attributed to the learner, every update done by the end."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--async-learner", "--num-envs", "2", "--run-dir", str(run),
+               "--telemetry", "procfs", "--total-steps", "800", "--learn-start", "200", "--log-every", "200",
+               "--eval-episodes", "0")
+    records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    assert records[-1]["updates"] > 100 and abs(records[-1]["replay_ratio"] - 0.25) < 0.02
+    assert all(r["learner_cpu"] > 0 for r in records if r["learning"])
+    saved = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)
+    assert saved["agent"]["updates"] == (800 - 200) // 4      # drained: the final checkpoint has them all
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("flag", ["--async-learner", "--amp"])
 def test_cartpole_still_learns_on_the_fast_path(tmp_path, flag):

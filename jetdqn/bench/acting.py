@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..records import read_jsonl
 from .machine import machine_info, machine_line
+from .report import markdown_table
 from .runner import run_process, train_command
 
 ACTING_SPLITS = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (64, 1), (8, 2), (16, 2), (64, 2)]
@@ -69,13 +70,8 @@ def acting_row(envs: int, groups: int, args, workdir: Path) -> dict:
 
 def acting_table(rows: list[dict]) -> str:
     base = next((r for r in rows if "error" not in r), None)
-    lines = ["| envs | groups | env steps/s | x one env | emulator threads % | main thread % |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['envs']} | {r['groups']} | failed: {r['error']} | | | |")
-            continue
-        lines.append(f"| {r['envs']} | {r['groups']} | {r['env_steps_per_s']:.0f} | "
-                     f"{r['env_steps_per_s'] / base['env_steps_per_s']:.2f} | {r['emulator_cpu']:.0f} | "
-                     f"{r['learner_cpu']:.0f} |")
-    return "\n".join(lines)
+    cells = [[str(r["envs"]), str(r["groups"]), f"failed: {r['error']}"] if "error" in r else
+             [str(r["envs"]), str(r["groups"]), f"{r['env_steps_per_s']:.0f}",
+              f"{r['env_steps_per_s'] / base['env_steps_per_s']:.2f}", f"{r['emulator_cpu']:.0f}",
+              f"{r['learner_cpu']:.0f}"] for r in rows]
+    return markdown_table(["envs", "groups", "env steps/s", "x one env", "emulator threads %", "main thread %"], cells)

@@ -9,6 +9,9 @@ import socket
 import time
 from pathlib import Path
 
+from .report import markdown_table
+
+
 def bench_convs(args) -> int:
     """Time for N steps of inference and training of 2-conv nets (20/40, 40/80, 80/160 filters) on Atari
     frames downsampled by 2 and by 4: the study of the reusing-convolutions paper (docs/facts.md)."""
@@ -55,10 +58,8 @@ def bench_convs(args) -> int:
             rows.append(row)
             print(row, flush=True)
     cols = ["filters", "downsample", "input"] + [f"{p}_{d}_s" for p in ("inference", "training") for d in devices]
-    lines = [f"| {' | '.join(cols)} |", "|" + "---|" * len(cols)]
-    for r in rows:
-        lines.append("| " + " | ".join(str(r[c]) if not isinstance(r[c], float) else f"{r[c]:.3f}" for c in cols) + " |")
-    text = "\n".join(lines)
+    text = markdown_table(cols, [[str(r[c]) if not isinstance(r[c], float) else f"{r[c]:.3f}" for c in cols]
+                                 for r in rows])
     print(f"\n{args.steps} steps; inference at batch 1, training at batch {args.batch} (Adam)\n{text}")
     print("paper (docs/facts.md), 3000 steps, 2 conv + dense, downsampled by 4: inference 20/40 3.33 s CPU / 2.86 s GPU, "
           "80/160 18.08 / 7.30 s; training 20/40 7.11 / 3.86 s, 80/160 39.24 / 8.7 s")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .report import markdown_table
+
 
 def record_frames(game: str, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     from ..envs import AtariEnv
@@ -111,17 +113,13 @@ def bench_replay(args) -> int:
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         print(f"- {mode}: {rows[-1].get('error') or 'done'}", flush=True)
     upd = update_ms()
-    lines = ["| storage | RSS for the buffer (MB) | bytes / transition (RSS) | bytes / transition (counted) | "
-             "adds / s | sample of 32 (ms) | samples / s | fp32 update (ms) | update / sample |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['mode']} | not run: {r['error']} | | | | | | | |")
-            continue
-        lines.append(f"| {r['mode']} | {r['rss_mb']:.0f} | {r['rss_bytes_per_transition']:.0f} | "
-                     f"{r['reported_bytes_per_transition']:.0f} | {r['adds_per_s']:,.0f} | {r['sample_ms']:.2f} | "
-                     f"{r['samples_per_s']:,.0f} | {upd:.1f} | {upd / r['sample_ms']:.0f}x |")
-    table = "\n".join(lines)
+    cells = [[r["mode"], f"not run: {r['error']}"] if "error" in r else
+             [r["mode"], f"{r['rss_mb']:.0f}", f"{r['rss_bytes_per_transition']:.0f}",
+              f"{r['reported_bytes_per_transition']:.0f}", f"{r['adds_per_s']:,.0f}", f"{r['sample_ms']:.2f}",
+              f"{r['samples_per_s']:,.0f}", f"{upd:.1f}", f"{upd / r['sample_ms']:.0f}x"] for r in rows]
+    table = markdown_table(["storage", "RSS for the buffer (MB)", "bytes / transition (RSS)",
+                            "bytes / transition (counted)", "adds / s", "sample of 32 (ms)", "samples / s",
+                            "fp32 update (ms)", "update / sample"], cells)
     command = "python -m jetdqn.bench " + " ".join(args.argv)
     text = (f"{args.game}: {transitions:,} transitions per mode, filled from {frames_count:,} recorded frames "
             f"(cycled), each mode in its own process\n\n{table}\n\nCommand: `{command}`\n")

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
+from ..plot import save_figure
 from .cases import JETDQN_CASES
 from .machine import machine_line
 
@@ -20,23 +21,30 @@ COLUMNS = ["Test case", "s / 1000 steps", "% of baseline", "env steps/s", "env s
            "busiest core %", "GPU (GR3D) %", "emulator %", "learner %", "power W", "J / 1000 steps"]
 
 
+def markdown_table(columns: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table; a row shorter than the columns (a failed or skipped case) is padded with blanks."""
+    lines = [f"| {' | '.join(columns)} |", "|" + "---|" * len(columns)]
+    lines += [f"| {' | '.join(list(row) + [''] * (len(columns) - len(row)))} |" for row in rows]
+    return "\n".join(lines)
+
+
 def table(rows: list[dict], info: dict, args) -> str:
     base = next((r for r in rows if r["status"] == "ok"), None)
     base_s = base["s_per_1000_steps"] if base else None
-    lines = [f"| {' | '.join(COLUMNS)} |", "|" + "---|" * len(COLUMNS)]
+    cells = []
     for r in rows:
         if r["status"] != "ok":
-            lines.append(f"| {r['name']} | {r['status']} |" + " |" * (len(COLUMNS) - 2))
+            cells.append([r["name"], r["status"]])
             continue
         s = r["s_per_1000_steps"]
-        lines.append("| " + " | ".join([
+        cells.append([
             r["name"], f"{s:.2f} ± {r['spread']:.2f}", f"{100 * s / base_s:.0f}" if base_s else "-",
             _n(r["env_steps_per_s"], "{:.0f}"), _n(r.get("acting_env_steps_per_s"), "{:.0f}"),
             _n(r["updates_per_s"]), _n(r["frames_drawn"], "{:.0f}"),
             _n(r["cpu_avg"], "{:.0f}"), _n(r["cpu_max"], "{:.0f}"), _n(r["gpu_load"], "{:.0f}"),
             _n(r["emulator_cpu"], "{:.0f}"), _n(r["learner_cpu"], "{:.0f}"), _n(r["power_w"], "{:.2f}"),
-            _n(r["energy_j_per_1000"], "{:.0f}")]) + " |")
-    return "\n".join(lines)
+            _n(r["energy_j_per_1000"], "{:.0f}")])
+    return markdown_table(COLUMNS, cells)
 
 
 def speedups(rows: list[dict]) -> str:
@@ -99,10 +107,7 @@ def write_chart(rows: list[dict], path: Path, title: str) -> Optional[Path]:
     ax2.set_xlabel("% of one core (GPU: % busy)")
     ax2.legend(fontsize=8, loc="lower right")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def write_files(rows: list[dict], info: dict, args, base: Path, stamp: str, command: str) -> Optional[Path]:

@@ -39,7 +39,7 @@ class AsyncLearner:
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jetdqn-learner", daemon=True)
         self.stream = torch.cuda.Stream() if agent.device.type == "cuda" else None
-        self.threads = torch.get_num_threads()
+        self.torch_threads = torch.get_num_threads()
 
     def start(self) -> None:
         self._thread.start()
@@ -72,7 +72,7 @@ class AsyncLearner:
     def _run(self) -> None:
         name_this_thread("jetdqn-learner")
         # OpenMP's thread count is per calling thread: without this a new thread gets OMP's default team
-        torch.set_num_threads(self.threads)
+        torch.set_num_threads(self.torch_threads)
         self.native_id = threading.get_native_id()
         self._started.set()
         ctx = torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()

@@ -73,7 +73,8 @@ def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from ..runlog import read_jsonl
+    from ..plot import save_figure
+    from ..records import read_jsonl
 
     records = [r for r in read_jsonl(run_dir / "log.jsonl") if r.get("cpu_per_core") is not None]
     if not records:
@@ -95,11 +96,7 @@ def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
     ax2.set_ylabel("% of one core")
     ax2.set_xlabel("training step")
     ax2.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    out = out or (run_dir / "telemetry.png")
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out or (run_dir / "telemetry.png"))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
