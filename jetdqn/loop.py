@@ -145,13 +145,13 @@ def run_loop(run: Run) -> dict:
     learner = make_learner(cfg, agent, replay, run.clock, state.step, acting.num_streams)
     learner.start()
     run.sampler.mark_threads("learner", learner.threads)
-    acting.start(agent, state.step)
-    state.t_start = time.monotonic()
-    log = RunLog(run.run_dir / "log.jsonl", cfg.log_every, cfg.total_steps, run.progress, run.sampler, run.clock,
-                 state.step, agent.updates, state.episodes)
-    checkpoints = Every(cfg.checkpoint_every, state.step)
     summary: dict = {}
     try:
+        acting.start(agent, state.step)     # resets the envs (or starts Ray and its actors)
+        state.t_start = time.monotonic()
+        log = RunLog(run.run_dir / "log.jsonl", cfg.log_every, cfg.total_steps, run.progress, run.sampler,
+                     run.clock, state.step, agent.updates, state.episodes)
+        checkpoints = Every(cfg.checkpoint_every, state.step)
         with stop_on_interrupt(state):
             while state.step < cfg.total_steps and not state.interrupted:
                 exp = acting.next(state.step)        # act, step the envs, per-stream bookkeeping

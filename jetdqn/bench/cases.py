@@ -20,10 +20,7 @@ class Case:
     cpu_extra: Optional[str] = None  # left out on a CPU (run with --all), for this reason
     repeats: Optional[int] = None   # runs of this case (default: --repeats)
     baseline: bool = False          # the row jetdqn's speed-ups are ratios against
-
-    @property
-    def uses_cudnn(self) -> bool:
-        return "--cudnn-benchmark" in self.flags
+    cudnn_row: bool = False         # a row about the cuDNN switches (the TX1 table's last two)
 
     def matches(self, words: list[str]) -> bool:
         return any(w in self.name.lower() or w == self.key for w in words)
@@ -33,7 +30,7 @@ class Case:
         if self.needs_ray and not has_ray:
             return "not run: Ray is not installed (pip install jetdqn[ray])"
         if self.needs_cuda and not cuda:
-            return "not run: no CUDA device" + (" (cuDNN needs one)" if self.uses_cudnn else "")
+            return "not run: no CUDA device" + (" (cuDNN needs one)" if self.cudnn_row else "")
         if self.cpu_extra and not cuda and not run_all:
             return f"not run: {self.cpu_extra}"
         if self.needs_display and display_reason:
@@ -47,8 +44,9 @@ TX1_CASES = [
          tx1_s=56),
     Case("tx1-third", "Improvement #1: display 1/3 frames", ["--display-freq", "3"], needs_display=True, tx1_s=46),
     Case("tx1-cudnn", "Improvement #2: 1/3 frames, with cudnn", ["--display-freq", "3", *CUDNN],
-         needs_display=True, needs_cuda=True, tx1_s=37),
-    Case("cudnn-no-display", "No display, with cudnn", ["--display-freq", "0", *CUDNN], needs_cuda=True),
+         needs_display=True, needs_cuda=True, tx1_s=37, cudnn_row=True),
+    Case("cudnn-no-display", "No display, with cudnn", ["--display-freq", "0", *CUDNN], needs_cuda=True,
+         cudnn_row=True),
 ]
 FAST = ["--display-freq", "0", "--num-envs", "2"]
 FAST8 = ["--display-freq", "0", "--num-envs", "8"]

@@ -74,7 +74,7 @@ def header(info: dict, args) -> str:
 
 
 def cudnn_line(rows: list[dict], info: dict) -> str:
-    applied = [r.get("cudnn_applied") for r in rows if r["status"] == "ok" and r["case"].uses_cudnn]
+    applied = [r.get("cudnn_applied") for r in rows if r["status"] == "ok" and r["case"].cudnn_row]
     if applied:
         return f"cuDNN flags applied: {applied[0]}"
     return "cuDNN flags: not applied (no CUDA device here; the cuDNN rows are not run)"
