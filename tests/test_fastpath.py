@@ -103,10 +103,8 @@ def test_async_learner_holds_the_replay_ratio_on_pong(tmp_path):
     assert saved["agent"]["updates"] == (800 - 200) // 4      # drained: the final checkpoint has them all
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("flag", ["--async-learner", "--amp"])
 def test_cartpole_still_learns_on_the_fast_path(tmp_path, flag):
-    """Slow (1-3 min each): the synchronous CartPole test stays in `make test`; these run in `make test-slow`."""
     extra = [flag] if flag != "--amp" else ["--amp", "bf16"]
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--eval-episodes", "20",

@@ -42,7 +42,9 @@ def test_two_actors_feed_the_learner(tmp_path):
     assert (run / "checkpoints" / "latest.pt").exists() and "per actor" in out
 
 
+@pytest.mark.slow
 def test_a_killed_actor_is_restarted_and_the_run_goes_on(tmp_path):
+    """Slow (~40 s, most of it starting a local Ray): `make test-slow`."""
     run = tmp_path / "run"
     proc = start(run, 4000)
     victim = None
@@ -63,8 +65,10 @@ def test_a_killed_actor_is_restarted_and_the_run_goes_on(tmp_path):
     assert sum(a["restarts"] for a in last["actors"]) >= 1
 
 
+@pytest.mark.slow
 def test_bench_pong_has_the_ray_rows_by_default(tmp_path):
-    """make bench-pong's Ray rows run without --all: one run each, with the actors' acting env steps/s."""
+    """make bench-pong's Ray rows run without --all: one run each, with the actors' acting env steps/s (slow:
+    two local Rays start and stop)."""
     run_module("jetdqn.bench", "pong", "--steps", "100", "--learn-start", "500", "--repeats", "3",
                "--cases", "ray", "--telemetry", "procfs", "--out", str(tmp_path), timeout=600)
     rows = {r["name"]: r for r in json.loads(next(tmp_path.glob("*-pong.json")).read_text())["rows"]}
