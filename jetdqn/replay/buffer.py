@@ -132,14 +132,15 @@ class ReplayBuffer:
                 "frame_shape": list(self.frame_shape), "dtype": str(self.dtype), "history": self.history}
 
     def chunks(self, changed_only: bool) -> list[tuple[int, int]]:
-        """(stream, chunk) pairs to save: those written since the last call, or every filled one; the
-        record of changes starts afresh. Call with ``lock`` held."""
+        """(stream, chunk) pairs to save: those written since the last completed save, or every filled one.
+        Call with ``lock`` held, and ``saved()`` once all of them are on disk."""
         if changed_only:
-            todo = sorted(self.dirty)
-        else:
-            todo = [(s, c) for s in range(self.streams) for c in range(-(-int(self.size[s]) // self.CHUNK))]
+            return sorted(self.dirty)
+        return [(s, c) for s in range(self.streams) for c in range(-(-int(self.size[s]) // self.CHUNK))]
+
+    def saved(self) -> None:
+        """Every chunk is on disk: changes count from now (a save that failed midway leaves them counted)."""
         self.dirty.clear()
-        return todo
 
     def export_chunk(self, s: int, c: int, codec: Codec) -> Optional[dict]:
         """Chunk c of stream s: its frames compressed with ``codec`` and its metadata (None when empty)."""

@@ -43,6 +43,7 @@ def save_replay(replay: ReplayBuffer, directory: Path, previous: Optional[dict])
                 os.fsync(f.fileno())
             os.replace(tmp, directory / name)
             files[f"{s}-{c}"] = name
+        replay.saved()
         return {"version": version, "files": files, "codec": codec.name, "chunk": replay.CHUNK,
                 **replay.layout(), **replay.ring_state()}
 
