@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import signal
 import threading
 import time
@@ -39,8 +40,9 @@ class RunState:
     last_eval_step: int = 0
     last_eval: Optional[dict] = None
     resumed_from: Optional[int] = None
-    interrupted: bool = False
+    interrupted: Optional[str] = None  # the signal that asked the run to stop (SIGINT, SIGTERM, SIGHUP)
     reached_target: bool = False
+    diverged: Optional[str] = None     # why the loss stopped the run
 
     def wall_s(self) -> float:
         return self.wall_before + time.monotonic() - self.t_start
@@ -82,6 +84,10 @@ class Run:
     state: RunState
     payload: Optional[dict]      # the checkpoint to resume from
     facts: dict                  # what config.json records beside the settings
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss is no longer a finite number; the run stopped and kept its last good checkpoint."""
 
 
 class Every:
@@ -146,14 +152,14 @@ def run_loop(run: Run) -> dict:
     learner.start()
     run.sampler.mark_threads("learner", learner.threads)
     summary: dict = {}
-    try:
-        acting.start(agent, state.step)     # resets the envs (or starts Ray and its actors)
-        state.t_start = time.monotonic()
-        log = RunLog(run.run_dir / "log.jsonl", cfg.log_every, cfg.total_steps, run.progress, run.sampler,
-                     run.clock, state.step, agent.updates, state.episodes)
-        checkpoints = Every(cfg.checkpoint_every, state.step)
-        with stop_on_interrupt(state):
-            while state.step < cfg.total_steps and not state.interrupted:
+    with stop_on_signals(state):           # until the last checkpoint is written: a second signal waits too
+        try:
+            acting.start(agent, state.step)     # resets the envs (or starts Ray and its actors)
+            state.t_start = time.monotonic()
+            log = RunLog(run.run_dir / "log.jsonl", cfg.log_every, cfg.total_steps, run.progress, run.sampler,
+                         run.clock, state.step, agent.updates, state.episodes)
+            checkpoints = Every(cfg.checkpoint_every, state.step)
+            while state.step < cfg.total_steps and not (state.interrupted or state.diverged):
                 exp = acting.next(state.step)        # act, step the envs, per-stream bookkeeping
                 exp.store(replay)                    # each frame once, in its env's stream
                 state.count(exp.steps, exp.returns)
@@ -165,25 +171,46 @@ def run_loop(run: Run) -> dict:
                     run.progress.update(state.step, log.rate(state.step), state.returns[-1] if state.returns
                                         else None, acting.epsilon(state.step))
                 if log.due(state.step):
-                    summary = log.write(step=state.step, wall_s=state.wall_s(), agent=agent, schedule=run.schedule,
-                                        epsilon=acting.epsilon(state.step), episodes=state.episodes,
-                                        returns=state.returns, replay=replay, num_envs=acting.num_streams,
-                                        frames_shown=renderer.shown if renderer else 0, extra=acting.record_extra())
+                    summary = write_record(run, log, renderer)
                     run.budget.fit(replay, run.progress.line)
                 if evaluation_due(cfg, state) and evaluate(run):
                     break  # --target-return reached
                 if checkpoints.due(state.step):
-                    run.checkpointer.save(state.counters(run.schedule))
-    finally:
-        learner.finish()
-        run.sampler.stop()
-        acting.close()
-        shown = renderer.shown if renderer is not None else 0
-        if renderer is not None:
-            renderer.close()
-    finish(run, log)
+                    save_checkpoint(run)
+            if state.step > log.step and not state.diverged:
+                summary = write_record(run, log, renderer)  # an interrupt: the record of the last steps
+        finally:
+            learner.finish()
+            run.sampler.stop()
+            acting.close()
+            shown = renderer.shown if renderer is not None else 0
+            if renderer is not None:
+                renderer.close()
+        finish(run, log)
     return {**summary, "run_dir": str(run.run_dir), "frames_shown": shown, "interrupted": state.interrupted,
-            "reached_target": state.reached_target, "last_eval": state.last_eval}
+            "reached_target": state.reached_target, "last_eval": state.last_eval, "steps_done": state.step}
+
+
+def write_record(run: Run, log: RunLog, renderer) -> dict:
+    """The log record of the interval ending now; a loss that is no longer finite stops the run."""
+    state, acting = run.state, run.acting
+    record = log.write(step=state.step, wall_s=state.wall_s(), agent=run.agent, schedule=run.schedule,
+                       epsilon=acting.epsilon(state.step), episodes=state.episodes, returns=state.returns,
+                       replay=run.replay, num_envs=acting.num_streams,
+                       frames_shown=renderer.shown if renderer else 0, extra=acting.record_extra())
+    for key in ("loss", "q_mean"):
+        if record.get(key) is not None and not math.isfinite(record[key]):
+            state.diverged = f"training diverged ({key} {record[key]} in the record of step {state.step:,})"
+    return record
+
+
+def save_checkpoint(run: Run) -> None:
+    """checkpoints/latest.pt, unless the weights stopped being finite numbers (then the run stops, keeping
+    the checkpoint it has)."""
+    if not run.state.diverged and not run.agent.weights_finite():
+        run.state.diverged = f"training diverged (non-finite weights at step {run.state.step:,})"
+    if not run.state.diverged:
+        run.checkpointer.save(run.state.counters(run.schedule))
 
 
 def resume(run: Run) -> None:
@@ -199,6 +226,8 @@ def resume(run: Run) -> None:
         run.schedule.learn_from = run.state.step + run.cfg.learn_start
         run.schedule.updates_at_learn = run.agent.updates
         how = f"the replay starts empty and refills for {run.cfg.learn_start:,} steps before learning goes on"
+    from .rundir import tidy_for_resume
+    tidy_for_resume(run.run_dir, run.state.step)
     run.progress.line(f"resumed {run.run_dir} at step {run.state.step:,}; {how}")
 
 
@@ -229,37 +258,58 @@ def evaluate(run: Run) -> bool:
 def finish(run: Run, log: RunLog) -> None:
     """The last checkpoint and model.pt, then (unless interrupted or done already) a final evaluation."""
     state, cfg = run.state, run.cfg
-    run.checkpointer.save(state.counters(run.schedule))
+    save_checkpoint(run)
+    if state.diverged:
+        log.close()
+        run.progress.close()
+        latest = run.checkpointer.latest
+        kept = (f"{latest} keeps the last checkpoint before it, so lower --lr (or turn on --grad-clip) and --resume "
+                "or start over" if latest.exists() else "no checkpoint was written before it, so start over with "
+                "a lower --lr (or --grad-clip)")
+        raise TrainingDiverged(f"{state.diverged}: the run stopped; {kept}.")
     run.checkpointer.save_model()
     if state.interrupted:
-        run.progress.line(f"interrupted at step {state.step:,}; checkpoint saved, continue with --resume "
-                          f"--run-dir {run.run_dir}")
+        run.progress.line(f"stopped by {state.interrupted} at step {state.step:,}; checkpoint saved, continue with "
+                          f"--resume --run-dir {run.run_dir}")
     elif cfg.eval_episodes and state.last_eval_step != state.step and not state.reached_target:
         evaluate(run)
     log.close()
     run.progress.close()
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, docker stop / systemd, a closed terminal
+
+
 @contextlib.contextmanager
-def stop_on_interrupt(state: RunState):
-    """Ctrl-C (SIGINT) ends the loop after the current step; the run then saves as at its end."""
+def stop_on_signals(state: RunState):
+    """Ctrl-C, SIGTERM and SIGHUP end the loop after the current step; the run then saves as at its end.
+    The handlers stay in place until the save is done, so a second signal cannot cut it short."""
     def on_signal(signum, frame):
-        state.interrupted = True
-    main = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGINT, on_signal) if main else None
+        state.interrupted = state.interrupted or signal.Signals(signum).name
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     try:
         yield
     finally:
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
+        for s, handler in old.items():
+            if handler is not None:  # None: installed outside Python, nothing to put back
+                signal.signal(s, handler)
 
 
 def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
     """Train per cfg (the library entry point); returns the last log record plus the run's outcome."""
     from .autotune import resolve_auto
-    from .rundir import prepare_run_dir
-    run_dir = prepare_run_dir(cfg)
-    if cfg.run_dir is None:
-        cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
-    cfg, tuned = resolve_auto(cfg)
-    return run_loop(build_run(cfg, run_dir, progress or Progress(cfg.total_steps, cfg.progress), tuned))
+    from .rundir import claim_run_dir, start_fresh
+    run_dir, lock = claim_run_dir(cfg)
+    try:
+        if cfg.run_dir is None:
+            cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
+        cfg, tuned = resolve_auto(cfg)
+        run = build_run(cfg, run_dir, progress or Progress(cfg.total_steps, cfg.progress), tuned)
+        if not cfg.resume:
+            start_fresh(run_dir)  # only now: every setting was checked and the run's parts are built
+        return run_loop(run)
+    finally:
+        lock.release()

@@ -2,19 +2,50 @@
 config.json.
 
 A run directory holds config.json, log.jsonl, eval.jsonl, checkpoints/ (latest.pt and, with
---checkpoint-replay, the replay's chunks) and model.pt. A new run never lands on an old one by
-accident: it needs --resume (continue) or --overwrite (start over).
+--checkpoint-replay, the replay's chunks) and model.pt. A run that wrote a checkpoint is never lost by
+accident: a new run there needs --resume (continue) or --overwrite (start over), and even then nothing on
+disk is touched until the new run's parts are built (``claim_run_dir`` checks and locks; ``start_fresh``
+or ``tidy_for_resume`` change files only after that). One process per run directory: an OS lock on
+``.lock``, which the kernel releases when the process ends, kill -9 included.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 from pathlib import Path
 
 from .config import Config, ConfigError, config_from_json
 
-RUN_FILES = ("config.json", "log.jsonl", "eval.jsonl", "checkpoints")
+RUN_FILES = ("config.json", "log.jsonl", "eval.jsonl", "checkpoints", "model.pt")
+# Settings a resumed run cannot change: the checkpoint's network, optimiser state and game depend on them.
+FIXED_ON_RESUME = ("game", "env", "history", "dueling", "optimizer", "frame_skip")
+# With --checkpoint-replay the saved replay has one stream per env: these fix the number of streams too.
+FIXED_WITH_SAVED_REPLAY = ("backend", "num_envs", "num_actors")
+
+
+class RunDirLock:
+    """An exclusive flock on RUN_DIR/.lock, holding the owner's PID for the message a second process gets."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / ".lock"
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(self.fd)
+            raise ConfigError(f"{run_dir} is in use by another jetdqn process (pid {owner}); wait for it to end "
+                              "or stop it, or choose another --run-dir.") from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
 
 
 def default_run_dir(cfg: Config) -> Path:
@@ -22,40 +53,87 @@ def default_run_dir(cfg: Config) -> Path:
     return Path("runs") / f"{name}-seed{cfg.seed}"
 
 
-def prepare_run_dir(cfg: Config) -> Path:
-    """Create the run directory; never overwrite a run unless --resume or --overwrite says what to do."""
+def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
+    """Check the run directory's rules for this start and lock it; nothing in it is changed yet."""
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
-    holds_run = (run_dir / "config.json").exists() or (run_dir / "checkpoints").exists()
-    if cfg.resume:
-        if not (run_dir / "checkpoints" / "latest.pt").exists():
-            raise ConfigError(f"nothing to resume in {run_dir}: it has no checkpoints/latest.pt; "
-                              "drop --resume to start a new run there.")
-    elif holds_run:
-        if not cfg.overwrite:
-            raise ConfigError(f"{run_dir} already holds a run; pass --resume to continue it, --overwrite to "
-                              "start over, or choose another --run-dir.")
-        for name in RUN_FILES:
-            p = run_dir / name
-            if p.is_dir():
-                shutil.rmtree(p)
-            elif p.exists():
-                p.unlink()
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"--run-dir {run_dir} is a file, not a directory; give a directory.")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = RunDirLock(run_dir)
+    except OSError as exc:
+        raise ConfigError(f"cannot use {run_dir} as the run directory ({exc.strerror or exc}); give a directory "
+                          "you can write to.") from None
+    has_checkpoint = (run_dir / "checkpoints" / "latest.pt").exists()
+    if cfg.resume and not has_checkpoint:
+        lock.release()
+        raise ConfigError(f"nothing to resume in {run_dir}: it has no checkpoints/latest.pt; "
+                          "drop --resume to start a new run there.")
+    if not cfg.resume and has_checkpoint and not cfg.overwrite:
+        lock.release()
+        raise ConfigError(f"{run_dir} already holds a run; pass --resume to continue it, --overwrite to "
+                          "start over, or choose another --run-dir.")
+    return run_dir, lock
+
+
+def start_fresh(run_dir: Path) -> None:
+    """Remove what an earlier run left (its checkpoint only with --overwrite, checked by claim_run_dir)."""
+    for name in RUN_FILES:
+        p = run_dir / name
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-    return run_dir
+
+
+def tidy_for_resume(run_dir: Path, step: int) -> None:
+    """Make the records agree with the checkpoint being resumed: log.jsonl and eval.jsonl keep the records
+    up to its step (a run killed later wrote some that the resumed run will write again), a torn last
+    line is dropped, and temporary files of saves that were cut short are removed."""
+    for name in ("log.jsonl", "eval.jsonl"):
+        path = run_dir / name
+        if not path.exists():
+            continue
+        kept = []
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
+                kept.append(line + "\n")
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_text("".join(kept))
+        tmp.replace(path)
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / "checkpoints" / "replay"):
+        if folder.is_dir():
+            for p in folder.iterdir():
+                if p.is_file() and p.name.startswith(".") and ".tmp" in p.name:
+                    p.unlink()
 
 
 def config_for_resume(explicit: dict) -> dict:
-    """On --resume, start from the run's saved config.json, then apply the flags given now."""
-    run_dir = explicit.get("run_dir")
-    if not run_dir:
-        return explicit
-    path = Path(run_dir) / "config.json"
-    if not path.exists():
-        return explicit
+    """On --resume, start from the run's saved settings (config.json, or the checkpoint's copy when that is
+    gone), then apply the flags given now; a change the checkpoint cannot continue with is refused."""
+    run_dir = Path(explicit.get("run_dir") or "")
+    if not explicit.get("run_dir") or not (run_dir / "checkpoints" / "latest.pt").exists():
+        return explicit  # claim_run_dir says there is nothing to resume
+    path = run_dir / "config.json"
     try:
-        saved = config_from_json(path.read_text()).to_dict()
-    except (ValueError, TypeError):
+        if path.exists():
+            saved = config_from_json(path.read_text()).to_dict()
+        else:
+            from .checkpoint import load
+            saved = config_from_json(json.dumps(load(run_dir / "checkpoints" / "latest.pt")["config"])).to_dict()
+    except (ValueError, TypeError, KeyError):
         raise ConfigError(f"{path} is not a readable jetdqn config; fix or remove it.") from None
+    fixed = FIXED_ON_RESUME + (FIXED_WITH_SAVED_REPLAY if saved.get("checkpoint_replay") else ())
+    for key in fixed:
+        if key in explicit and explicit[key] != saved.get(key):
+            raise ConfigError(f"--resume cannot change --{key.replace('_', '-')} (the run has {saved.get(key)!r}, "
+                              f"asked {explicit[key]!r}): the checkpoint depends on it; drop the flag, or start "
+                              "a new run in another --run-dir.")
     saved.pop("preset", None)
     saved["resume"] = False
     saved["overwrite"] = False

@@ -11,7 +11,7 @@ from typing import Optional
 
 from .checkpoint import CheckpointError
 from .config import ConfigError, build_parser, fail, make_config
-from .loop import train
+from .loop import TrainingDiverged, train
 from .replay import ReplayTooLarge
 from .rundir import config_for_resume
 
@@ -30,9 +30,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         if ns.get("resume"):
             ns = config_for_resume(ns)
         summary = train(make_config(ns))
-    except (ConfigError, CheckpointError, ReplayTooLarge) as exc:
+    except (ConfigError, CheckpointError, ReplayTooLarge, TrainingDiverged) as exc:
         fail(str(exc))
-    print(f"done: {summary.get('step', 0):,} steps in {summary.get('wall_s', 0):.1f} s; run directory "
+    print(f"done: {summary['steps_done']:,} steps in {summary.get('wall_s', 0):.1f} s; run directory "
           f"{summary['run_dir']}")
     return 0
 

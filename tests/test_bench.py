@@ -41,6 +41,16 @@ def test_bench_pong_tiny(xvfb, tmp_path):
 def test_bench_refuses_bad_values():
     proc = run_module("jetdqn.bench", "pong", "--steps", "0", check=False)
     assert proc.returncode == 2 and "--steps must be a positive integer" in proc.stderr
+    empty = run_module("jetdqn.bench", "pong", "--cases", "no-such-case", check=False)
+    assert empty.returncode == 2 and "matches no case" in empty.stderr and "Traceback" not in empty.stderr
+
+
+def test_a_benchmark_never_writes_over_earlier_results(tmp_path):
+    for _ in range(2):
+        run_module("jetdqn.bench", "convs", "--steps", "2", "--batch", "2", "--out", str(tmp_path))
+    written = {p.name for p in tmp_path.iterdir()}
+    first = next(n for n in written if n.endswith("-convs.md"))
+    assert written == {first, first.replace("-convs.md", "-convs-2.md")}
 
 
 def test_bench_convs_tiny():

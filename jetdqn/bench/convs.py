@@ -9,7 +9,7 @@ import socket
 import time
 from pathlib import Path
 
-from .report import markdown_table
+from .report import markdown_table, new_result_path, with_ext
 
 
 def bench_convs(args) -> int:
@@ -66,7 +66,7 @@ def bench_convs(args) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        path = out / f"{socket.gethostname()}-{_dt.datetime.now():%Y-%m-%d}-convs.md"
+        path = with_ext(new_result_path(out / f"{socket.gethostname()}-{_dt.datetime.now():%Y-%m-%d}-convs"), ".md")
         path.write_text(f"# bench convs\n\n{text}\n\nCommand: `python -m jetdqn.bench {' '.join(args.argv)}`\n")
         print(f"written: {path}")
     return 0

@@ -8,12 +8,13 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.util
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 from .cases import all_cases
 from .machine import display_reason, machine_info
-from .report import cudnn_line, header, speedups, table, write_files
+from .report import cudnn_line, header, new_result_path, speedups, table, with_ext, write_files
 from .runner import run_case
 from .stats import rounds, summarise
 
@@ -23,6 +24,10 @@ def bench_pong(args) -> int:
     cases = all_cases()
     if args.cases:
         cases = [c for c in cases if c.matches([w.strip().lower() for w in args.cases.split(",")])]
+        if not cases:
+            print(f"error: --cases {args.cases!r} matches no case; give words of the rows' names or their keys "
+                  f"({', '.join(c.key for c in all_cases())}).", file=sys.stderr)
+            return 2
     print(header(info, args), flush=True)
     skipped = {}
     for case in cases:
@@ -46,11 +51,11 @@ def bench_pong(args) -> int:
     stamp = _dt.datetime.now().strftime("%Y-%m-%d")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    base = out_dir / f"{info['host']}-{stamp}-{args.game}"
+    base = new_result_path(out_dir / f"{info['host']}-{stamp}-{args.game}", (".md", ".json", ".csv", ".png"))
     chart = write_files(rows, info, args, base, stamp, "python -m jetdqn.bench " + " ".join(args.argv))
     print()
     print(cudnn_line(rows, info))
     print(table(rows, info, args))
     print(speedups(rows))
-    print(f"\nwritten: {base.with_suffix('.md')} (+ .json, .csv{', .png' if chart else ''})")
+    print(f"\nwritten: {with_ext(base, '.md')} (+ .json, .csv{', .png' if chart else ''})")
     return 0 if all(r["status"] == "ok" or r["status"].startswith("not run") for r in rows) else 1

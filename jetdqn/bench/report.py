@@ -21,6 +21,21 @@ COLUMNS = ["Test case", "s / 1000 steps", "% of baseline", "env steps/s", "env s
            "busiest core %", "GPU (GR3D) %", "emulator %", "learner %", "power W", "J / 1000 steps"]
 
 
+def with_ext(base: Path, ext: str) -> Path:
+    """``base`` with ``ext`` appended (not ``with_suffix``: a host name may hold dots)."""
+    return base.with_name(base.name + ext)
+
+
+def new_result_path(base: Path, suffixes: tuple = (".md",)) -> Path:
+    """``base``, or ``base-2``, ``base-3``, ...: the first name none of whose files exist, so a benchmark never
+    writes over results already there (the committed ones included)."""
+    candidate, n = base, 1
+    while any(with_ext(candidate, s).exists() for s in suffixes):
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
+
+
 def markdown_table(columns: list[str], rows: list[list[str]]) -> str:
     """A Markdown table; a row shorter than the columns (a failed or skipped case) is padded with blanks."""
     lines = [f"| {' | '.join(columns)} |", "|" + "---|" * len(columns)]
@@ -117,14 +132,14 @@ def write_files(rows: list[dict], info: dict, args, base: Path, stamp: str, comm
     md = "\n".join([f"# jetdqn bench {args.game}: {info['host']}, {stamp}", "", "```", header(info, args),
                     cudnn_line(rows, info), "```", "", table(rows, info, args), "", speedups(rows), "", tx1, "",
                     f"Command: `{command}`", ""])
-    base.with_suffix(".md").write_text(md)
+    with_ext(base, ".md").write_text(md)
     plain = [{k: v for k, v in r.items() if k != "case"} | {"key": r["case"].key} for r in rows]
-    base.with_suffix(".json").write_text(json.dumps({"machine": info, "command": command, "rows": plain,
+    with_ext(base, ".json").write_text(json.dumps({"machine": info, "command": command, "rows": plain,
                                                      "steps": args.steps, "learn_start": args.learn_start,
                                                      "repeats": args.repeats}, indent=2, default=str))
     fields = ("s_per_1000_steps", "env_steps_per_s", "updates_per_s", "frames_drawn", "cpu_avg", "cpu_max",
               "gpu_load", "emulator_cpu", "learner_cpu", "power_w")
-    with open(base.with_suffix(".csv"), "w", newline="") as f:
+    with open(with_ext(base, ".csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["case", "repeat", *fields, "status"])
         for r in rows:
@@ -132,4 +147,4 @@ def write_files(rows: list[dict], info: dict, args, base: Path, stamp: str, comm
                 w.writerow([r["name"], k, *(run.get(c) for c in fields), run.get("error", "ok")])
             if not r.get("runs"):
                 w.writerow([r["name"], "", *([""] * len(fields)), r["status"]])
-    return write_chart(rows, base.with_suffix(".png"), f"jetdqn bench {args.game} on {info['host']}")
+    return write_chart(rows, with_ext(base, ".png"), f"jetdqn bench {args.game} on {info['host']}")

@@ -148,6 +148,11 @@ class DQNAgent:
             return out
 
     # ---------------------------------------------------------------- state
+    def weights_finite(self) -> bool:
+        """Whether every online weight is a finite number (checked before a checkpoint is written)."""
+        with self.update_lock, torch.no_grad():
+            return all(bool(torch.isfinite(p).all()) for p in self.online.parameters())
+
     def network_spec(self) -> dict:
         return {"obs_shape": list(self.obs_shape), "n_actions": self.n_actions, **describe(self.online)}
 

@@ -1,0 +1,163 @@
+"""A run survives what a user or the machine does to it: real training processes sent real signals, killed
+with -9, started twice on one run dir, resumed with changed flags, fed bad numbers."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from jetdqn import checkpoint as ckpt
+from conftest import ROOT, run_module
+
+
+def start_training(run: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--run-dir", str(run),
+                             "--telemetry", "off", "--total-steps", "1000000", "--checkpoint-every", "1000000",
+                             "--eval-episodes", "0", *extra], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def records(run: Path, name: str = "log.jsonl") -> list[dict]:
+    path = run / name
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def wait_for_records(run: Path, proc: subprocess.Popen, count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if len(records(run)) >= count:
+                return
+        except json.JSONDecodeError:
+            pass  # a line being written
+        time.sleep(0.2)
+    raise AssertionError(f"no {count} records in {run} (exit {proc.poll()})")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes(tmp_path, sig):
+    """docker stop (SIGTERM) and a closed terminal (SIGHUP) end the run like Ctrl-C: a checkpoint at the step
+    it stopped, a line saying how to resume; a second signal during the save changes nothing."""
+    run = tmp_path / "run"
+    proc = start_training(run)
+    wait_for_records(run, proc, 3)
+    proc.send_signal(sig)
+    time.sleep(0.05)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    stopped = int(out.split(f"stopped by {sig.name} at step ")[1].split(";")[0].replace(",", ""))
+    assert f"--resume --run-dir {run}" in out
+    assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == stopped
+    assert records(run)[-1]["step"] == stopped and f"done: {stopped:,} steps" in out
+    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", str(stopped + 200))
+    steps = [r["step"] for r in records(run)]
+    assert steps == sorted(set(steps)) and steps[-1] == stopped + 200
+
+
+def test_one_process_per_run_dir(tmp_path):
+    run = tmp_path / "run"
+    first = start_training(run)
+    try:
+        wait_for_records(run, first, 1)
+        second = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--overwrite",
+                            "--telemetry", "off", check=False)
+        assert second.returncode == 2 and f"in use by another jetdqn process (pid {first.pid})" in second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=120)
+    assert first.returncode == 0
+    again = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "1", check=False)
+    assert again.returncode == 0, again.stderr                # the kernel dropped the first process's lock
+
+
+def test_kill_9_then_resume_keeps_the_records_in_order(tmp_path):
+    """kill -9 between checkpoints: the records past the checkpoint, a torn line and a torn save's temporary
+    file are cleaned up on resume, so log.jsonl's steps strictly increase and every line parses."""
+    run = tmp_path / "run"
+    proc = start_training(run, "--checkpoint-every", "300", "--checkpoint-replay", "--replay-compress", "lz4")
+    wait_for_records(run, proc, 5)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    saved = ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"]
+    logged = [json.loads(l)["step"] for l in (run / "log.jsonl").read_text().splitlines() if l.endswith("}")]
+    assert logged[-1] >= saved                            # records past the checkpoint are written again
+    with open(run / "log.jsonl", "a") as f:
+        f.write('{"step": 99999, "wall_s"')                # a line cut by the kill
+    (run / "checkpoints" / ".latest.pt.tmp-12345").write_bytes(b"\0" * 1000)
+    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", str(saved + 300))
+    steps = [r["step"] for r in records(run)]
+    assert all(a < b for a, b in zip(steps, steps[1:])) and steps[-1] == saved + 300
+    assert not [p.name for p in (run / "checkpoints").rglob("*") if ".tmp" in p.name]
+
+
+def test_overwrite_with_a_bad_flag_keeps_the_old_run(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "200")
+    before = {p: (run / p).read_bytes() for p in ("config.json", "log.jsonl", "checkpoints/latest.pt", "model.pt")}
+    for bad in (["--game", "pongg"], ["--telemetry", "tegrastats"], ["--replay-size", "100000000000"]):
+        proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--overwrite", *bad, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert {p: (run / p).read_bytes() for p in before} == before, bad
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--overwrite", "--telemetry", "off",
+               "--total-steps", "100")
+    assert [r["step"] for r in records(run)] == [100]      # the new run alone
+
+
+def test_resume_refuses_a_change_the_checkpoint_cannot_follow(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "200")
+    config = (run / "config.json").read_bytes()
+    proc = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--optimizer", "rmsprop", check=False)
+    assert proc.returncode == 2 and "cannot change --optimizer (the run has 'adam', asked 'rmsprop')" in proc.stderr
+    assert (run / "config.json").read_bytes() == config
+    (run / "config.json").unlink()                         # the checkpoint holds the settings too
+    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "300", "--log-every", "50")
+    assert json.loads((run / "config.json").read_text())["optimizer"] == "adam"
+    assert [r["step"] for r in records(run)] == [100, 200, 250, 300]   # settings that may change, change
+
+
+def test_a_run_that_never_wrote_a_checkpoint_can_start_again(tmp_path):
+    run = tmp_path / "run"
+    proc = start_training(run)
+    wait_for_records(run, proc, 1)
+    proc.send_signal(signal.SIGKILL)                       # before its first checkpoint
+    proc.communicate(timeout=60)
+    assert (run / "config.json").exists() and not (run / "checkpoints" / "latest.pt").exists()
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "100")
+    assert [r["step"] for r in records(run)] == [100]
+
+
+def test_a_non_finite_loss_stops_the_run_in_one_sentence(tmp_path):
+    run = tmp_path / "run"
+    proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
+                      "--lr", "1e12", "--grad-clip", "0", "--total-steps", "2000", "--checkpoint-every", "100",
+                      "--progress", "off", check=False)
+    assert proc.returncode == 2 and "training diverged" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    latest = run / "checkpoints" / "latest.pt"
+    if latest.exists():                                    # the last checkpoint holds finite weights only
+        online = ckpt.load(latest)["agent"]["online"]
+        assert all(torch.isfinite(w).all() for w in online.values())
+
+
+@pytest.mark.parametrize("flag, value", [("--lr", "nan"), ("--gamma", "inf"), ("--replay-memory-fraction", "nan"),
+                                         ("--target-return", "-inf"), ("--eval-eps", "nan")])
+def test_non_finite_flag_values_are_refused(tmp_path, flag, value):
+    proc = run_module("jetdqn.train", f"{flag}={value}", "--run-dir", str(tmp_path / "r"), check=False)
+    assert proc.returncode == 2 and f"{flag} must be a finite number" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("not a directory")
+    proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(path), check=False)
+    assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr and "Traceback" not in proc.stderr
