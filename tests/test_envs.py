@@ -52,12 +52,14 @@ def test_life_loss_is_reported_without_ending_the_game():
 def test_training_clips_rewards_for_learning_and_keeps_raw_scores(tmp_path):
     from jetdqn.loop import build_run, run_loop
     from jetdqn.records import Progress
-    from jetdqn.rundir import prepare_run_dir
+    from jetdqn.rundir import claim_run_dir
     cfg = make_config({"preset": "smoke", "game": "space_invaders", "total_steps": 600, "learn_start": 600,
                        "replay_size": 1000, "max_episode_steps": 150, "run_dir": str(tmp_path / "run"),
                        "telemetry": "off"})
-    run = build_run(cfg, prepare_run_dir(cfg), Progress(cfg.total_steps, "off"))
+    run_dir, lock = claim_run_dir(cfg)
+    run = build_run(cfg, run_dir, Progress(cfg.total_steps, "off"))
     run_loop(run)
+    lock.release()
     rewards = run.replay.rewards[0, :len(run.replay)]
     assert rewards.max() == 1.0 and set(np.unique(rewards)) <= {0.0, 1.0}   # Space Invaders pays 5-30 a hit
     assert max(run.state.returns) > 1                                         # scores stay raw

@@ -103,7 +103,9 @@ def test_async_learner_holds_the_replay_ratio_on_pong(tmp_path):
     assert saved["agent"]["updates"] == (800 - 200) // 4      # drained: the final checkpoint has them all
 
 
-@pytest.mark.parametrize("flag", ["--async-learner", "--amp"])
+# The async learner's runs are not repeatable (thread timing): most reach 195 by 5k steps (~20 s), some need
+# all 50k (~4 min), so that one is slow; `test_async_learner_holds_the_replay_ratio_on_pong` stays in make test.
+@pytest.mark.parametrize("flag", [pytest.param("--async-learner", marks=pytest.mark.slow), "--amp"])
 def test_cartpole_still_learns_on_the_fast_path(tmp_path, flag):
     extra = [flag] if flag != "--amp" else ["--amp", "bf16"]
     run = tmp_path / "run"
