@@ -46,11 +46,13 @@ def test_bench_refuses_bad_values():
 
 
 def test_a_benchmark_never_writes_over_earlier_results(tmp_path):
-    for _ in range(2):
-        run_module("jetdqn.bench", "convs", "--steps", "2", "--batch", "2", "--out", str(tmp_path))
-    written = {p.name for p in tmp_path.iterdir()}
-    first = next(n for n in written if n.endswith("-convs.md"))
-    assert written == {first, first.replace("-convs.md", "-convs-2.md")}
+    import datetime
+    import socket
+    earlier = tmp_path / f"{socket.gethostname()}-{datetime.date.today():%Y-%m-%d}-convs.md"
+    earlier.write_text("committed results\n")
+    run_module("jetdqn.bench", "convs", "--steps", "2", "--batch", "2", "--out", str(tmp_path))
+    assert earlier.read_text() == "committed results\n"
+    assert {p.name for p in tmp_path.iterdir()} == {earlier.name, earlier.name.replace("-convs.md", "-convs-2.md")}
 
 
 def test_bench_convs_tiny():
@@ -60,6 +62,7 @@ def test_bench_convs_tiny():
     assert all(float(r.split("|")[4]) >= 0 and float(r.split("|")[5]) > 0 for r in rows)
 
 
+@pytest.mark.slow
 def test_bench_acting_tiny(tmp_path):
     """Greedy acting only, one process per split: each row measured, ratios to the first, a table written."""
     out = run_module("jetdqn.bench", "acting", "--splits", "1x1,4x2", "--steps", "400", "--warmup", "100",

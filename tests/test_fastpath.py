@@ -118,6 +118,7 @@ def test_cartpole_still_learns_on_the_fast_path(tmp_path, flag):
     assert ratios and all(abs(x - 1.0) <= 0.02 for x in ratios)   # cartpole preset: train_freq 1
 
 
+@pytest.mark.slow
 def test_pong_fast_path_runs_and_records_its_split(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--game", "pong", "--num-envs", "auto", "--threads", "auto",

@@ -28,6 +28,7 @@ def records(run_dir):
     return [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
 
 
+@pytest.mark.slow
 def test_two_actors_feed_the_learner(tmp_path):
     run = tmp_path / "run"
     proc = start(run, 3000)

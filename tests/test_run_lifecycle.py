@@ -40,7 +40,7 @@ def wait_for_records(run: Path, proc: subprocess.Popen, count: int, timeout: flo
     raise AssertionError(f"no {count} records in {run} (exit {proc.poll()})")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGHUP, marks=pytest.mark.slow)])
 def test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes(tmp_path, sig):
     """docker stop (SIGTERM) and a closed terminal (SIGHUP) end the run like Ctrl-C: a checkpoint at the step
     it stopped, a line saying how to resume; a second signal during the save changes nothing."""
