@@ -182,6 +182,9 @@ class Config:
             raise ConfigError("--fuse-target pairs the Atari CNN's conv layers; a --env network has none: drop it.")
         if self.cuda_graphs and self.compile:
             raise ConfigError("--cuda-graphs and --compile both capture the network; pick one.")
+        if self.target_return is not None and not self.eval_episodes:
+            raise ConfigError("--target-return stops a run when an evaluation reaches it, and --eval-episodes is 0: "
+                              "give --eval-episodes N (and --eval-every) or drop --target-return.")
         if self.resume and self.overwrite:
             raise ConfigError("--resume and --overwrite contradict each other; pick one.")
         if self.telemetry_interval_ms < 50:

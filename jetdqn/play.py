@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eps", type=float, default=0.05, help="Epsilon of epsilon-greedy play (default 0.05).")
     p.add_argument("--display-freq", type=int, default=3, help="Show 1 of every N frames; 0 = no window (default 3).")
     p.add_argument("--fps", type=int, default=0, help="Slow play to N agent steps per second (0 = as fast as it runs).")
-    p.add_argument("--record", default=None, help="Write the shown frames to this video file (.mp4).")
+    p.add_argument("--record", default=None, help="Write the shown frames (every frame with --display-freq 0) "
+                                                   "to this video file (.mp4).")
     p.add_argument("--record-all", action="store_true", help="Record every frame, not only the shown ones.")
     p.add_argument("--max-steps", type=int, default=0, help="Stop after this many agent steps (0 = no limit).")
     p.add_argument("--seed", type=int, default=0, help="Seed for the env and epsilon (default 0).")
@@ -133,6 +134,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         result = play(args, out=quiet)
     except (ConfigError, CheckpointError) as exc:
         fail(str(exc))
+    if args.record and result["frames_recorded"] == 0:
+        fail(f"--record {args.record}: no video was written (the file could not be opened for writing, or no frame "
+             "was played); check the path.")
     if args.json:
         print(json.dumps(result))
     else:

@@ -50,9 +50,11 @@ def read_jsonl(path: Path) -> list[dict]:
             line = line.strip()
             if line:
                 try:
-                    records.append(json.loads(line))
+                    record = json.loads(line)
                 except json.JSONDecodeError:
-                    pass  # a line cut by a kill
+                    continue  # a line cut by a kill
+                if isinstance(record, dict) and "step" in record:
+                    records.append(record)  # anything else written into the file is not a record
     return records
 
 

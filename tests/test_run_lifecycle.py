@@ -161,3 +161,36 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     path.write_text("not a directory")
     proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(path), check=False)
     assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["jetdqn.train", "--target-return", "18", "--eval-episodes", "0"], "--target-return stops a run when an evaluation"),
+    (["jetdqn.train", "--replay-size", "auto", "--replay-memory-fraction", "1e-6"], "fits only"),
+    (["jetdqn.telemetry", "parse", "{dir}"], "is a directory; give a file of tegrastats lines"),
+    (["jetdqn.telemetry", "parse", "{binary}"], "is not a text file; give a file of tegrastats lines"),
+    (["jetdqn.telemetry", "watch", "--interval=-1", "--count", "1"], "--interval must be a positive number"),
+    (["jetdqn.play", "--display-freq", "0", "--max-steps", "20", "--record", "{dir}/missing/x.mp4"],
+     "no video was written"),
+])
+def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentence(tmp_path, argv, message):
+    (tmp_path / "binary").write_bytes(bytes(range(256)) * 4)
+    args = [a.format(dir=tmp_path, binary=tmp_path / "binary") for a in argv]
+    if args[0] == "jetdqn.train":
+        args += ["--run-dir", str(tmp_path / "run"), "--telemetry", "off"]
+    proc = run_module(*args, check=False, env={"DISPLAY": ""})
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_play_records_every_frame_when_nothing_is_shown_and_plot_skips_non_records(tmp_path):
+    video = tmp_path / "play.mp4"
+    out = run_module("jetdqn.play", "--display-freq", "0", "--max-steps", "30", "--record", str(video), "--json",
+                     env={"DISPLAY": ""}).stdout
+    assert json.loads(out.strip().splitlines()[-1])["frames_recorded"] == 30 and video.stat().st_size > 1000
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs", "--total-steps", "200",
+               "--max-episode-steps", "60")
+    with open(run / "log.jsonl", "a") as f:
+        f.write('[1, 2, 3]\n"a note"\n{"no": "step"}\n')   # valid JSON, not records
+    for module in (["jetdqn.plot", str(run)], ["jetdqn.telemetry", "plot", str(run)]):
+        assert Path(run_module(*module).stdout.strip()).stat().st_size > 1000

@@ -66,7 +66,8 @@ class Renderer:
         self.stepped += 1
         show = self._should_show()
         draw = show and self.window
-        record = bool(self.record_path) and (show or self.record_all)
+        # with no window (display_freq 0) a recording keeps every frame: there is no "shown" to follow
+        record = bool(self.record_path) and (show or self.record_all or self.display_freq == 0)
         if not (draw or record):
             return
         image = self._compose(get_frame(), step, episode_return, epsilon)

@@ -39,7 +39,12 @@ def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float]
         return cfg.replay_size
     budget = cfg.replay_memory_fraction * available_memory_bytes()
     per = replay_bytes(1, frame_shape, dtype, frame_bytes * 1.25 if frame_bytes else None)
-    capacity = max(streams * 2, min(int(budget / per), 50_000_000))
+    fits = int(budget / per)
+    if fits < max(10 * cfg.batch_size, 2 * streams):
+        from ..config import ConfigError
+        raise ConfigError(f"--replay-size auto with --replay-memory-fraction {cfg.replay_memory_fraction:g} fits only "
+                          f"{fits:,} transitions ({budget / 1e6:.2f} MB); raise the fraction or give --replay-size.")
+    capacity = max(streams * 2, min(fits, 50_000_000))
     say(f"replay: --replay-size auto -> {capacity:,} transitions at ~{per:.0f} bytes each "
         f"({budget / 1e9:.2f} GB = {cfg.replay_memory_fraction:.0%} of the available memory)")
     return capacity

@@ -18,11 +18,15 @@ from typing import Optional
 def cmd_parse(args) -> int:
     from .tegrastats import NotTegrastats, parse_line
     path = Path(args.file)
-    if not path.exists():
-        print(f"error: no file {path}", file=sys.stderr)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = "is a directory" if path.is_dir() else "is not a text file" if isinstance(exc, UnicodeDecodeError) \
+            else f"cannot be read ({exc.strerror})"
+        print(f"error: {path} {why}; give a file of tegrastats lines.", file=sys.stderr)
         return 2
     bad = 0
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
@@ -117,6 +121,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         return cmd_parse(args)
     if args.cmd == "watch":
         from ..config import ConfigError
+        if not (args.interval > 0 and args.interval < float("inf")) or args.count < 0:
+            print("error: --interval must be a positive number of seconds and --count 0 or more.", file=sys.stderr)
+            return 2
         try:
             return cmd_watch(args)
         except ConfigError as exc:
