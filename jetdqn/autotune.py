@@ -103,6 +103,8 @@ def resolve_auto(cfg: Config, log: Callable[[str], None] = print) -> tuple[Confi
         return cfg, None
     if not cfg.is_atari:
         return dataclasses.replace(cfg, num_envs=max(cfg.num_envs, 1), threads=max(cfg.threads, 0)), None
+    asked = [f"--{n} auto" for n, auto in (("num-envs", cfg.num_envs == 0), ("threads", cfg.threads == -1)) if auto]
+    log(f"autotune: {' and '.join(asked)} (0 means auto for --num-envs): measuring this machine's split")
     tuned = autotune(cfg, log)
     envs = -(-tuned["num_envs"] // cfg.env_groups) * cfg.env_groups  # a multiple of --env-groups
     return dataclasses.replace(cfg, num_envs=envs, threads=tuned["threads"]), tuned

@@ -88,10 +88,13 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"no checkpoint at {path}; check the path or train one first.")
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a directory; give a checkpoint file ({path / 'model.pt'} or "
+                              f"{path / 'checkpoints' / 'latest.pt'} of a run directory).")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # truncated zip, random bytes, pickled code refused by weights_only
-        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        reason = _first_words(str(exc)) or type(exc).__name__
         raise CheckpointError(f"{path} is corrupt, truncated or not a safe checkpoint ({reason}); "
                               "delete it or point to another checkpoint.") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
@@ -100,6 +103,10 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
     if not isinstance(version, int) or not 1 <= version <= VERSION:
         raise CheckpointError(f"{path} is a jetdqn checkpoint of format version {version!r}, which this jetdqn "
                               f"(format {VERSION}) cannot read; use the jetdqn that wrote it.")
+    missing = [k for k in ("env", "network", "agent") if not isinstance(payload.get(k), (str, dict))]
+    if missing or not isinstance(payload["agent"].get("online"), dict):
+        raise CheckpointError(f"{path} is a jetdqn checkpoint with parts missing ({', '.join(missing) or 'agent.online'}"
+                              "); point to another checkpoint.")
     if env_name is not None and payload.get("env", "").lower() != env_name.lower():
         raise CheckpointError(f"{path} was trained on {payload.get('env')!r}, not {env_name!r}; "
                               f"pass --game/--env {payload.get('env')} or another checkpoint.")
@@ -107,11 +114,24 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
         theirs = payload.get("network", {})
         if theirs.get("shapes") != network.get("shapes") or theirs.get("class") != network.get("class"):
             raise CheckpointError(
-                f"{path} holds a different network ({theirs.get('class')}, {theirs.get('n_actions')} actions, "
-                f"input {theirs.get('obs_shape')}) than this run builds ({network.get('class')}, "
-                f"{network.get('n_actions')} actions, input {network.get('obs_shape')}); "
-                "use the same --game/--env, --history and --dueling as the run that wrote it.")
+                f"{path} holds a different network ({_network_words(theirs)}) than this run builds "
+                f"({_network_words(network)}); use the same --game/--env, --history and --dueling as the run "
+                "that wrote it.")
     return payload
+
+
+def _network_words(spec: dict) -> str:
+    dueling = any(k.startswith("head.value") for k in spec.get("shapes", {}))
+    return (f"{spec.get('class')}, {spec.get('n_actions')} actions, input {spec.get('obs_shape')}, "
+            f"{'dueling' if dueling else 'plain'} head")
+
+
+def _first_words(text: str, limit: int = 160) -> str:
+    """The first line of an error, cut at a word boundary (with an ellipsis) when longer than ``limit``."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    if len(line) <= limit:
+        return line
+    return line[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def save_model_only(path: Path, agent_state: dict, network: dict, env_name: str, config: dict) -> None:
@@ -158,8 +178,12 @@ class Checkpointer:
     def restore(self, payload: dict) -> bool:
         """The agent, the random generators and (when saved and asked for) the replay from a loaded
         checkpoint; returns whether the replay was restored."""
-        self.agent.load_state_dict(payload["agent"])
-        restore_rng(payload["rng"], self.rng)
+        try:
+            self.agent.load_state_dict(payload["agent"])
+            restore_rng(payload["rng"], self.rng)
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise CheckpointError(f"{self.latest} cannot be resumed: {_first_words(str(exc)) or type(exc).__name__}"
+                                  "; point to another run or start over.") from None
         manifest = payload.get("replay")
         if not (self.cfg.checkpoint_replay and manifest):
             return False

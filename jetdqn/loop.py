@@ -113,6 +113,8 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
 
     sampler = make_sampler(cfg, progress.line)  # before the envs: a bad telemetry source fails fast
     rt = runtime.apply(cfg)
+    if str(rt.report.get("cuda_graphs", "")).startswith("no effect"):
+        progress.line("--cuda-graphs has no effect here: there is no CUDA device; the run goes on without graphs")
     rng = np.random.default_rng(cfg.seed)
     clock = PhaseClock()
     if cfg.backend == "ray":
@@ -216,8 +218,12 @@ def save_checkpoint(run: Run) -> None:
 def resume(run: Run) -> None:
     """Continue from checkpoints/latest.pt: the agent, the counters, the generators, and the replay when it
     was saved (learning goes on at once) or else a refill of --learn-start steps before learning again."""
-    counters = run.payload["counters"]
-    run.state.restore(counters)
+    try:
+        counters = run.payload["counters"]
+        run.state.restore(counters)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ckpt.CheckpointError(f"{run.checkpointer.latest} has no usable step counters ({type(exc).__name__}: "
+                                   f"{exc}); point to another run or start over.") from None
     if run.checkpointer.restore(run.payload):
         run.schedule.learn_from = int(counters.get("learn_from", run.cfg.learn_start))
         run.schedule.updates_at_learn = int(counters.get("updates_at_learn", 0))

@@ -194,3 +194,34 @@ def test_play_records_every_frame_when_nothing_is_shown_and_plot_skips_non_recor
         f.write('[1, 2, 3]\n"a note"\n{"no": "step"}\n')   # valid JSON, not records
     for module in (["jetdqn.plot", str(run)], ["jetdqn.telemetry", "plot", str(run)]):
         assert Path(run_module(*module).stdout.strip()).stat().st_size > 1000
+
+
+def test_checkpoint_mistakes_are_named_for_what_they_are(tmp_path):
+    """A run dir given as a checkpoint, a checkpoint with parts missing, a dueling mismatch: each one sentence
+    that says what is wrong (not "corrupt", not two networks that read the same)."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "100")
+    as_dir = run_module("jetdqn.play", "--checkpoint", str(run), "--display-freq", "0", "--max-steps", "5", check=False)
+    assert as_dir.returncode == 2 and "is a directory; give a checkpoint file" in as_dir.stderr
+    payload = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)
+    from jetdqn.config import make_config
+    from jetdqn.learn import DQNAgent
+    spec = DQNAgent(make_config({"dueling": True}), (4, 84, 84), 6, torch.device("cpu")).network_spec()
+    with pytest.raises(ckpt.CheckpointError, match="plain head.*dueling head"):
+        ckpt.load(run / "checkpoints" / "latest.pt", network=spec)
+    del payload["counters"]
+    torch.save(payload, run / "checkpoints" / "latest.pt")
+    resumed = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "200", check=False)
+    assert resumed.returncode == 2 and "no usable step counters" in resumed.stderr and "Traceback" not in resumed.stderr
+    del payload["agent"]
+    torch.save(payload, run / "checkpoints" / "latest.pt")
+    with pytest.raises(ckpt.CheckpointError, match="parts missing"):
+        ckpt.load(run / "checkpoints" / "latest.pt")
+
+
+@pytest.mark.slow
+def test_num_envs_0_says_it_means_auto(tmp_path):
+    """Slow: autotune measures for several seconds (its own test is slow too)."""
+    out = run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "0", "--run-dir", str(tmp_path / "b"),
+                     "--telemetry", "off", "--total-steps", "100").stdout
+    assert "--num-envs auto (0 means auto for --num-envs)" in out
