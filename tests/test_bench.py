@@ -55,6 +55,7 @@ def test_a_benchmark_never_writes_over_earlier_results(tmp_path):
     assert {p.name for p in tmp_path.iterdir()} == {earlier.name, earlier.name.replace("-convs.md", "-convs-2.md")}
 
 
+@pytest.mark.slow  # make test's never-overwrite test runs bench convs too
 def test_bench_convs_tiny():
     out = run_module("jetdqn.bench", "convs", "--steps", "3", "--batch", "2").stdout
     rows = [l for l in out.splitlines() if l.startswith("| ") and "/" in l.split("|")[1]]

@@ -67,6 +67,7 @@ def test_saved_replay_round_trips_incrementally(pong_frames, tmp_path):
     assert np.array_equal(restored.sample(16).obs, buf.sample(16).obs)   # same sampler state too
 
 
+@pytest.mark.slow  # ~18 s; make test's test_kill_9_then_resume_keeps_the_records_in_order resumes a saved replay too
 def test_kill_9_then_resume_restores_the_same_replay_and_counters(tmp_path):
     """A run killed with kill -9 resumes with exactly the replay and counters of its last checkpoint."""
     run = tmp_path / "run"

@@ -124,6 +124,7 @@ def test_resume_refuses_a_change_the_checkpoint_cannot_follow(tmp_path):
     assert [r["step"] for r in records(run)] == [100, 200, 250, 300]   # settings that may change, change
 
 
+@pytest.mark.slow
 def test_a_run_that_never_wrote_a_checkpoint_can_start_again(tmp_path):
     run = tmp_path / "run"
     proc = start_training(run)
@@ -182,6 +183,7 @@ def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentenc
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_play_records_every_frame_when_nothing_is_shown_and_plot_skips_non_records(tmp_path):
     video = tmp_path / "play.mp4"
     out = run_module("jetdqn.play", "--display-freq", "0", "--max-steps", "30", "--record", str(video), "--json",
