@@ -37,7 +37,11 @@ class Config:
                                      "--replay-memory-fraction of the available memory.")
     replay_compress: str = _f("off", "Keep replay frames compressed (decompressed only when sampled).",
                               ("off", "lz4", "zstd"))
-    replay_memory_fraction: float = _f(0.5, "Share of the available memory --replay-size auto may use.")
+    replay_memory_fraction: float = _f(0.5, "Share of the available memory --replay-size auto may use (of the "
+                                            "device's free memory with --replay-device cuda).")
+    replay_device: str = _f("host", "Where replay frames live: host (numpy; compression available), or raw in one "
+                                    "tensor on cuda (stacks gathered on the GPU, no batch copies; on a Jetson no "
+                                    "copies at all) or cpu (the same code without a GPU).", ("host", "cpu", "cuda"))
     checkpoint_replay: bool = _f(False, "Save the replay with each checkpoint (compressed, incremental), so "
                                         "--resume continues with the same buffer instead of refilling it.")
     batch_size: int = _f(32, "Minibatch size of an update.")
@@ -65,7 +69,8 @@ class Config:
     env_threads: int = _f(0, "C++ emulator threads for --num-envs > 1 (0 = one per env, at most one per core).")
     async_learner: bool = _f(False, "Learn in a thread of its own while the actor steps the emulators; the replay "
                                     "ratio stays 1/train_freq.")
-    actor_refresh: int = _f(4, "With --async-learner: copy the learner's weights to the actor every N updates.")
+    actor_refresh: int = _f(4, "With --async-learner or a CUDA learner stream: copy the learner's weights to the "
+                               "actor every N updates.")
     backend: str = _f("local", "Where the actors run: in this process, or as Ray actors (pip install jetdqn[ray]).",
                       ("local", "ray"))
     num_actors: int = _f(2, "With --backend ray: actor processes, each with --num-envs envs and its own epsilon.")
@@ -100,6 +105,9 @@ class Config:
     fuse_target: bool = _f(False, "Double DQN: evaluate the online and target networks on next_obs in one "
                                   "paired pass of the conv stack (same numbers; ~0.8 ms less per bf16 update on a CPU, little in fp32).")
     cuda_graphs: bool = _f(False, "Capture the update and the acting forward pass in CUDA graphs (CUDA only).")
+    learner_stream: bool = _f(True, "On CUDA: run the updates on a CUDA stream of their own, so acting never waits "
+                                    "behind them (acting reads one of two copies of the network, refreshed every "
+                                    "--actor-refresh updates).")
     channels_last: bool = _f(False, "channels_last memory format for the CNN (faster on GPUs, and on AVX-512 CPUs, where "
                                          "oneDNN's NCHW weight gradient for conv1 is ~4x slower).")
     # --- display and telemetry
@@ -180,6 +188,9 @@ class Config:
                               "--no-double only the target network runs there: drop one of the two.")
         if self.fuse_target and not self.is_atari:
             raise ConfigError("--fuse-target pairs the Atari CNN's conv layers; a --env network has none: drop it.")
+        if self.replay_device != "host" and self.replay_compress != "off":
+            raise ConfigError(f"--replay-device {self.replay_device} keeps frames raw in one tensor; --replay-compress "
+                              f"{self.replay_compress} is for --replay-device host: drop one of the two.")
         if self.cuda_graphs and self.compile:
             raise ConfigError("--cuda-graphs and --compile both capture the network; pick one.")
         if self.target_return is not None and not self.eval_episodes:

@@ -51,9 +51,9 @@ class Experience:
         return len(self.streams)
 
     def store(self, replay, stream_offset: int = 0) -> None:
-        for j in range(self.steps):
-            replay.add(stream_offset + int(self.streams[j]), self.frames[j], int(self.actions[j]),
-                       float(self.rewards[j]), bool(self.terminal[j]), bool(self.first[j]))
+        if self.steps:
+            replay.add_many(stream_offset + np.asarray(self.streams, np.int64), self.frames, self.actions,
+                            self.rewards, self.terminal, self.first)
 
     @staticmethod
     def concat(parts: list["Experience"]) -> "Experience":

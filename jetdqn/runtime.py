@@ -73,6 +73,9 @@ def keep_freed_memory() -> str:
 def apply(cfg: Config) -> Runtime:
     """Apply cfg's runtime switches to this process and say what they did."""
     device = pick_device(cfg.device)
+    if cfg.replay_device == "cuda" and device.type != "cuda":
+        raise ConfigError("--replay-device cuda keeps the replay in GPU memory, and this run has no CUDA device "
+                          f"(--device {cfg.device}); use --replay-device host or cpu.")
     allocator = keep_freed_memory()
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)

@@ -12,7 +12,10 @@ behind a small interface (``Accelerator``): the networks the passes run on, ``au
   per tensor (CPU only).
 - ``--cuda-graphs``: the whole update and the acting forward pass are captured once and replayed: one
   launch instead of hundreds of small kernels, which is what a small network on a Jetson is bound by.
-- On CUDA, host batches go through pinned staging buffers and non-blocking copies.
+- On CUDA, host batches go through pinned staging buffers and non-blocking copies; a batch gathered by a
+  device replay is already a device tensor and is used where it is.
+- ``--learner-stream`` (with CUDA graphs): the updates run on a CUDA stream of their own and acting reads
+  one of two copies of the network (``streams.ActorPair``), so acting never queues behind the learner.
 - With an asynchronous learner the actor acts with its own copy of the network (``actor``), refreshed
   every ``actor_refresh`` updates, so acting never reads weights the optimiser is halfway through writing.
 """
@@ -26,6 +29,8 @@ from typing import Callable, Optional
 
 import numpy as np
 import torch
+
+from .streams import ActorPair, copy_weights
 
 
 def centered_rmsprop_(params, grads, square_avgs, grad_avgs, steps, copies, lr: float, alpha: float,
@@ -44,13 +49,6 @@ def centered_rmsprop_(params, grads, square_avgs, grad_avgs, steps, copies, lr: 
                 copies[i].copy_(p)
 
 
-def _copy_weights(dst: torch.nn.Module, src: torch.nn.Module) -> None:
-    """In place, so captured graphs and compiled code keep reading the same tensors."""
-    with torch.no_grad():
-        for d, s in zip(dst.parameters(), src.parameters()):
-            d.copy_(s)
-
-
 class PinnedStaging:
     """Host array -> device tensor. On CUDA through a pinned buffer kept per slot (allocating pinned memory
     costs more than the copy) and a non-blocking copy that overlaps compute; elsewhere a plain ``.to``."""
@@ -60,7 +58,9 @@ class PinnedStaging:
         self.pinned = device.type == "cuda"
         self._buffers: dict = {}
 
-    def to_device(self, array: np.ndarray, slot: str) -> torch.Tensor:
+    def to_device(self, array, slot: str) -> torch.Tensor:
+        if isinstance(array, torch.Tensor):
+            return array.to(self.device)
         t = torch.from_numpy(np.ascontiguousarray(array))
         if not self.pinned:
             return t.to(self.device)
@@ -114,6 +114,11 @@ class Accelerator:
             self.fused_rmsprop = torch.compile(centered_rmsprop_, dynamic=False)
         self.actor = copy.deepcopy(self.online).requires_grad_(False) if cfg.async_learner else self.online
         self.actor_lock = threading.Lock()
+        streamed = self.cuda_graphs and cfg.learner_stream
+        self.learn_stream = torch.cuda.Stream() if streamed else None
+        self.actors = ActorPair(self.online) if streamed else None
+        self.actor_refresh = max(1, cfg.actor_refresh)
+        self._updates_run = 0
         self.staging = PinnedStaging(device)
         self._graph: Optional[torch.cuda.CUDAGraph] = None
         self._static: dict = {}
@@ -173,17 +178,40 @@ class Accelerator:
                            [state[p]["grad_avg"] for p in params], [state[p]["step"] for p in params],
                            low if self.master_bf16 else [], group["lr"], group["alpha"], group["eps"])
 
-    def run_update(self, step: Callable[..., None], arrays: dict[str, np.ndarray]) -> None:
-        """``step(**tensors)`` on the device copies of ``arrays``: eagerly, or captured once in a CUDA graph
-        (after 3 warm-up updates on a side stream) and replayed with the new batch copied into place."""
+    def run_update(self, step: Callable[..., None], arrays: dict) -> None:
+        """``step(**tensors)`` on the device copies of ``arrays`` (host arrays, or device tensors a device
+        replay gathered): eagerly, or captured once in a CUDA graph (after 3 warm-up updates on a side
+        stream) and replayed with the new batch copied into place; on the learner's stream when it has one."""
+        if self.learn_stream is None:
+            return self._run_update(step, arrays)
+        # the learner's stream starts after what this thread queued (new replay frames, the gathered batch)
+        self.learn_stream.wait_stream(torch.cuda.current_stream())
+        for a in arrays.values():
+            if isinstance(a, torch.Tensor) and a.device.type == "cuda":
+                a.record_stream(self.learn_stream)   # its memory is not reused before the learner has read it
+        with torch.cuda.stream(self.learn_stream):
+            self._run_update(step, arrays)
+        self._updates_run += 1
+        if self._updates_run % self.actor_refresh == 0:
+            self.actors.refresh(self.online, self.learn_stream)
+
+    def settle(self) -> None:
+        """Order this thread's next GPU work (reading weights or metrics, a target sync) after every update
+        queued on the learner's stream."""
+        if self.learn_stream is not None:
+            torch.cuda.current_stream().wait_stream(self.learn_stream)
+
+    def _run_update(self, step: Callable[..., None], arrays: dict) -> None:
         if not self.cuda_graphs:
             step(**{k: self.staging.to_device(a, k) for k, a in arrays.items()})
             return
         if not self._static:
-            self._static = {k: torch.empty(a.shape, dtype=torch.from_numpy(np.ascontiguousarray(a[:1])).dtype,
-                                           device=self.device) for k, a in arrays.items()}
+            self._static = {k: torch.empty(a.shape, dtype=_dtype_of(a), device=self.device) for k, a in arrays.items()}
         for k, a in arrays.items():
-            self.staging.copy_into(k, torch.from_numpy(np.ascontiguousarray(a)), self._static[k])
+            if isinstance(a, torch.Tensor):
+                self._static[k].copy_(a, non_blocking=True)
+            else:
+                self.staging.copy_into(k, torch.from_numpy(np.ascontiguousarray(a)), self._static[k])
         if self._graph is not None:
             self._graph.replay()
             return
@@ -210,48 +238,68 @@ class Accelerator:
     def refresh_copies(self) -> None:
         """After the masters changed outside an update (target sync, a loaded checkpoint): copies follow."""
         if self.master_bf16:
-            _copy_weights(self.online, self.masters[0])
-            _copy_weights(self.target, self.masters[1])
+            copy_weights(self.online, self.masters[0])
+            copy_weights(self.target, self.masters[1])
         self.refresh_actor()
+        if self.actors is not None:
+            self.actors.reset(self.online)
 
     # ------------------------------------------------------------------ acting
+    @contextlib.contextmanager
+    def acting_net(self):
+        """The network a forward pass for acting reads: the actor (the online network, or the async
+        learner's copy, under its lock), or with a learner stream one of the pair, released after it."""
+        if self.actors is None:
+            with self.actor_lock:
+                yield self.actor
+            return
+        i = self.actors.acquire()
+        try:
+            yield self.actors.nets[i]
+        finally:
+            self.actors.release(i)
+
     @torch.no_grad()
     def q_values(self, obs: np.ndarray) -> np.ndarray:
-        with self.actor_lock, self.autocast():
-            return self.actor(self.staging.to_device(obs, "act")).float().cpu().numpy()
+        with self.acting_net() as net, self.autocast():
+            return net(self.staging.to_device(obs, "act")).float().cpu().numpy()
 
     @torch.no_grad()
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """argmax_a Q(obs, a) for a batch, on the acting network (a replayed CUDA graph per batch size)."""
-        if not self.cuda_graphs:
-            with self.actor_lock, self.autocast():
-                return self.actor(self.staging.to_device(obs, "act")).argmax(dim=1).cpu().numpy()
-        with self.actor_lock:
-            entry = self._act_graphs.get(obs.shape[0]) or self._capture_act(obs)
-            static_in, static_out, graph = entry
+        with self.acting_net() as net:
+            if not self.cuda_graphs:
+                with self.autocast():
+                    return net(self.staging.to_device(obs, "act")).argmax(dim=1).cpu().numpy()
+            key = (id(net), obs.shape[0])
+            static_in, static_out, graph = self._act_graphs.get(key) or self._capture_act(net, obs, key)
             static_in.copy_(torch.from_numpy(np.ascontiguousarray(obs)), non_blocking=False)
             graph.replay()
             return static_out.cpu().numpy()
 
-    def _capture_act(self, obs: np.ndarray):
+    def _capture_act(self, net: torch.nn.Module, obs: np.ndarray, key: tuple):
         static_in = torch.zeros(obs.shape, dtype=torch.from_numpy(obs[:1]).dtype, device=self.device)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side), self.autocast():
             for _ in range(3):
-                self.actor(static_in).argmax(dim=1)
+                net(static_in).argmax(dim=1)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph), self.autocast():
-            static_out = self.actor(static_in).argmax(dim=1)
-        self._act_graphs[obs.shape[0]] = (static_in, static_out, graph)
-        return self._act_graphs[obs.shape[0]]
+            static_out = net(static_in).argmax(dim=1)
+        self._act_graphs[key] = (static_in, static_out, graph)
+        return self._act_graphs[key]
 
     def refresh_actor(self) -> None:
         """Copy the learner's weights into the acting network (async learner only)."""
         if self.actor is self.online:
             return
         with self.actor_lock:
-            _copy_weights(self.actor, self.online)
+            copy_weights(self.actor, self.online)
             if self.device.type == "cuda":
                 torch.cuda.current_stream().synchronize()
+
+
+def _dtype_of(a) -> torch.dtype:
+    return a.dtype if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a[:1])).dtype

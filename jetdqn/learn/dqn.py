@@ -121,7 +121,7 @@ class DQNAgent:
         self._q_sum += q_mean
 
     def update(self, batch) -> None:
-        """One update from a replay ``Batch`` (host arrays)."""
+        """One update from a replay ``Batch`` (host arrays; stacks as device tensors from a device replay)."""
         arrays = {"obs": batch.obs, "actions": batch.actions, "rewards": batch.rewards,
                   "discounts": batch.discounts(self.cfg.gamma), "next_obs": batch.next_obs}
         with self.update_lock:
@@ -132,6 +132,7 @@ class DQNAgent:
     def sync_target(self) -> None:
         """target <- online, in place (a captured graph keeps reading the same tensors)."""
         with self.update_lock, torch.no_grad():
+            self.accel.settle()
             for dst, src in zip(self.target.parameters(), self.online.parameters()):
                 dst.copy_(src)
             self.accel.refresh_copies()
@@ -141,6 +142,7 @@ class DQNAgent:
         with self.update_lock:
             if self._n == 0:
                 return {"loss": None, "q_mean": None}
+            self.accel.settle()
             out = {"loss": float(self._loss_sum) / self._n, "q_mean": float(self._q_sum) / self._n}
             self._loss_sum.zero_()
             self._q_sum.zero_()
@@ -151,6 +153,7 @@ class DQNAgent:
     def weights_finite(self) -> bool:
         """Whether every online weight is a finite number (checked before a checkpoint is written)."""
         with self.update_lock, torch.no_grad():
+            self.accel.settle()
             return all(bool(torch.isfinite(p).all()) for p in self.online.parameters())
 
     def network_spec(self) -> dict:
@@ -158,6 +161,7 @@ class DQNAgent:
 
     def state_dict(self) -> dict:
         with self.update_lock:
+            self.accel.settle()
             state = {"online": {k: v.detach().clone() for k, v in self.online.state_dict().items()},
                      "target": {k: v.detach().clone() for k, v in self.target.state_dict().items()},
                      "optimizer": copy.deepcopy(self.optimizer.state_dict()), "updates": self.updates}
@@ -166,6 +170,7 @@ class DQNAgent:
         return state
 
     def load_state_dict(self, state: dict) -> None:
+        self.accel.settle()
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(state.get("target", state["online"]))
         if "optimizer" in state:
@@ -177,5 +182,6 @@ class DQNAgent:
 
     def load_weights(self, online: dict) -> None:
         """The online network's weights alone (a model file, or a Ray actor's broadcast)."""
+        self.accel.settle()
         self.online.load_state_dict(online)
         self.accel.refresh_copies()

@@ -20,7 +20,7 @@ from .storage import META_BYTES, ArrayFrames, Codec, CompressedFrames, check_fit
 
 @dataclass
 class Batch:
-    obs: np.ndarray        # (B, history, *frame)
+    obs: np.ndarray        # (B, history, *frame); a device tensor from a device replay (as next_obs)
     actions: np.ndarray    # (B,) int64
     rewards: np.ndarray    # (B,) float32 (already clipped when clipping is on)
     dones: np.ndarray      # (B,) float32: 1 where the next state is terminal (no bootstrap)
@@ -43,18 +43,28 @@ class ReplayBuffer:
     :param frame_bytes: expected compressed bytes per frame, for the memory check before allocating.
     :param n_step: rewards of up to this many transitions summed (discounted by ``gamma``) into one, cut at
         an episode end or where the next frame is not stored yet.
+    :param device: 'host' (numpy arrays), or a torch device ('cuda', 'cpu') holding the frames raw in one
+        tensor (``device.DeviceFrames``): sampled stacks are then device tensors, gathered there.
     """
 
     CHUNK = 10_000  # slots per chunk when the replay is saved incrementally
 
     def __init__(self, capacity: int, frame_shape: tuple, dtype=np.uint8, history: int = 4,
                  num_streams: int = 1, seed: int = 0, allow_large: bool = False, compress: str = "off",
-                 frame_bytes: Optional[float] = None, n_step: int = 1, gamma: float = 0.99):
+                 frame_bytes: Optional[float] = None, n_step: int = 1, gamma: float = 0.99, device: str = "host"):
         if n_step < 1:
             raise ValueError(f"n_step must be at least 1, got {n_step}")
         if capacity < num_streams * 2:
             raise ValueError(f"replay capacity {capacity} is too small for {num_streams} streams")
-        check_fits(capacity, frame_shape, dtype, allow_large, frame_bytes if compress != "off" else None)
+        if device != "host" and compress != "off":
+            raise ValueError(f"a replay on the device ({device}) keeps frames raw; --replay-compress {compress} "
+                             f"is for the host replay")
+        if device == "host":
+            check_fits(capacity, frame_shape, dtype, allow_large, frame_bytes if compress != "off" else None)
+        else:
+            from .device import device_free_bytes
+            check_fits(capacity, frame_shape, dtype, allow_large, avail=device_free_bytes(device),
+                       where=f"{device} memory")
         self.streams = num_streams
         self.stream_capacity = capacity // num_streams
         self.capacity = self.stream_capacity * num_streams
@@ -65,7 +75,11 @@ class ReplayBuffer:
         self.n_step = n_step
         self.gamma = gamma
         s, c = num_streams, self.stream_capacity
-        if compress == "off":
+        self.device = device
+        if device != "host":
+            from .device import DeviceFrames
+            self.frames = DeviceFrames(s, c, frame_shape, dtype, device)
+        elif compress == "off":
             self.frames = ArrayFrames(s, c, frame_shape, dtype)
         else:
             self.frames = CompressedFrames(s, c, frame_shape, dtype, compress)
@@ -112,6 +126,28 @@ class ReplayBuffer:
             self.size[stream] = min(self.size[stream] + 1, self.stream_capacity)
             self.added += 1
             self.dirty.add((stream, p // self.CHUNK))
+
+    def add_many(self, streams: np.ndarray, frames: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+                 terminal: np.ndarray, first: np.ndarray) -> None:
+        """``add`` for one rollout step of several streams (each stream at most once): the metadata in a few
+        array writes and the frames in one ``put_many`` (one copy for a device replay)."""
+        streams = np.asarray(streams, dtype=np.int64)
+        if len(np.unique(streams)) != len(streams):   # several steps of one stream: in order, one at a time
+            for j in range(len(streams)):
+                self.add(int(streams[j]), frames[j], int(actions[j]), float(rewards[j]), bool(terminal[j]),
+                         bool(first[j]))
+            return
+        with self.lock:
+            p = self.pos[streams].copy()
+            self.frames.put_many(streams, p, frames)
+            self.actions[streams, p] = actions
+            self.rewards[streams, p] = rewards
+            self.terminal[streams, p] = terminal
+            self.first[streams, p] = first
+            self.pos[streams] = (p + 1) % self.stream_capacity
+            self.size[streams] = np.minimum(self.size[streams] + 1, self.stream_capacity)
+            self.added += len(streams)
+            self.dirty.update(zip(streams.tolist(), (p // self.CHUNK).tolist()))
 
     def shrink(self, stream_capacity: int) -> bool:
         """Lower the capacity to ``stream_capacity`` slots per stream; only possible before any ring wraps
@@ -206,7 +242,7 @@ class ReplayBuffer:
         j = np.where(keep, j, i_all[:, None])                 # dead slots read the newest frame, then zeroed
         frames = self.frames.get(np.repeat(s_all, h), j.ravel()).reshape(len(i_all), h, *self.frame_shape)
         if not keep.all():
-            frames[~keep] = 0
+            frames[self.frames.mask(~keep)] = 0
         return [frames[k * b:(k + 1) * b] for k in range(len(ends))]
 
     def _stack(self, s: np.ndarray, i: np.ndarray) -> np.ndarray:

@@ -37,7 +37,13 @@ def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float]
     """--replay-size N, or for auto the most transitions that fit in the memory budget."""
     if cfg.replay_size:
         return cfg.replay_size
-    budget = cfg.replay_memory_fraction * available_memory_bytes()
+    where = "the available memory"
+    if cfg.replay_device != "host":
+        from .device import device_free_bytes
+        avail, where = device_free_bytes(cfg.replay_device), f"the free {cfg.replay_device} memory"
+    else:
+        avail = available_memory_bytes()
+    budget = cfg.replay_memory_fraction * avail
     per = replay_bytes(1, frame_shape, dtype, frame_bytes * 1.25 if frame_bytes else None)
     fits = int(budget / per)
     if fits < max(10 * cfg.batch_size, 2 * streams):
@@ -46,7 +52,7 @@ def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float]
                           f"{fits:,} transitions ({budget / 1e6:.2f} MB); raise the fraction or give --replay-size.")
     capacity = max(streams * 2, min(fits, 50_000_000))
     say(f"replay: --replay-size auto -> {capacity:,} transitions at ~{per:.0f} bytes each "
-        f"({budget / 1e9:.2f} GB = {cfg.replay_memory_fraction:.0%} of the available memory)")
+        f"({budget / 1e9:.2f} GB = {cfg.replay_memory_fraction:.0%} of {where})")
     return capacity
 
 
@@ -60,7 +66,7 @@ def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[di
         capacity = choose_capacity(cfg, frame_shape, dtype, frame_bytes, streams)
     replay = ReplayBuffer(capacity, frame_shape, dtype, cfg.history, num_streams=streams, seed=cfg.seed,
                           allow_large=cfg.allow_large_replay, compress=cfg.replay_compress, frame_bytes=frame_bytes,
-                          n_step=cfg.n_step, gamma=cfg.gamma)
+                          n_step=cfg.n_step, gamma=cfg.gamma, device=cfg.replay_device)
     return replay, frame_bytes
 
 

@@ -43,14 +43,15 @@ def available_memory_bytes() -> int:
 
 
 def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = False,
-               frame_bytes: Optional[float] = None) -> int:
-    """Refuse, before allocating, a replay that would not fit in the memory that is available now."""
+               frame_bytes: Optional[float] = None, avail: Optional[int] = None, where: str = "memory") -> int:
+    """Refuse, before allocating, a replay that would not fit in the memory that is available now
+    (``avail``: a device's free memory for a device replay; the host's by default)."""
     need = replay_bytes(capacity, frame_shape, dtype, frame_bytes)
-    avail = available_memory_bytes()
+    avail = available_memory_bytes() if avail is None else avail
     if avail and need > 0.9 * avail and not allow_large:
         raise ReplayTooLarge(
             f"a replay of {capacity:,} transitions needs {need / 1e9:.2f} GB but only {avail / 1e9:.2f} GB "
-            f"of memory is available; lower --replay-size (about {int(0.9 * avail / (need / capacity)):,} "
+            f"of {where} is available; lower --replay-size (about {int(0.9 * avail / (need / capacity)):,} "
             f"fits), use --replay-size auto or --replay-compress lz4, or pass --allow-large-replay to allocate "
             f"it anyway.")
     return need
@@ -99,8 +100,15 @@ class ArrayFrames:
     def put(self, s: int, p: int, frame: np.ndarray) -> None:
         self.data[s, p] = frame
 
+    def put_many(self, s: np.ndarray, p: np.ndarray, frames: np.ndarray) -> None:
+        self.data[s, p] = frames
+
     def get(self, s: np.ndarray, j: np.ndarray) -> np.ndarray:
         return self.data[s, j]
+
+    @staticmethod
+    def mask(dead: np.ndarray) -> np.ndarray:
+        return dead
 
     def blob(self, s: int, p: int, codec: "Codec") -> bytes:
         """Slot (s, p) compressed with ``codec`` (for saving)."""
@@ -129,6 +137,14 @@ class CompressedFrames:
 
     def put(self, s: int, p: int, frame: np.ndarray) -> None:
         self._store(s, p, self.codec.compress(np.ascontiguousarray(frame)))
+
+    def put_many(self, s: np.ndarray, p: np.ndarray, frames: np.ndarray) -> None:
+        for k in range(len(s)):
+            self.put(int(s[k]), int(p[k]), frames[k])
+
+    @staticmethod
+    def mask(dead: np.ndarray) -> np.ndarray:
+        return dead
 
     def _store(self, s: int, p: int, blob: bytes) -> None:
         """The one place the byte accounting changes: the old blob's bytes out, the new one's in."""

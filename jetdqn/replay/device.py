@@ -1,0 +1,75 @@
+"""Replay frames kept in one torch tensor on a device (``--replay-device cuda``, or ``cpu`` to run the same
+code without a GPU).
+
+On a Jetson the CPU and the GPU share one memory: a host replay makes every sampled batch a host->device
+copy of 32 x 2 stacks (1.8 MB at batch 32) for nothing. Here each frame is written once, by one copy of a
+rollout step's new frames, and stacks are gathered on the device: the update reads them without a host
+round trip. Only the indices (a few hundred int64s) cross over; the ring bookkeeping (which slots form a
+valid stack, n-step returns) stays in ``buffer.ReplayBuffer`` on the host, where it is cheap.
+
+Frames are kept raw (uint8): a device has no fast per-frame compressor, and raw frames gather in one kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .storage import Codec
+
+
+def device_free_bytes(device: str) -> int:
+    """Memory a device replay may take: free device memory on CUDA (on a Jetson, the shared system memory
+    that is free), the host's available memory for ``cpu``."""
+    if device == "cuda":
+        free, _total = torch.cuda.mem_get_info()
+        return int(free)
+    from .storage import available_memory_bytes
+    return available_memory_bytes()
+
+
+class DeviceFrames:
+    """Raw frames in one (streams, capacity, *frame) tensor on ``device``; ``get`` returns a device tensor."""
+
+    compressed = False
+
+    def __init__(self, streams: int, capacity: int, frame_shape: tuple, dtype, device: str):
+        self.device = torch.device(device)
+        self.frame_shape = tuple(frame_shape)
+        self.np_dtype = np.dtype(dtype)
+        torch_dtype = torch.from_numpy(np.zeros(1, dtype=self.np_dtype)).dtype
+        self.data = torch.zeros((streams, capacity, *frame_shape), dtype=torch_dtype, device=self.device)
+        self.flat = self.data.view(streams * capacity, *frame_shape)   # slot (s, j) is row s * capacity + j
+        self.capacity = capacity
+
+    def put(self, s: int, p: int, frame: np.ndarray) -> None:
+        self.data[s, p] = torch.from_numpy(np.array(frame)).to(self.device)   # a copy: frame may be read-only
+
+    def put_many(self, s: np.ndarray, p: np.ndarray, frames: np.ndarray) -> None:
+        """A rollout step's new frames (one per stream) in one host->device copy and one scatter. The copy
+        and the scatter go on the calling thread's current stream; a learner on another stream waits for it
+        (``accel.Accelerator.run_update``)."""
+        src = torch.from_numpy(np.ascontiguousarray(frames)).to(self.device)
+        self.flat[self._rows(s, p)] = src
+
+    def get(self, s: np.ndarray, j: np.ndarray) -> torch.Tensor:
+        """Frames at slots (s, j), gathered on the device (a new tensor)."""
+        return self.flat[self._rows(s, j)]
+
+    def _rows(self, s: np.ndarray, j: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(s, np.int64) * self.capacity + j).to(self.device)
+
+    def mask(self, dead: np.ndarray) -> torch.Tensor:
+        """A boolean row mask in the form ``get``'s result is indexed with."""
+        return torch.from_numpy(dead).to(self.device)
+
+    def blob(self, s: int, p: int, codec: Codec) -> bytes:
+        """Slot (s, p) compressed with ``codec`` (for saving with --checkpoint-replay)."""
+        return codec.compress(self.data[s, p].cpu().numpy())
+
+    def put_blob(self, s: int, p: int, blob: bytes, codec: Codec) -> None:
+        self.put(s, p, np.frombuffer(codec.decompress(blob), dtype=self.np_dtype).reshape(self.frame_shape))
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel() * self.data.element_size()
