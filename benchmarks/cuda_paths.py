@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jetdqn import runtime  # noqa: E402
 from jetdqn.learn import DQNAgent  # noqa: E402
 from jetdqn.config import make_config  # noqa: E402
-from jetdqn.replay import Batch  # noqa: E402
+from jetdqn.replay import Batch, ReplayBuffer  # noqa: E402
 
 
 def batches(n: int, seed: int = 0) -> list[Batch]:
@@ -60,11 +60,66 @@ def check_graph_equals_eager() -> dict:
     obs = data[0].obs[:8]
     rng = np.random.default_rng(0)
     acts_eager = eager.act(obs, 0.0, rng)
-    graphed.online.load_state_dict(eager.online.state_dict())
+    graphed.load_weights(eager.online.state_dict())   # the acting copies (learner stream) follow
     acts_graph = graphed.act(obs, 0.0, rng)
     return {"check": "cuda graph update == eager update", "max_param_diff": diff, "loss_eager": le,
             "loss_graph": lg, "graph_captured": graphed.accel.graph_captured,
             "act_graph_equals_eager": bool((acts_eager == acts_graph).all())}
+
+
+def filled_replays(steps: int = 3000, streams: int = 8) -> tuple[ReplayBuffer, ReplayBuffer]:
+    """A host replay and a CUDA replay holding the same frames (episodes of 50-400 steps), same seed."""
+    rng = np.random.default_rng(1)
+    host = ReplayBuffer(20_000, (84, 84), num_streams=streams, seed=2, n_step=3)
+    dev = ReplayBuffer(20_000, (84, 84), num_streams=streams, seed=2, n_step=3, device="cuda")
+    left = rng.integers(50, 400, streams)
+    for _ in range(steps):
+        frames = rng.integers(0, 255, (streams, 84, 84), dtype=np.uint8)
+        first = left <= 0
+        left = np.where(first, rng.integers(50, 400, streams), left - 1)
+        args = (np.arange(streams), frames, rng.integers(0, 6, streams), rng.standard_normal(streams).astype(np.float32),
+                left == 0, first)
+        host.add_many(*args)
+        dev.add_many(*args)
+    return host, dev
+
+
+def check_device_replay() -> dict:
+    """The CUDA replay samples the host replay's batches, and a graphed update on its device batches (learner
+    stream) leaves the weights the eager update on host batches leaves."""
+    host, dev = filled_replays()
+    same = True
+    eager = agent_for(cudnn_deterministic=True)
+    graphed = agent_for(cuda_graphs=True, cudnn_deterministic=True)
+    graphed.load_state_dict(eager.state_dict())
+    for _ in range(12):
+        a, b = host.sample(32), dev.sample(32)
+        same &= bool(np.array_equal(a.obs, b.obs.cpu().numpy()) and np.array_equal(a.next_obs, b.next_obs.cpu().numpy()))
+        eager.update(a)
+        graphed.update(b)
+    graphed.accel.settle()
+    torch.cuda.synchronize()
+    diff = max((x - y).abs().max().item() for x, y in zip(eager.online.parameters(), graphed.online.parameters()))
+    return {"check": "cuda replay batches == host replay batches; graphed update on them == eager", "same_batches": same,
+            "max_param_diff": diff, "learner_stream": graphed.accel.learn_stream is not None}
+
+
+def time_sample_and_update(label: str, device: str, n: int = 300, **overrides) -> dict:
+    """Updates/s including the replay's sampling (host gather + copy, or device gather)."""
+    host, dev = filled_replays(1500)
+    replay = dev if device == "cuda" else host
+    agent = agent_for(cudnn_benchmark=True, **overrides)
+    for _ in range(10):
+        agent.update(replay.sample(32))
+    agent.accel.settle()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        agent.update(replay.sample(32))
+    agent.accel.settle()
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    return {"case": label, "updates_per_s": n / dt, "ms_per_update": 1000 * dt / n}
 
 
 def time_updates(label: str, n: int = 300, **overrides) -> dict:
@@ -95,12 +150,18 @@ def main() -> int:
              ("eager fp32 channels-last", {"channels_last": True}), ("bf16 autocast", {"amp": "bf16"}),
              ("fp16 autocast + loss scaling", {"amp": "fp16"}), ("CUDA graphs fp32", {"cuda_graphs": True}),
              ("CUDA graphs fp32 + TF32", {"cuda_graphs": True, "cudnn_fastest": True}),
-             ("CUDA graphs bf16", {"cuda_graphs": True, "amp": "bf16"})]
+             ("CUDA graphs bf16", {"cuda_graphs": True, "amp": "bf16"}),
+             ("CUDA graphs fp32, one stream", {"cuda_graphs": True, "learner_stream": False})]
     for label, over in cases:
         rows.append(time_updates(label, **over))
+    rows.append(check_device_replay())
+    for label, device, over in [("sample + update: host replay, CUDA graphs", "host", {"cuda_graphs": True}),
+                                ("sample + update: CUDA replay, CUDA graphs", "cuda", {"cuda_graphs": True})]:
+        rows.append(time_sample_and_update(label, device, **over))
     for r in rows:
         print(json.dumps(r), flush=True)
     lines = ["| update at batch 32 (Nature CNN, Double DQN, Adam) | updates/s | ms/update |", "|---|---|---|"]
+    lines = [f"checks: {json.dumps([r for r in rows if 'check' in r])}", ""] + lines
     for r in rows:
         if "case" in r:
             lines.append(f"| {r['case']} | {r['updates_per_s']:.0f} | {r['ms_per_update']:.2f} |")
@@ -110,7 +171,9 @@ def main() -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "cuda_paths.json").write_text(json.dumps(rows, indent=2))
         (Path(args.out) / "cuda_paths.md").write_text(table + "\n")
-    ok = rows[1]["max_param_diff"] < 1e-4 and rows[1]["act_graph_equals_eager"] and rows[1]["graph_captured"]
+    replay_check = next(r for r in rows if str(r.get("check", "")).startswith("cuda replay"))
+    ok = rows[1]["max_param_diff"] < 1e-4 and rows[1]["act_graph_equals_eager"] and rows[1]["graph_captured"] \
+        and replay_check["same_batches"] and replay_check["max_param_diff"] < 1e-4
     return 0 if ok else 1
 
 

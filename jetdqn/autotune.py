@@ -103,8 +103,25 @@ def resolve_auto(cfg: Config, log: Callable[[str], None] = print) -> tuple[Confi
         return cfg, None
     if not cfg.is_atari:
         return dataclasses.replace(cfg, num_envs=max(cfg.num_envs, 1), threads=max(cfg.threads, 0)), None
+    if cfg.num_envs == 0 and cfg.device != "cpu" and torch.cuda.is_available():
+        return gpu_split(cfg, log)
     asked = [f"--{n} auto" for n, auto in (("num-envs", cfg.num_envs == 0), ("threads", cfg.threads == -1)) if auto]
     log(f"autotune: {' and '.join(asked)} (0 means auto for --num-envs): measuring this machine's split")
     tuned = autotune(cfg, log)
     envs = -(-tuned["num_envs"] // cfg.env_groups) * cfg.env_groups  # a multiple of --env-groups
     return dataclasses.replace(cfg, num_envs=envs, threads=tuned["threads"]), tuned
+
+
+def gpu_split(cfg: Config, log: Callable[[str], None] = print) -> tuple[Config, dict]:
+    """--num-envs auto with the network on a GPU: the learner needs the GPU and one core (the loop's thread,
+    which samples, launches the captured update and acts); every other core steps emulators, one env per
+    emulator thread (GA3C's balance, where the GPU is not the bottleneck; the CPU/GPU ratio goes in the
+    log). Torch gets one thread: its CPU side is copies and indexing."""
+    cores = os.cpu_count() or 1
+    emulators = max(1, cores - 1)
+    envs = -(-emulators // cfg.env_groups) * cfg.env_groups
+    log(f"autotune: a CUDA device and {cores} cores: {envs} envs on {emulators} emulator threads, one core "
+        f"for the loop and the GPU learner")
+    threads = 1 if cfg.threads == -1 else cfg.threads
+    tuned = {"num_envs": envs, "threads": threads, "env_threads": emulators, "rule": "gpu: an emulator on every core but one"}
+    return dataclasses.replace(cfg, num_envs=envs, env_threads=cfg.env_threads or emulators, threads=threads), tuned

@@ -125,6 +125,7 @@ class LocalActing:
         self.groups = list(zip(self.envs.groups, self.envs.slices))
         self.turn = 0
         self.showing_stream0 = False
+        self.agent = None
 
     def epsilon(self, step: int, sl: slice = slice(None)):
         """The epsilon acting uses at ``step``: the schedule's, or Ape-X's per-env values (their mean for
@@ -170,7 +171,11 @@ class LocalActing:
         pass  # the agent acts with the learner's weights (or the async learner refreshes its copy)
 
     def record_extra(self) -> dict:
-        return {}
+        """The CPU/GPU ratio of arXiv 2012.04210: emulator threads (cores) per GPU, beside the record's
+        emulator and GPU loads."""
+        if self.agent is None or self.agent.device.type != "cuda":
+            return {}
+        return {"emulator_cores_per_gpu": len(self.emulator_threads)}
 
     def close(self) -> None:
         self.envs.close()

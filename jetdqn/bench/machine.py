@@ -36,7 +36,28 @@ def machine_info() -> dict:
         except (OSError, subprocess.TimeoutExpired):
             pass
     info.update(torch_info())
+    if info.get("cuda"):
+        info["device_report"] = device_report()
     return info
+
+
+def device_report() -> str:
+    """The GPU a table was measured on: name, memory, clocks and power limit (NVML via nvidia-smi; on a
+    Jetson, which has no nvidia-smi query, what torch knows plus the power mode above)."""
+    fields = "name,memory.total,clocks.max.sm,clocks.max.mem,power.limit,driver_version"
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=10).stdout.strip().splitlines()
+            if out:
+                name, mem, sm, memclk, power, driver = [x.strip() for x in out[0].split(",")][:6]
+                return (f"{name}, {mem} memory, max clocks {sm} (SM) / {memclk} (memory), power limit {power}, "
+                        f"driver {driver}")
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            pass
+    import torch
+    props = torch.cuda.get_device_properties(0)
+    return f"{props.name}, {props.total_memory / 2**30:.1f} GiB memory, {props.multi_processor_count} SMs"
 
 
 def machine_line(info: dict) -> str:

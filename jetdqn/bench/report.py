@@ -18,7 +18,7 @@ def _n(v, fmt="{:.1f}") -> str:
 
 
 COLUMNS = ["Test case", "s / 1000 steps", "% of baseline", "env steps/s", "env steps/s before learning", "updates/s", "frames drawn", "CPU avg %",
-           "busiest core %", "GPU (GR3D) %", "emulator %", "learner %", "power W", "J / 1000 steps"]
+           "busiest core %", "GPU (GR3D) %", "emulator %", "learner %", "emulator cores / GPU", "power W", "J / 1000 steps"]
 
 
 def with_ext(base: Path, ext: str) -> Path:
@@ -57,7 +57,8 @@ def table(rows: list[dict], info: dict, args) -> str:
             _n(r["env_steps_per_s"], "{:.0f}"), _n(r.get("acting_env_steps_per_s"), "{:.0f}"),
             _n(r["updates_per_s"]), _n(r["frames_drawn"], "{:.0f}"),
             _n(r["cpu_avg"], "{:.0f}"), _n(r["cpu_max"], "{:.0f}"), _n(r["gpu_load"], "{:.0f}"),
-            _n(r["emulator_cpu"], "{:.0f}"), _n(r["learner_cpu"], "{:.0f}"), _n(r["power_w"], "{:.2f}"),
+            _n(r["emulator_cpu"], "{:.0f}"), _n(r["learner_cpu"], "{:.0f}"),
+            _n(r.get("emulator_cores_per_gpu"), "{:.0f}"), _n(r["power_w"], "{:.2f}"),
             _n(r["energy_j_per_1000"], "{:.0f}")])
     return markdown_table(COLUMNS, cells)
 
@@ -77,6 +78,8 @@ def header(info: dict, args) -> str:
     parts = [machine_line(info)]
     if info.get("l4t"):
         parts.append(f"L4T: {info['l4t']}; power mode: {info.get('power_mode', '?')}")
+    if info.get("device_report"):
+        parts.append(f"Device: {info['device_report']}")
     parts.append(f"torch {info['torch']}, cuDNN {info.get('cudnn') or '-'}, Python {info['python']}")
     parts.append(f"{args.game}, seed-tx1 settings (replay 50k, batch 32, update every 4, RMSProp 2.5e-4): "
                  f"{args.learn_start} steps of acting, {args.warmup_steps} training steps not timed "

@@ -95,4 +95,5 @@ def measure(before: list[dict], warm: list[dict], window: list[dict]) -> dict:
             "emulator_cpu": avg("emulator_cpu"), "learner_cpu": avg("learner_cpu"),
             "power_w": power / 1000.0 if power is not None else None,
             "energy_j_per_1000": (power / 1000.0) * s_per_1000 if power is not None else None,
-            "telemetry_source": window[-1].get("telemetry_source")}
+            "telemetry_source": window[-1].get("telemetry_source"),
+            "emulator_cores_per_gpu": window[-1].get("emulator_cores_per_gpu")}

@@ -184,7 +184,7 @@ class ReplayBuffer:
         b = min((c + 1) * self.CHUNK, self.stream_capacity, int(self.size[s]))
         if b <= a:
             return None
-        return {"blobs": [self.frames.blob(s, p, codec) for p in range(a, b)], "actions": self.actions[s, a:b],
+        return {"blobs": self.frames.blobs(s, a, b, codec), "actions": self.actions[s, a:b],
                 "rewards": self.rewards[s, a:b], "terminal": self.terminal[s, a:b], "first": self.first[s, a:b]}
 
     def import_chunk(self, s: int, a: int, blobs: list, codec: Codec, actions, rewards, terminal, first) -> None:

@@ -67,6 +67,11 @@ class DeviceFrames:
         """Slot (s, p) compressed with ``codec`` (for saving with --checkpoint-replay)."""
         return codec.compress(self.data[s, p].cpu().numpy())
 
+    def blobs(self, s: int, a: int, b: int, codec: Codec) -> list:
+        """Slots a..b-1 of stream s compressed, after one device->host copy of them all."""
+        host = self.data[s, a:b].cpu().numpy()
+        return [codec.compress(frame) for frame in host]
+
     def put_blob(self, s: int, p: int, blob: bytes, codec: Codec) -> None:
         self.put(s, p, np.frombuffer(codec.decompress(blob), dtype=self.np_dtype).reshape(self.frame_shape))
 

@@ -114,6 +114,9 @@ class ArrayFrames:
         """Slot (s, p) compressed with ``codec`` (for saving)."""
         return codec.compress(self.data[s, p])
 
+    def blobs(self, s: int, a: int, b: int, codec: "Codec") -> list:
+        return [self.blob(s, p, codec) for p in range(a, b)]
+
     def put_blob(self, s: int, p: int, blob: bytes, codec: "Codec") -> None:
         self.put(s, p, np.frombuffer(codec.decompress(blob), dtype=self.data.dtype).reshape(self.data.shape[2:]))
 
@@ -161,6 +164,9 @@ class CompressedFrames:
         if codec.name == self.codec.name:
             return self.data[s, p]
         return codec.compress(np.frombuffer(self.codec.decompress(self.data[s, p]), dtype=self.dtype))
+
+    def blobs(self, s: int, a: int, b: int, codec: "Codec") -> list:
+        return [self.blob(s, p, codec) for p in range(a, b)]
 
     def put_blob(self, s: int, p: int, blob: bytes, codec: "Codec") -> None:
         if codec.name != self.codec.name:
