@@ -90,7 +90,7 @@ def check_device_replay() -> dict:
     host, dev = filled_replays()
     same = True
     eager = agent_for(cudnn_deterministic=True)
-    graphed = agent_for(cuda_graphs=True, cudnn_deterministic=True)
+    graphed = agent_for(cuda_graphs=True, learner_stream=True, cudnn_deterministic=True)
     graphed.load_state_dict(eager.state_dict())
     for _ in range(12):
         a, b = host.sample(32), dev.sample(32)
@@ -151,7 +151,7 @@ def main() -> int:
              ("fp16 autocast + loss scaling", {"amp": "fp16"}), ("CUDA graphs fp32", {"cuda_graphs": True}),
              ("CUDA graphs fp32 + TF32", {"cuda_graphs": True, "cudnn_fastest": True}),
              ("CUDA graphs bf16", {"cuda_graphs": True, "amp": "bf16"}),
-             ("CUDA graphs fp32, one stream", {"cuda_graphs": True, "learner_stream": False})]
+             ("CUDA graphs fp32, learner stream", {"cuda_graphs": True, "learner_stream": True})]
     for label, over in cases:
         rows.append(time_updates(label, **over))
     rows.append(check_device_replay())

@@ -14,6 +14,7 @@ export PYTHONUNBUFFERED=1
 if [ "${1:-}" = "pong" ]; then
   run="${RUN_DIR:-/tmp/pong-gpu}"
   # a stop by the time limit is a SIGTERM: the run saves a checkpoint and `--resume` continues it
+  # shellcheck disable=SC2086
   timeout -s TERM "${PONG_SECONDS:-560}" python3 -m jetdqn.train --preset pong-gpu --run-dir "$run" \
     --progress lines --telemetry procfs ${RESUME:+--resume} 2>&1 | grep -vE "^ *step" | tail -40
   grep -h '"step"' "$run/log.jsonl" | awk 'NR % 100 == 0' | cut -c1-400 | tail -15
@@ -23,7 +24,7 @@ if [ "${1:-}" = "pong" ]; then
 fi
 nvidia-smi -L | tee "$out/device.txt"
 python3 benchmarks/cuda_paths.py --out "$out" 2>&1 | tail -22
-for flags in "--cuda-graphs" "--cuda-graphs --no-learner-stream" "--cuda-graphs --replay-device cuda" "--async-learner" \
+for flags in "--cuda-graphs" "--cuda-graphs --learner-stream" "--cuda-graphs --replay-device cuda" "--async-learner" \
              "--amp bf16 --cuda-graphs"; do
   echo "== CartPole on CUDA with $flags"
   # shellcheck disable=SC2086

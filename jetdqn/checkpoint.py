@@ -62,13 +62,13 @@ def rng_state(np_rng: np.random.Generator) -> dict:
 
 def restore_rng(state: dict, np_rng: np.random.Generator) -> None:
     import random
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(state["torch"].cpu())   # loaded with map_location=cuda it arrives on the GPU
     np_rng.bit_generator.state = state["numpy"]
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     if state.get("cuda") and torch.cuda.is_available():
         try:
-            torch.cuda.set_rng_state_all(state["cuda"])
+            torch.cuda.set_rng_state_all([t.cpu() for t in state["cuda"]])
         except RuntimeError:
             pass  # a different number of GPUs: keep the fresh CUDA seeds
 

@@ -105,9 +105,10 @@ class Config:
     fuse_target: bool = _f(False, "Double DQN: evaluate the online and target networks on next_obs in one "
                                   "paired pass of the conv stack (same numbers; ~0.8 ms less per bf16 update on a CPU, little in fp32).")
     cuda_graphs: bool = _f(False, "Capture the update and the acting forward pass in CUDA graphs (CUDA only).")
-    learner_stream: bool = _f(True, "On CUDA: run the updates on a CUDA stream of their own, so acting never waits "
-                                    "behind them (acting reads one of two copies of the network, refreshed every "
-                                    "--actor-refresh updates).")
+    learner_stream: bool = _f(False, "With --cuda-graphs: run the updates on a CUDA stream of their own, so acting never "
+                                     "waits behind them (acting reads one of two copies of the network, refreshed every "
+                                     "--actor-refresh updates). Experimental: its update checks out exactly, but a Pong "
+                                     "run with it crashed on an H100 (benchmarks/results/cuda-h100/gpu-pipeline-2026-11-23).")
     channels_last: bool = _f(False, "channels_last memory format for the CNN (faster on GPUs, and on AVX-512 CPUs, where "
                                          "oneDNN's NCHW weight gradient for conv1 is ~4x slower).")
     # --- display and telemetry

@@ -175,6 +175,9 @@ class DQNAgent:
         self.target.load_state_dict(state.get("target", state["online"]))
         if "optimizer" in state:
             self.optimizer.load_state_dict(state["optimizer"])
+            capturable = self.cfg.cuda_graphs and self.device.type == "cuda"
+            for group in self.optimizer.param_groups:   # state saved by a run without (or with) CUDA graphs
+                group["capturable"] = capturable
         if self.accel.scaler is not None and "scaler" in state:
             self.accel.scaler.load_state_dict(state["scaler"])
         self.updates = int(state.get("updates", 0))
