@@ -28,7 +28,8 @@ def x_display(xvfb):
 
 def test_play_shows_the_game_in_a_window(x_display, tmp_path):
     from PIL import ImageGrab
-    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.play", "--display-freq", "3", "--max-steps", "300",
+    # 600 steps: the window stays up ~3 s at 60 fps (with 300, a loaded machine once took no screenshot in time)
+    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.play", "--display-freq", "3", "--max-steps", "600",
                              "--fps", "60", "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     best = 0
