@@ -46,10 +46,19 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:   # torch reports a full disk as a RuntimeError of its zip writer
+        raise CheckpointError(unwritable(path, exc)) from None
     finally:
         if tmp.exists():
             tmp.unlink()
     _fsync_dir(path.parent)
+
+
+def unwritable(path: Path, exc: Exception) -> str:
+    """One sentence for a file that could not be written (a full or read-only disk, most likely)."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "the write failed part way"
+    return (f"could not write {path} ({reason}; is the disk full or read-only?); what was saved before it is "
+            f"unchanged: free some space (or make the run directory writable), then --resume")
 
 
 def rng_state(np_rng: np.random.Generator) -> dict:
@@ -161,7 +170,10 @@ class Checkpointer:
         manifest = None
         if self.cfg.checkpoint_replay:
             from .replay.saving import save_replay
-            manifest = save_replay(self.replay, self.replay_dir, self.manifest)
+            try:
+                manifest = save_replay(self.replay, self.replay_dir, self.manifest)
+            except OSError as exc:
+                raise CheckpointError(unwritable(Path(exc.filename or self.replay_dir), exc)) from None
         save(self.latest, agent_state=self.agent.state_dict(), network=self.agent.network_spec(),
              env_name=self.cfg.env_name, counters=counters, rng=rng_state(self.rng), config=self.cfg.to_dict(),
              replay=manifest)
@@ -190,8 +202,9 @@ class Checkpointer:
         from .replay.saving import load_replay
         try:
             load_replay(self.replay, self.replay_dir, manifest)
-        except (OSError, ValueError, KeyError) as exc:
-            raise CheckpointError(f"the replay saved with {self.latest} cannot be read ({exc}); resume with "
-                                  "--no-checkpoint-replay to refill it.") from None
+        except Exception as exc:  # a torn or truncated chunk: zip, npz, lz4 and shape errors alike
+            raise CheckpointError(f"the replay saved with {self.latest} cannot be read ({type(exc).__name__}: "
+                                  f"{_first_words(str(exc), 80)}); resume with --no-checkpoint-replay to refill "
+                                  "it.") from None
         self.manifest = manifest
         return True

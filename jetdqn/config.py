@@ -169,8 +169,13 @@ class Config:
             raise ConfigError(f"--n-step must be at least 1, got {self.n_step}.")
         if not 0.0 < self.gamma <= 1.0:
             raise ConfigError(f"--gamma must be in (0, 1], got {self.gamma}.")
-        if self.lr <= 0:
-            raise ConfigError(f"--lr must be positive, got {self.lr}.")
+        for name in ["lr", "adam_eps", "rmsprop_eps"]:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}.")
+        if not 0.0 < self.rmsprop_alpha < 1.0:
+            raise ConfigError(f"--rmsprop-alpha must be in (0, 1), got {self.rmsprop_alpha}.")
+        if self.grad_clip < 0:
+            raise ConfigError(f"--grad-clip must be 0 (off) or positive, got {self.grad_clip}.")
         if not 0.0 < self.replay_memory_fraction <= 0.95:
             raise ConfigError(f"--replay-memory-fraction must be in (0, 0.95], got {self.replay_memory_fraction}.")
         if self.replay_size and self.batch_size > self.replay_size:
@@ -263,9 +268,37 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _number(kind, test, what: str):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not test(value) or (kind is float and not math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+    parse.__name__ = what
+    return parse
+
+
+# argparse types for the commands' own numeric flags (the config's fields are checked by Config.validate)
+positive_int = _number(int, lambda v: v > 0, "a positive integer")
+count = _number(int, lambda v: v >= 0, "an integer of 0 or more")
+positive_float = _number(float, lambda v: v > 0, "a positive number")
+probability = _number(float, lambda v: 0.0 <= v <= 1.0, "a number between 0 and 1")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its mistakes said in one line (argparse's own prints the whole usage first)."""
+
+    def error(self, message: str):
+        print(f"error: {self.prog}: {message}; see --help.", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser(prog: str, description: str, fields: Optional[set[str]] = None) -> argparse.ArgumentParser:
     """An argparse parser with one flag per Config field (bools get --x / --no-x)."""
-    parser = argparse.ArgumentParser(prog=prog, description=description,
+    parser = Parser(prog=prog, description=description,
                                      argument_default=argparse.SUPPRESS)
     for f in dataclasses.fields(Config):
         if not f.metadata.get("cli", True) or (fields is not None and f.name not in fields):

@@ -13,23 +13,24 @@ import time
 from typing import Optional
 
 import numpy as np
+from .config import Parser, count, positive_int, probability
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m jetdqn.play", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m jetdqn.play", description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", help="A checkpoint (checkpoints/latest.pt or a model-only file); "
                                         "without one an untrained network plays.")
     p.add_argument("--game", default=None, help="ALE game id (default: the checkpoint's game, else pong).")
     p.add_argument("--env", default=None, help="A gymnasium env id instead of an Atari game.")
-    p.add_argument("--episodes", type=int, default=3, help="Games to play (default 3).")
-    p.add_argument("--eps", type=float, default=0.05, help="Epsilon of epsilon-greedy play (default 0.05).")
-    p.add_argument("--display-freq", type=int, default=3, help="Show 1 of every N frames; 0 = no window (default 3).")
-    p.add_argument("--fps", type=int, default=0, help="Slow play to N agent steps per second (0 = as fast as it runs).")
+    p.add_argument("--episodes", type=positive_int, default=3, help="Games to play (default 3).")
+    p.add_argument("--eps", type=probability, default=0.05, help="Epsilon of epsilon-greedy play (default 0.05).")
+    p.add_argument("--display-freq", type=count, default=3, help="Show 1 of every N frames; 0 = no window (default 3).")
+    p.add_argument("--fps", type=count, default=0, help="Slow play to N agent steps per second (0 = as fast as it runs).")
     p.add_argument("--record", default=None, help="Write the shown frames (every frame with --display-freq 0) "
                                                    "to this video file (.mp4).")
     p.add_argument("--record-all", action="store_true", help="Record every frame, not only the shown ones.")
-    p.add_argument("--max-steps", type=int, default=0, help="Stop after this many agent steps (0 = no limit).")
-    p.add_argument("--seed", type=int, default=0, help="Seed for the env and epsilon (default 0).")
+    p.add_argument("--max-steps", type=count, default=0, help="Stop after this many agent steps (0 = no limit).")
+    p.add_argument("--seed", type=count, default=0, help="Seed for the env and epsilon (default 0).")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--json", action="store_true", help="Print the summary as one JSON object.")
     return p

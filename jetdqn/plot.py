@@ -6,12 +6,12 @@ their spread) against env steps and against wall-clock hours, every resumed segm
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Optional
 
 from .records import read_jsonl
+from .config import Parser
 
 
 def plot_learning(run_dir: Path, out: Optional[Path] = None) -> Path:
@@ -53,7 +53,7 @@ def save_figure(fig, path: Path) -> Path:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m jetdqn.plot", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m jetdqn.plot", description=__doc__.splitlines()[0])
     p.add_argument("run_dir")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)

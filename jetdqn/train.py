@@ -32,6 +32,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         summary = train(make_config(ns))
     except (ConfigError, CheckpointError, ReplayTooLarge, TrainingDiverged) as exc:
         fail(str(exc))
+    except OSError as exc:   # the run directory (its lock, config, logs) on a read-only or full disk
+        fail(f"{exc.filename or 'a file of the run'}: {exc.strerror or exc}; is the disk full or read-only?")
     print(f"done: {summary['steps_done']:,} steps in {summary.get('wall_s', 0):.1f} s; run directory "
           f"{summary['run_dir']}")
     return 0

@@ -169,7 +169,7 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     (["jetdqn.train", "--replay-size", "auto", "--replay-memory-fraction", "1e-6"], "fits only"),
     (["jetdqn.telemetry", "parse", "{dir}"], "is a directory; give a file of tegrastats lines"),
     (["jetdqn.telemetry", "parse", "{binary}"], "is not a text file; give a file of tegrastats lines"),
-    (["jetdqn.telemetry", "watch", "--interval=-1", "--count", "1"], "--interval must be a positive number"),
+    (["jetdqn.telemetry", "watch", "--interval=-1", "--count", "1"], "--interval: '-1' is not a positive number"),
     (["jetdqn.play", "--display-freq", "0", "--max-steps", "20", "--record", "{dir}/missing/x.mp4"],
      "no video was written"),
 ])
@@ -227,3 +227,41 @@ def test_num_envs_0_says_it_means_auto(tmp_path):
     out = run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "0", "--run-dir", str(tmp_path / "b"),
                      "--telemetry", "off", "--total-steps", "100").stdout
     assert "--num-envs auto (0 means auto for --num-envs)" in out
+
+
+def test_a_truncated_replay_chunk_is_one_sentence_and_the_run_goes_on_without_it(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
+               "--checkpoint-replay", "--total-steps", "300")
+    chunk = next((run / "checkpoints").rglob("*.npz"))
+    chunk.write_bytes(chunk.read_bytes()[: chunk.stat().st_size // 2])      # a disk that lost its tail
+    proc = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "400", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "cannot be read" in proc.stderr and "--no-checkpoint-replay" in proc.stderr
+    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "400", "--no-checkpoint-replay")
+    assert records(run)[-1]["step"] == 400
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MB tmpfs (root only): a smoke run's first checkpoint (~6 MB) does not fit."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3M", "tmpfs", str(where)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    yield where
+    subprocess.run(["umount", str(where)], capture_output=True)
+
+
+def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
+    run = small_disk / "run"
+    proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
+                      check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "could not write" in proc.stderr and "is the disk full or read-only" in proc.stderr
+    assert not [p.name for p in run.rglob("*") if ".tmp" in p.name]      # no torn temporary file left
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(small_disk / "other"),
+                      "--telemetry", "off", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Read-only file system" in proc.stderr

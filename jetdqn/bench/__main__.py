@@ -5,43 +5,44 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Optional
+from ..config import Parser, count, positive_int
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(prog="python -m jetdqn.bench", description="The benchmarks behind make bench-pong.")
+    p = Parser(prog="python -m jetdqn.bench", description="The benchmarks behind make bench-pong.")
     sub = p.add_subparsers(dest="what", required=True)
     pp = sub.add_parser("pong", help="the TX1 table and jetdqn's rows (any ALE game with --game)")
     pp.add_argument("--game", default="pong")
-    pp.add_argument("--steps", type=int, default=1000, help="measured training steps per case (default 1000)")
-    pp.add_argument("--learn-start", type=int, default=2000, help="acting steps before the window (default 2000)")
-    pp.add_argument("--warmup-steps", type=int, default=100,
+    pp.add_argument("--steps", type=positive_int, default=1000, help="measured training steps per case (default 1000)")
+    pp.add_argument("--learn-start", type=count, default=2000, help="acting steps before the window (default 2000)")
+    pp.add_argument("--warmup-steps", type=count, default=100,
                     help="training steps after learn_start that are not timed: torch.compile compiles and the "
                          "allocator settles there (default 100)")
-    pp.add_argument("--repeats", type=int, default=3, help="runs per case; the median is shown (default 3)")
+    pp.add_argument("--repeats", type=positive_int, default=3, help="runs per case; the median is shown (default 3)")
     pp.add_argument("--cases", default=None, help="comma-separated words; run only the cases whose name has one")
     pp.add_argument("--all", action="store_true", help="also the rows left out on a CPU by default (the learner in its own thread)")
     pp.add_argument("--telemetry", default="auto", choices=["auto", "tegrastats", "jtop", "procfs", "off"])
     pp.add_argument("--out", default="benchmarks/results", help="where the table, CSV, JSON and PNG go")
     pp.add_argument("--keep-runs", action="store_true", help="keep each case's run directory")
-    pp.add_argument("--case-timeout", type=int, default=900)
+    pp.add_argument("--case-timeout", type=positive_int, default=900)
     pp.add_argument("--extra-flags", nargs=argparse.REMAINDER, default=[],
                     help="flags passed to every case's jetdqn.train (put last)")
     pc = sub.add_parser("convs", help="the reusing-convolutions network-size study")
-    pc.add_argument("--steps", type=int, default=3000)
-    pc.add_argument("--batch", type=int, default=32)
+    pc.add_argument("--steps", type=positive_int, default=3000)
+    pc.add_argument("--batch", type=positive_int, default=32)
     pc.add_argument("--out", default=None)
     pa = sub.add_parser("acting", help="greedy acting only: env steps/s for each split of envs into groups")
     pa.add_argument("--game", default="pong")
-    pa.add_argument("--steps", type=int, default=20_000, help="measured steps per split (default 20000)")
-    pa.add_argument("--warmup", type=int, default=2_000, help="steps before the measured window (default 2000)")
+    pa.add_argument("--steps", type=positive_int, default=20_000, help="measured steps per split (default 20000)")
+    pa.add_argument("--warmup", type=count, default=2_000, help="steps before the measured window (default 2000)")
     pa.add_argument("--splits", default=None, help="ENVSxGROUPS,... (default: 1x1,2x1,4x1,8x1,16x1,32x1,64x1,8x2,16x2,64x2)")
     pa.add_argument("--out", default="benchmarks/results")
     pa.add_argument("--flags", nargs=argparse.REMAINDER, default=["--amp", "bf16", "--channels-last"],
                     help="flags for every run's jetdqn.train (put last; default --amp bf16 --channels-last)")
     pr = sub.add_parser("replay", help="bytes per transition, add and sample rates per storage mode")
     pr.add_argument("--game", default="pong")
-    pr.add_argument("--transitions", type=int, default=1_000_000, help="transitions per mode (default 1M)")
-    pr.add_argument("--frames", type=int, default=20_000, help="real frames recorded, then cycled")
+    pr.add_argument("--transitions", type=positive_int, default=1_000_000, help="transitions per mode (default 1M)")
+    pr.add_argument("--frames", type=positive_int, default=20_000, help="real frames recorded, then cycled")
     pr.add_argument("--modes", default="off,lz4,zstd")
     pr.add_argument("--out", default="benchmarks/results")
     args = p.parse_args(argv)

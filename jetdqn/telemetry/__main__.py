@@ -7,12 +7,12 @@ plot:  CPU per core, GPU load, emulator and learner load over a run's steps, as 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 from typing import Optional
+from ..config import Parser, count, positive_float
 
 
 def cmd_parse(args) -> int:
@@ -104,15 +104,15 @@ def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m jetdqn.telemetry", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m jetdqn.telemetry", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     pp = sub.add_parser("parse", help="parse tegrastats lines from a file")
     pp.add_argument("file")
     pp.add_argument("--json", action="store_true", help="one JSON object per line")
     pw = sub.add_parser("watch", help="live telemetry, one line per interval")
     pw.add_argument("--source", default="auto", choices=["auto", "tegrastats", "jtop", "procfs"])
-    pw.add_argument("--interval", type=float, default=1.0)
-    pw.add_argument("--count", type=int, default=0, help="lines to print (0 = until Ctrl-C)")
+    pw.add_argument("--interval", type=positive_float, default=1.0)
+    pw.add_argument("--count", type=count, default=0, help="lines to print (0 = until Ctrl-C)")
     pl = sub.add_parser("plot", help="telemetry of a run as a PNG")
     pl.add_argument("run_dir")
     pl.add_argument("--out", default=None)
@@ -121,9 +121,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         return cmd_parse(args)
     if args.cmd == "watch":
         from ..config import ConfigError
-        if not (args.interval > 0 and args.interval < float("inf")) or args.count < 0:
-            print("error: --interval must be a positive number of seconds and --count 0 or more.", file=sys.stderr)
-            return 2
         try:
             return cmd_watch(args)
         except ConfigError as exc:

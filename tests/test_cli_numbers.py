@@ -1,0 +1,56 @@
+"""Every numeric flag of train, play, bench and telemetry, given a bad value: one line on stderr, exit 2, no
+traceback. In-process (each command's ``main``), so the table costs no interpreter starts; plot has no
+numeric flags (its run-dir mistakes are in test_run_lifecycle.py)."""
+
+import dataclasses
+import typing
+
+import pytest
+
+from jetdqn.config import Config
+
+NEGATIVE_IS_VALID = {"seed", "threads", "target_return"}   # -1 = auto threads; a return may be negative
+
+
+def train_cases():
+    hints = typing.get_type_hints(Config)
+    for f in dataclasses.fields(Config):
+        kind = hints[f.name]
+        if kind in (int, float, typing.Optional[float], typing.Optional[int]):
+            flag = "--" + f.name.replace("_", "-")
+            yield flag, "abc"
+            if f.name not in NEGATIVE_IS_VALID:
+                yield flag, "-7"
+            if kind in (float, typing.Optional[float]):
+                yield flag, "nan"
+
+
+def run_main(capsys, module: str, argv: list[str]) -> tuple[int, str]:
+    main = __import__(module, fromlist=["main"]).main
+    with pytest.raises(SystemExit) as exit_:
+        code = main(argv)
+        raise SystemExit(code)
+    return exit_.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value", list(train_cases()))
+def test_train_numeric_flags(capsys, tmp_path, flag, value):
+    code, err = run_main(capsys, "jetdqn.train", ["--preset", "smoke", "--run-dir", str(tmp_path / "r"),
+                                                  "--telemetry", "off", flag, value])
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and flag in err, err
+
+
+OTHER = [("jetdqn.play", [], f, v) for f in ("--episodes", "--eps", "--display-freq", "--fps", "--max-steps", "--seed")
+         for v in ("abc", "-3", "nan")] + \
+    [("jetdqn.bench.__main__", ["pong"], f, v) for f in ("--steps", "--learn-start", "--warmup-steps", "--repeats",
+                                                 "--case-timeout") for v in ("abc", "-3")] + \
+    [("jetdqn.bench.__main__", ["convs"], f, v) for f in ("--steps", "--batch") for v in ("x", "0")] + \
+    [("jetdqn.bench.__main__", ["acting"], f, v) for f in ("--steps", "--warmup") for v in ("x", "-1")] + \
+    [("jetdqn.bench.__main__", ["replay"], f, v) for f in ("--transitions", "--frames") for v in ("x", "0")] + \
+    [("jetdqn.telemetry.__main__", ["watch"], f, v) for f in ("--interval", "--count") for v in ("x", "-1", "inf")]
+
+
+@pytest.mark.parametrize("module, sub, flag, value", OTHER)
+def test_other_commands_numeric_flags(capsys, module, sub, flag, value):
+    code, err = run_main(capsys, module, [*sub, flag, value])
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and flag in err, err
