@@ -34,6 +34,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         fail(str(exc))
     except OSError as exc:   # the run directory (its lock, config, logs) on a read-only or full disk
         fail(f"{exc.filename or 'a file of the run'}: {exc.strerror or exc}; is the disk full or read-only?")
+    except Exception as exc:
+        if not type(exc).__module__.startswith(("torch._dynamo", "torch._inductor")):
+            raise
+        # torch.compile's own failures (most often: no working C++ compiler for the CPU kernels)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        fail(f"--compile failed while compiling the update ({first}); check the C++ compiler (g++, or $CXX) "
+             "or run without --compile.")
     print(f"done: {summary['steps_done']:,} steps in {summary.get('wall_s', 0):.1f} s; run directory "
           f"{summary['run_dir']}")
     return 0

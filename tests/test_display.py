@@ -102,3 +102,33 @@ def test_training_shows_one_frame_in_display_freq(x_display, tmp_path):
 def test_untrained_play_says_so():
     out = run_module("jetdqn.play", "--display-freq", "0", "--max-steps", "20", env={"DISPLAY": ""}).stdout
     assert "untrained network" in out
+
+
+def test_losing_the_x_server_ends_the_window_not_the_run(tmp_path):
+    """A real Xvfb killed mid-run (Qt would end the process at its next draw), and a DISPLAY nobody answers."""
+    import shutil
+    if shutil.which("Xvfb") is None:
+        pytest.skip("no Xvfb here (make test installs it: apt-get install xvfb)")
+    display = ":57"
+    server = subprocess.Popen(["Xvfb", display, "-screen", "0", "800x600x24"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        run = tmp_path / "run"
+        proc = subprocess.Popen([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--run-dir", str(run),
+                                 "--display-freq", "1", "--telemetry", "off", "--total-steps", "2500",
+                                 "--progress", "lines"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env={**os.environ, "DISPLAY": display, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (run / "log.jsonl").exists():
+            time.sleep(0.2)
+        time.sleep(1.0)
+    finally:
+        server.kill()
+        server.wait()
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out
+    assert f"the X display {display} went away; the run goes on" in out and "done: 2,500 steps" in out
+    assert (run / "checkpoints" / "latest.pt").exists()
+    nobody = run_module("jetdqn.play", "--display-freq", "3", "--max-steps", "20", env={"DISPLAY": display})
+    assert f"the X display {display} does not answer" in nobody.stdout

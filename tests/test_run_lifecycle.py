@@ -229,6 +229,7 @@ def test_num_envs_0_says_it_means_auto(tmp_path):
     assert "--num-envs auto (0 means auto for --num-envs)" in out
 
 
+@pytest.mark.slow   # make test keeps test_kill_9_then_resume_keeps_the_records_in_order (a saved replay read back)
 def test_a_truncated_replay_chunk_is_one_sentence_and_the_run_goes_on_without_it(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
@@ -265,3 +266,10 @@ def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
     proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(small_disk / "other"),
                       "--telemetry", "off", check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Read-only file system" in proc.stderr
+
+
+def test_a_cpp_compiler_that_fails_under_compile_is_one_sentence(tmp_path):
+    proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(tmp_path / "run"), "--telemetry", "off",
+                      "--compile", "--progress", "off", check=False, env={"CXX": "/bin/false"})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "--compile failed while compiling the update" in proc.stderr and "without --compile" in proc.stderr

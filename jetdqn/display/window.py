@@ -19,7 +19,33 @@ import numpy as np
 def display_available() -> tuple[bool, str]:
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         return False, "no display (DISPLAY is not set)"
+    display = os.environ.get("DISPLAY")
+    if display and not x_server_answers(display):
+        return False, f"the X display {display} does not answer (is the X server running?)"
     return True, ""
+
+
+def x_server_answers(display: str, timeout: float = 2.0) -> bool:
+    """Whether an X server accepts a connection at ``display`` (":N", ":N.S", "host:N"). Qt aborts the whole
+    process when it cannot connect, so the window is only opened, and drawn to, after this says yes."""
+    import socket
+    host, _, rest = display.rpartition(":")
+    number = rest.split(".")[0]
+    if not number.isdigit():
+        return True   # a form this check does not know: let Qt try
+    try:
+        if host in ("", "unix"):
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.settimeout(timeout)
+                try:
+                    sock.connect(f"/tmp/.X11-unix/X{number}")
+                except OSError:
+                    sock.connect(f"\0/tmp/.X11-unix/X{number}")   # Linux's abstract socket (Xvfb has both)
+        else:
+            socket.create_connection((host, 6000 + int(number)), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
 
 
 class Renderer:
@@ -93,6 +119,12 @@ class Renderer:
 
     def _draw(self, image: np.ndarray) -> None:
         cv2 = self.cv2
+        display = os.environ.get("DISPLAY")
+        if display and not x_server_answers(display, timeout=0.5):
+            # Qt ends the process when its X connection breaks; seen first, it ends the window only
+            self.on_event(f"display: the X display {display} went away; the run goes on without the window")
+            self.window = False
+            return
         cv2.imshow(self.title, image)
         key = cv2.waitKey(1) & 0xFF
         closed = False
