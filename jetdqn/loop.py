@@ -147,7 +147,6 @@ def run_loop(run: Run) -> dict:
     if run.payload is not None:
         resume(run)
     write_run_config(run)
-    run.sampler.start()
     run.sampler.mark_threads("emulator", acting.emulator_threads)
     renderer = make_renderer(cfg.display_freq, f"jetdqn train: {cfg.env_name}", run.progress.line)
     learner = make_learner(cfg, agent, replay, run.clock, state.step, acting.num_streams)
@@ -157,6 +156,8 @@ def run_loop(run: Run) -> dict:
     with stop_on_signals(state):           # until the last checkpoint is written: a second signal waits too
         try:
             acting.start(agent, state.step)     # resets the envs (or starts Ray and its actors)
+            # the first record's CPU times count from here, as its interval does (the resets are not in it)
+            run.sampler.start()
             state.t_start = time.monotonic()
             log = RunLog(run.run_dir / "log.jsonl", cfg.log_every, cfg.total_steps, run.progress, run.sampler,
                          run.clock, state.step, agent.updates, state.episodes)
