@@ -49,8 +49,8 @@ def test_play_shows_the_game_in_a_window(x_display, tmp_path):
     if shot is not None:
         from PIL import Image
         Image.fromarray(shot).save(tmp_path / "screenshot.png")
-    assert result["frames_stepped"] == 300
-    assert result["frames_shown"] == math.ceil(300 / 3) == 100
+    assert result["frames_stepped"] == 600
+    assert result["frames_shown"] == math.ceil(600 / 3) == 200
 
 
 def test_recorded_video_has_the_shown_frames(tmp_path):
@@ -116,7 +116,7 @@ def test_losing_the_x_server_ends_the_window_not_the_run(tmp_path):
         time.sleep(1.0)
         run = tmp_path / "run"
         proc = subprocess.Popen([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--run-dir", str(run),
-                                 "--display-freq", "1", "--telemetry", "off", "--total-steps", "2500",
+                                 "--display-freq", "1", "--telemetry", "off", "--total-steps", "1500",
                                  "--progress", "lines"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env={**os.environ, "DISPLAY": display, "PYTHONUNBUFFERED": "1"})
         deadline = time.monotonic() + 60
@@ -128,7 +128,7 @@ def test_losing_the_x_server_ends_the_window_not_the_run(tmp_path):
         server.wait()
     out, _ = proc.communicate(timeout=180)
     assert proc.returncode == 0, out
-    assert f"the X display {display} went away; the run goes on" in out and "done: 2,500 steps" in out
+    assert f"the X display {display} went away; the run goes on" in out and "done: 1,500 steps" in out
     assert (run / "checkpoints" / "latest.pt").exists()
     nobody = run_module("jetdqn.play", "--display-freq", "3", "--max-steps", "20", env={"DISPLAY": display})
     assert f"the X display {display} does not answer" in nobody.stdout
