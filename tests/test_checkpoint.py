@@ -19,6 +19,7 @@ def smoke_args(run_dir: Path, *extra: str) -> list[str]:
     return ["--preset", "smoke", "--run-dir", str(run_dir), "--telemetry", "off", *extra]
 
 
+@pytest.mark.slow   # test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes resumes a run in make test
 def test_resume_continues_the_step_count(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", *smoke_args(run, "--total-steps", "200"))
@@ -35,6 +36,7 @@ def test_resume_continues_the_step_count(tmp_path):
     assert config["resumed_from_step"] == 200 and config["game"] == "pong"
 
 
+@pytest.mark.slow   # test_overwrite_with_a_bad_flag_keeps_the_old_run and test_one_process_per_run_dir stay in make test
 def test_a_run_directory_is_never_overwritten_by_accident(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100"))
@@ -77,6 +79,7 @@ def test_truncated_checkpoint_is_refused_in_one_sentence(tmp_path):
     assert proc.returncode == 2 and "corrupt, truncated" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow   # test_checkpoint_mistakes_are_named_for_what_they_are stays in make test
 def test_a_checkpoint_of_a_newer_format_is_refused_in_one_sentence(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100"))
