@@ -63,12 +63,9 @@ class DeviceFrames:
         """A boolean row mask in the form ``get``'s result is indexed with."""
         return torch.from_numpy(dead).to(self.device)
 
-    def blob(self, s: int, p: int, codec: Codec) -> bytes:
-        """Slot (s, p) compressed with ``codec`` (for saving with --checkpoint-replay)."""
-        return codec.compress(self.data[s, p].cpu().numpy())
-
     def blobs(self, s: int, a: int, b: int, codec: Codec) -> list:
-        """Slots a..b-1 of stream s compressed, after one device->host copy of them all."""
+        """Slots a..b-1 of stream s compressed with ``codec`` (saving with --checkpoint-replay), after one
+        device->host copy of them all."""
         host = self.data[s, a:b].cpu().numpy()
         return [codec.compress(frame) for frame in host]
 
