@@ -31,7 +31,7 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip && \
 	  $(PY) -m pip install -q "$(TORCH_SPEC)"; \
 	fi
-	$(PY) -m pip install -q -e ".[display,plot,zstd,test,ray]"
+	$(PY) -m pip install -q -e ".[display,plot,zstd,test,ray,export,tensorboard,video,yaml]"
 	@touch $(STAMP)
 endif
 

@@ -183,9 +183,17 @@ class Checkpointer:
             self.manifest = manifest
 
     def save_model(self) -> None:
-        """The online network alone (a few MB), for sharing and for ``jetdqn.play --checkpoint``."""
-        save_model_only(self.run_dir / "model.pt", self.agent.state_dict(), self.agent.network_spec(),
-                        self.cfg.env_name, self.cfg.to_dict())
+        """The online network alone (a few MB), for sharing and for ``jetdqn.play --model``: model.pt, and
+        model.safetensors with its spec in model.json (weights with no pickled code, for other tools)."""
+        from .export import model_spec, write_safetensors
+        state = self.agent.state_dict()
+        save_model_only(self.run_dir / "model.pt", state, self.agent.network_spec(), self.cfg.env_name,
+                        self.cfg.to_dict())
+        try:
+            write_safetensors(state["online"], model_spec(self.agent.network_spec(), self.cfg.env_name,
+                                                          self.cfg.to_dict()), self.run_dir / "model.safetensors")
+        except OSError as exc:
+            raise CheckpointError(unwritable(Path(exc.filename or self.run_dir), exc)) from None
 
     def restore(self, payload: dict) -> bool:
         """The agent, the random generators and (when saved and asked for) the replay from a loaded

@@ -381,3 +381,4 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """Print one sentence for the user and exit, never a traceback."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
+

@@ -13,6 +13,8 @@ import time
 from typing import Optional
 
 import numpy as np
+
+from .checkpoint import CheckpointError
 from .config import Parser, count, positive_int, probability
 
 
@@ -20,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m jetdqn.play", description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", help="A checkpoint (checkpoints/latest.pt or a model-only file); "
                                         "without one an untrained network plays.")
+    p.add_argument("--model", default=None, help="A trained model: a checkpoint (.pt), a safetensors export "
+                                                  "(.safetensors, its .json beside it) or an ONNX export (.onnx, "
+                                                  "played with ONNX Runtime).")
     p.add_argument("--game", default=None, help="ALE game id (default: the checkpoint's game, else pong).")
     p.add_argument("--env", default=None, help="A gymnasium env id instead of an Atari game.")
     p.add_argument("--episodes", type=positive_int, default=3, help="Games to play (default 3).")
@@ -38,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_args(args: argparse.Namespace) -> None:
     from .config import ConfigError
+    if args.model and args.checkpoint:
+        raise ConfigError("give --model or --checkpoint, not both (they name the same thing).")
     for name in ("episodes", "display_freq", "fps", "max_steps"):
         if getattr(args, name) < 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}.")
@@ -48,31 +55,31 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def load_player(args: argparse.Namespace, out=print):
-    """(config, env, agent): the checkpoint's game and network when one is given, else an untrained one."""
-    from . import checkpoint as ckpt
-    from .config import make_config
+    """(config, env, agent): the model's game, preprocessing and network when one is given (a checkpoint,
+    a safetensors or an ONNX export, see policy.py), else an untrained network."""
     from .envs import make_env
+    path = args.model or args.checkpoint
+    if path:
+        from .policy import load
+        policy = load(path, device=args.device)
+        cfg = policy.play_config(game=args.game, env=args.env, seed=args.seed)
+        env = make_env(cfg, args.seed)
+        if env.n_actions != policy.n_actions or tuple(policy.obs_shape) != (cfg.history, *env.frame_shape):
+            raise CheckpointError(f"{path} holds a network for {policy.n_actions} actions and input "
+                                  f"{list(policy.obs_shape)}, but {cfg.env_name} has {env.n_actions} actions and "
+                                  f"input {[cfg.history, *env.frame_shape]}; give a model trained on it.")
+        trained = policy.config.get("total_steps")
+        out(f"playing {cfg.env_name} with {path} ({policy.engine}"
+            + (f", from a run of {trained:,} steps" if isinstance(trained, int) else "") + ")")
+        return cfg, env, policy
+    from .config import make_config
     from .learn import DQNAgent
     from .runtime import pick_device
-
-    payload = ckpt.load(args.checkpoint) if args.checkpoint else None  # checked against env and network below
-    saved = payload.get("config", {}) if payload else {}
-    explicit = {key: saved[key] for key in ("history", "dueling", "frame_skip", "noop_max", "max_episode_steps",
-                                            "game", "env") if saved.get(key) is not None}
-    if args.env:
-        explicit.update(env=args.env, game=None)
-    elif args.game:
-        explicit.update(game=args.game, env=None)
-    explicit.update(seed=args.seed, device=args.device, telemetry="off")
-    cfg = make_config(explicit)
+    explicit = {"env": args.env, "game": None} if args.env else {"game": args.game or "pong", "env": None}
+    cfg = make_config({**explicit, "seed": args.seed, "device": args.device, "telemetry": "off"})
     env = make_env(cfg, args.seed)
     agent = DQNAgent(cfg, (cfg.history, *env.frame_shape), env.n_actions, pick_device(cfg.device))
-    if payload is not None:
-        ckpt.load(args.checkpoint, env_name=cfg.env_name, network=agent.network_spec())
-        agent.load_weights(payload["agent"]["online"])
-        out(f"playing {cfg.env_name} with {args.checkpoint} (trained {payload.get('counters', {}).get('step', '?')} steps)")
-    else:
-        out(f"playing {cfg.env_name} with an untrained network (no --checkpoint): expect random-level scores")
+    out(f"playing {cfg.env_name} with an untrained network (no --checkpoint): expect random-level scores")
     agent.online.eval()
     return cfg, env, agent
 
@@ -122,11 +129,10 @@ def play(args: argparse.Namespace, out=print) -> dict:
         env.close()
     return {"episodes": len(scores), "mean_score": float(np.mean(scores)) if scores else None,
             "scores": scores, "frames_stepped": stepped, "frames_shown": shown, "frames_recorded": recorded,
-            "seconds": round(time.monotonic() - t0, 2), "checkpoint": args.checkpoint, "env": cfg.env_name}
+            "seconds": round(time.monotonic() - t0, 2), "checkpoint": args.model or args.checkpoint, "env": cfg.env_name}
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from .checkpoint import CheckpointError
     from .config import ConfigError, fail
 
     args = build_parser().parse_args(argv)

@@ -7,6 +7,7 @@ user can get wrong ends in one sentence and exit status 2, never a traceback.
 from __future__ import annotations
 
 import sys
+import types
 from typing import Optional
 
 from .checkpoint import CheckpointError
@@ -21,8 +22,13 @@ __all__ = ["main", "train"]
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser("python -m jetdqn.train", "Train a DQN on an Atari game or a gymnasium env.")
     parser.add_argument("--list-games", action="store_true", help="List the ALE game ids and exit.")
+    parser.add_argument("--config", metavar="FILE", help="Settings from a JSON or YAML file (a run's config.json "
+                                                         "works too); flags given here override them.")
     try:
         ns = vars(parser.parse_args(argv))
+        if "config" in ns:
+            from .config_file import settings_from_file
+            ns = {**settings_from_file(ns.pop("config")), **ns}
         if ns.pop("list_games", False):
             from .envs import ale_game_ids
             print(" ".join(ale_game_ids()))
@@ -45,6 +51,17 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"{summary['run_dir']}")
     return 0
 
+
+class _CallableModule(types.ModuleType):
+    """``jetdqn.train`` names this module (the command line) once it is imported, so the module itself is
+    callable as the API's ``jetdqn.train(**settings)``: both spellings mean the same thing."""
+
+    def __call__(self, **settings):
+        from .api import train as api_train
+        return api_train(**settings)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 if __name__ == "__main__":
     sys.exit(main())

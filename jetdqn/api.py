@@ -1,0 +1,37 @@
+"""The Python API: ``jetdqn.train(...)`` and ``jetdqn.load(path)``.
+
+    import jetdqn
+    summary = jetdqn.train(env="CartPole-v1", preset="cartpole", total_steps=20_000, run_dir="runs/cartpole")
+    agent = jetdqn.load("runs/cartpole/model.pt")          # or model.safetensors, or an .onnx export
+    action = agent.predict(observation)                    # greedy; agent.predict(obs, eps=0.05) explores
+    print(agent.evaluate(games=10)["return_mean"])
+
+``train`` takes the command line's settings as keyword arguments (``--total-steps 20000`` is
+``total_steps=20_000``; ``preset`` and ``config`` work as on the command line) and raises ``ConfigError``
+with the command line's sentence where the command line would refuse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .policy import Policy, load
+
+__all__ = ["train", "load", "Policy"]
+
+
+def train(**settings: Any) -> dict:
+    """Trains a run to its end (or ``target_return``) and returns its summary: the last log record plus
+    ``run_dir``, ``steps_done``, ``last_eval``, ``reached_target`` and ``interrupted``."""
+    from .config import make_config
+    from .config_file import settings_from_file
+    from .loop import train as run_training
+    from .records import Progress
+    from .rundir import config_for_resume
+    if settings.get("config"):
+        settings = {**settings_from_file(settings.pop("config")), **settings}
+    settings.setdefault("progress", "lines")
+    if settings.get("resume"):
+        settings = config_for_resume(settings)
+    cfg = make_config(settings)
+    return run_training(cfg, Progress(cfg.total_steps, cfg.progress))

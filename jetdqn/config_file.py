@@ -1,0 +1,49 @@
+"""Settings from a file: ``--config FILE`` (JSON or YAML), for runs that must be repeatable.
+
+The committed results each have theirs in ``configs/``; command-line flags given beside ``--config``
+override the file's values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from .config import Config, ConfigError
+RUN_ONLY = ("run_dir", "resume", "overwrite")   # where and how a run starts: never taken from a file
+
+
+def settings_from_file(path) -> dict[str, Any]:
+    """A run's settings from a JSON or YAML file (``--config``): Config field names, ``-`` or ``_``. A run's
+    own config.json works too (what it found about the machine is left out), so a run can be repeated
+    exactly; the run directory, --resume and --overwrite always come from the command line."""
+    from pathlib import Path
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"--config {path}: no such file.")
+    text = path.read_text(errors="replace")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise ConfigError(f"--config {path}: reading YAML needs PyYAML (pip install pyyaml), or give JSON.") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--config {path} is not valid YAML ({str(exc).splitlines()[0]}).") from None
+    else:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"--config {path} is not valid JSON ({exc}).") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path} must hold a mapping of settings (name: value).")
+    fields = {f.name for f in dataclasses.fields(Config)}
+    data = {str(k).replace("-", "_"): v for k, v in data.items()}
+    a_runs_record = "runtime" in data   # config.json of a run: settings plus what the run found
+    unknown = sorted(k for k in data if k not in fields)
+    if unknown and not a_runs_record:
+        raise ConfigError(f"--config {path}: unknown setting{'s' if len(unknown) > 1 else ''} "
+                          f"{', '.join(unknown)}; the names are those of the flags (python -m jetdqn.train --help).")
+    return {k: v for k, v in data.items() if k in fields and k not in RUN_ONLY}

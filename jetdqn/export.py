@@ -1,0 +1,112 @@
+"""``python -m jetdqn.export --checkpoint PATH [--onnx OUT.onnx] [--safetensors OUT.safetensors]``.
+
+A trained network leaves jetdqn in two forms. ONNX, for ONNX Runtime and TensorRT on the board: input
+uint8 frames [N, history, 84, 84] with a dynamic batch, the 1/255 scaling inside the graph (so a caller
+feeds the frames as they come from the preprocessing), opset 17 (TensorRT 10 parses opsets 9 to 20), and
+the network's spec, game and preprocessing in the model's metadata. safetensors, the weights alone with
+no pickled code, beside a small JSON of the same spec; every training run writes its final weights this
+way too (model.safetensors and model.json in the run directory).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .checkpoint import CheckpointError
+from .config import Parser, fail
+
+ONNX_OPSET = 17
+
+
+def model_spec(network: dict, env_name: str, config: dict) -> dict:
+    return {"format": "jetdqn-model", "version": 1, "env": env_name, "network": network, "config": config}
+
+
+def write_safetensors(weights: dict, spec: dict, out: Path) -> tuple[Path, Path]:
+    """``out`` (.safetensors) and ``out`` with .json: the weights (contiguous CPU copies) and their spec,
+    each written to a .tmp file and renamed, so a kill never leaves a torn file under the final name."""
+    import os
+
+    from safetensors.torch import save_file
+    out = Path(out)
+    spec_path = out.with_suffix(".json")
+    tensors = {k: v.detach().to("cpu").contiguous() for k, v in weights.items()}
+    tmp_tensors, tmp_spec = (p.with_name(f".{p.name}.tmp") for p in (out, spec_path))   # what resume tidies
+    save_file(tensors, str(tmp_tensors), metadata={"format": "jetdqn-model", "env": spec["env"]})
+    tmp_spec.write_text(json.dumps(spec, indent=1) + "\n")
+    os.replace(tmp_tensors, out)
+    os.replace(tmp_spec, spec_path)
+    return out, spec_path
+
+
+def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) -> Path:
+    """The network as ONNX: uint8 (or float, for vector observations) input with a dynamic batch."""
+    import warnings
+
+    import onnx
+    import torch
+    from .learn.network import build_network
+    network = spec["network"]
+    obs_shape = tuple(network["obs_shape"])
+    net = build_network(obs_shape, int(network["n_actions"]), any(k.startswith("head.value") for k in weights))
+    net.load_state_dict(weights)
+    net.eval()
+    dtype = torch.uint8 if len(obs_shape) == 3 else torch.float32
+    example = torch.zeros((2, *obs_shape), dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the TorchScript exporter's deprecation notice
+        torch.onnx.export(net, (example,), str(out), input_names=["frames"], output_names=["q_values"],
+                          dynamic_axes={"frames": {0: "batch"}, "q_values": {0: "batch"}}, opset_version=opset,
+                          dynamo=False)
+    model = onnx.load(str(out))
+    entry = model.metadata_props.add()
+    entry.key, entry.value = "jetdqn-model", json.dumps(spec)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(out))
+    return Path(out)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = Parser(prog="python -m jetdqn.export", description=__doc__.splitlines()[0])
+    p.add_argument("--checkpoint", required=True, help="A checkpoint: a run's model.pt or "
+                                                       "checkpoints/latest.pt.")
+    p.add_argument("--onnx", default=None, help="Write the network as ONNX to this file (.onnx).")
+    p.add_argument("--safetensors", default=None, help="Write the weights to this file (.safetensors) and "
+                                                       "their spec beside it (.json).")
+    p.add_argument("--opset", type=int, default=ONNX_OPSET, help=f"ONNX opset (default {ONNX_OPSET}).")
+    args = p.parse_args(argv)
+    if not (args.onnx or args.safetensors):
+        fail("nothing to export: give --onnx OUT.onnx and/or --safetensors OUT.safetensors.")
+    for flag, path, suffix in (("--onnx", args.onnx, ".onnx"), ("--safetensors", args.safetensors, ".safetensors")):
+        if path and Path(path).suffix != suffix:
+            fail(f"{flag} {path}: the file name must end in {suffix}.")
+        if path and not Path(path).resolve().parent.is_dir():
+            fail(f"{flag} {path}: the folder {Path(path).resolve().parent} does not exist.")
+    from . import checkpoint as ckpt
+    source = Path(args.checkpoint)
+    try:
+        payload = ckpt.load(source)
+    except CheckpointError as exc:
+        fail(str(exc))
+    weights = payload["agent"]["online"]
+    spec = model_spec(payload["network"], payload["env"], payload.get("config", {}))
+    try:
+        if args.safetensors:
+            tensors, spec_path = write_safetensors(weights, spec, Path(args.safetensors))
+            print(f"wrote {tensors} and {spec_path}")
+        if args.onnx:
+            import importlib.util
+            if importlib.util.find_spec("onnx") is None:
+                fail("--onnx needs the onnx package: pip install onnx (or pip install -e \".[export]\").")
+            print(f"wrote {write_onnx(weights, spec, Path(args.onnx), args.opset)} (opset {args.opset}, "
+                  f"input uint8 [N, {', '.join(map(str, payload['network']['obs_shape']))}], dynamic N)")
+    except OSError as exc:
+        fail(f"{exc.filename or 'the output'}: {exc.strerror or exc}; is the disk full or read-only?")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""A trained Q-network ready to act: loaded from a checkpoint, a safetensors export or an ONNX export.
+
+This is what ``jetdqn.load(path)`` returns and what ``jetdqn.play`` plays with. It knows the game and the
+preprocessing the network was trained with (its config travels with the weights), acts epsilon-greedily
+exactly as training's acting does (one batched forward pass, the network only run when a row is greedy),
+and plays evaluation games with the same code as a training run's evaluations.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from .checkpoint import CheckpointError
+
+MODEL_FORMAT = "jetdqn-model"   # the JSON spec beside a safetensors file, and the ONNX metadata entry
+
+
+class Policy:
+    """:param q_values: frames (uint8 [N, history, 84, 84], or float [N, features]) -> Q [N, actions].
+    :param spec: the network spec (class, obs_shape, n_actions, shapes); :param config: the run's settings.
+    """
+
+    def __init__(self, q_values, spec: dict, config: dict, env_name: str, source: str, engine: str):
+        self._q = q_values
+        self.spec = spec
+        self.config = config
+        self.env_name = env_name
+        self.source = source
+        self.engine = engine              # "torch (cpu)", "onnxruntime (CPUExecutionProvider)", ...
+        self.n_actions = int(spec["n_actions"])
+        self.obs_shape = tuple(spec["obs_shape"])
+
+    def as_batch(self, obs) -> tuple[np.ndarray, bool]:
+        """(a batch [N, *obs_shape], whether ``obs`` was one observation). With a history of 1 the env's
+        own observation (CartPole's 4 numbers) is accepted as it is."""
+        obs = np.asarray(obs)
+        frame = self.obs_shape[1:] if self.obs_shape[0] == 1 else self.obs_shape
+        if obs.shape in (self.obs_shape, frame):
+            return obs.reshape((1, *self.obs_shape)), True
+        if obs.shape[1:] in (self.obs_shape, frame):
+            return obs.reshape((obs.shape[0], *self.obs_shape)), False
+        raise ValueError(f"an observation of shape {obs.shape}: this network takes {self.obs_shape} (one) or "
+                         f"[N, {', '.join(map(str, self.obs_shape))}] (a batch)")
+
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        """Q-values [N, actions] of a batch, or [1, actions] of one observation."""
+        return self._q(self.as_batch(obs)[0])
+
+    def act(self, obs: np.ndarray, eps, rng: np.random.Generator) -> np.ndarray:
+        """Epsilon-greedy actions for a batch (the same draws as training's acting for the same rng)."""
+        n = obs.shape[0]
+        eps = np.broadcast_to(np.asarray(eps, dtype=np.float64), (n,))
+        explore = rng.random(n) < eps
+        actions = rng.integers(0, self.n_actions, size=n)
+        if not explore.all():
+            actions = np.where(explore, actions, self.q_values(obs).argmax(axis=1))
+        return actions.astype(np.int64)
+
+    def predict(self, obs: np.ndarray, eps: float = 0.0, rng: Optional[np.random.Generator] = None):
+        """The action for one observation (an int), or actions for a batch (an array); greedy by default."""
+        batch, single = self.as_batch(obs)
+        actions = self.act(batch, eps, rng if rng is not None else np.random.default_rng())
+        return int(actions[0]) if single else actions
+
+    def evaluate(self, game: Optional[str] = None, games: int = 10, eps: float = 0.05, seed: int = 0) -> dict:
+        """Whole games at ``eps`` with random no-op starts, scored with raw rewards (as training evaluates)."""
+        from .evaluate import play_games
+        cfg = self.play_config(game=game, seed=seed)
+        returns, lengths = play_games(self, cfg, games, eps, seed)
+        return {"env": cfg.env_name, "games": len(returns), "eps": eps, "return_mean": float(np.mean(returns)),
+                "return_std": float(np.std(returns)), "returns": returns, "lengths": lengths}
+
+    def play_config(self, game: Optional[str] = None, env: Optional[str] = None, seed: int = 0, **more):
+        """The Config to play with: the training run's preprocessing, its game unless another is named."""
+        from .config import make_config
+        keep = ("history", "dueling", "frame_skip", "noop_max", "max_episode_steps", "terminal_on_life_loss",
+                "game", "env")
+        explicit = {key: self.config[key] for key in keep if self.config.get(key) is not None}
+        if env:
+            explicit.update(env=env, game=None)
+        elif game:
+            explicit.update(game=game, env=None)
+        cfg = make_config({**explicit, "seed": seed, "telemetry": "off", **more})
+        if cfg.env_name.lower() != self.env_name.lower():
+            raise CheckpointError(f"{self.source} was trained on {self.env_name!r}, not {cfg.env_name!r}; "
+                                  f"play {self.env_name} or give another model.")
+        return cfg
+
+    def __repr__(self) -> str:
+        return (f"Policy({self.env_name}, {self.spec.get('class')}, {self.n_actions} actions, from {self.source}, "
+                f"{self.engine})")
+
+
+def load(path, device: str = "cpu") -> Policy:
+    """A Policy from a checkpoint (.pt: latest.pt or model.pt), ``model.safetensors`` (with its .json) or an
+    ``.onnx`` export."""
+    path = Path(path)
+    if path.suffix == ".onnx":
+        return _load_onnx(path)
+    if path.suffix == ".safetensors":
+        spec_doc = read_spec(path.with_suffix(".json"))
+        from safetensors.torch import load_file
+        try:
+            weights = load_file(str(path))
+        except Exception as exc:
+            raise CheckpointError(f"{path} is not a readable safetensors file ({str(exc)[:120]}).") from None
+        return _torch_policy(weights, spec_doc["network"], spec_doc["config"], spec_doc["env"], str(path), device)
+    from . import checkpoint as ckpt
+    payload = ckpt.load(path)
+    return _torch_policy(payload["agent"]["online"], payload["network"], payload.get("config", {}),
+                         payload["env"], str(path), device)
+
+
+def read_spec(path: Path) -> dict:
+    """The JSON written beside a safetensors export (format, env, network, config)."""
+    if not path.exists():
+        raise CheckpointError(f"{path} is missing: a safetensors export needs its JSON spec beside it "
+                              "(python -m jetdqn.export writes both).")
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError as exc:
+        raise CheckpointError(f"{path} is not valid JSON ({exc}).") from None
+    if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
+        raise CheckpointError(f"{path} is not a jetdqn model spec (no \"format\": \"{MODEL_FORMAT}\").")
+    return doc
+
+
+def _torch_policy(weights: dict, spec: dict, config: dict, env_name: str, source: str, device: str) -> Policy:
+    import torch
+    from .learn.network import build_network
+    from .runtime import pick_device
+    dev = pick_device(device)
+    net = build_network(tuple(spec["obs_shape"]), int(spec["n_actions"]),
+                        any(k.startswith("head.value") for k in weights))
+    try:
+        net.load_state_dict(weights)
+    except RuntimeError as exc:
+        raise CheckpointError(f"{source}: the weights do not fit the network its spec names "
+                              f"({str(exc).splitlines()[0][:120]}).") from None
+    net = net.to(dev).eval()
+
+    def q_values(obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return net(torch.as_tensor(np.ascontiguousarray(obs), device=dev)).float().cpu().numpy()
+
+    return Policy(q_values, spec, config, env_name, source, f"torch ({dev.type})")
+
+
+def onnx_providers() -> list[str]:
+    """TensorRT, then CUDA, then the CPU: the execution providers this onnxruntime has, best first."""
+    import onnxruntime as ort
+    have = ort.get_available_providers()
+    return [p for p in ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider") if p in have]
+
+
+def _load_onnx(path: Path) -> Policy:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise CheckpointError(f"playing {path} needs ONNX Runtime: pip install onnxruntime (or "
+                              "onnxruntime-gpu; on a Jetson the wheel from jetson-containers).") from None
+    if not path.exists():
+        raise CheckpointError(f"no ONNX model at {path}; export one with python -m jetdqn.export.")
+    try:
+        session = ort.InferenceSession(str(path), providers=onnx_providers())
+    except Exception as exc:
+        raise CheckpointError(f"{path} is not an ONNX model ONNX Runtime can load "
+                              f"({str(exc).splitlines()[0][:120]}).") from None
+    meta = session.get_modelmeta().custom_metadata_map
+    try:
+        doc: Any = json.loads(meta.get(MODEL_FORMAT, ""))
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"{path} carries no jetdqn metadata; export it with python -m jetdqn.export.")
+    name = session.get_inputs()[0].name
+
+    def q_values(obs: np.ndarray) -> np.ndarray:
+        return session.run(None, {name: np.ascontiguousarray(obs)})[0]
+
+    return Policy(q_values, doc["network"], doc["config"], doc["env"], str(path),
+                  f"onnxruntime ({session.get_providers()[0]})")

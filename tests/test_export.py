@@ -1,0 +1,155 @@
+"""Export (ONNX, safetensors), playing an export, the Python API and --config, on the committed Pong weights."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, run_module
+
+PONG_MODEL = ROOT / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """The committed Pong weights exported by the command a user runs."""
+    pytest.importorskip("onnxruntime")
+    out = tmp_path_factory.mktemp("export")
+    proc = run_module("jetdqn.export", "--checkpoint", str(PONG_MODEL), "--onnx", str(out / "pong.onnx"),
+                      "--safetensors", str(out / "pong.safetensors"))
+    assert "opset 17" in proc.stdout and "dynamic N" in proc.stdout
+    return out
+
+
+@pytest.fixture(scope="module")
+def pong_stacks():
+    """1,000 consecutive stacked observations of real Pong, played by the trained network (eps 0.05)."""
+    from jetdqn.envs import FrameStack, make_env
+    from jetdqn.policy import load
+    policy = load(PONG_MODEL)
+    cfg = policy.play_config(seed=3)
+    env = make_env(cfg, 3)
+    stack = FrameStack(cfg.history, env.frame_shape, env.frame_dtype)
+    stack.reset(env.reset())
+    rng = np.random.default_rng(3)
+    stacks = []
+    for _ in range(1000):
+        stacks.append(stack.frames.copy())
+        st = env.step(int(policy.act(stack.frames[None], 0.05, rng)[0]))
+        if st.game_over or st.truncated:
+            stack.reset(env.reset())
+        else:
+            stack.follow(st.frame, cfg.terminal_on_life_loss and st.life_lost)
+    env.close()
+    return np.stack(stacks)
+
+
+def test_onnx_gives_torch_q_values_and_actions_on_real_pong_frames(exported, pong_stacks):
+    from jetdqn.policy import load
+    torch_policy, onnx_policy = load(PONG_MODEL), load(exported / "pong.onnx")
+    assert onnx_policy.engine.startswith("onnxruntime") and onnx_policy.env_name == "pong"
+    reference = np.concatenate([torch_policy.q_values(pong_stacks[i:i + 32]) for i in range(0, 1000, 32)])
+    one_by_one = np.concatenate([onnx_policy.q_values(s) for s in pong_stacks])           # batch 1
+    batched = np.concatenate([onnx_policy.q_values(pong_stacks[i:i + 32]) for i in range(0, 1000, 32)])
+    assert np.abs(one_by_one - reference).max() < 1e-4
+    assert np.abs(batched - reference).max() < 1e-4
+    assert (one_by_one.argmax(1) == reference.argmax(1)).all() and (batched.argmax(1) == reference.argmax(1)).all()
+    rng_a, rng_b = np.random.default_rng(1), np.random.default_rng(1)
+    assert (torch_policy.act(pong_stacks, 0.05, rng_a) == onnx_policy.act(pong_stacks, 0.05, rng_b)).all()
+
+
+def test_safetensors_round_trip(exported, pong_stacks):
+    import torch
+    from safetensors.torch import load_file
+    from jetdqn.policy import load
+    saved = torch.load(PONG_MODEL, weights_only=True)["agent"]["online"]
+    weights = load_file(str(exported / "pong.safetensors"))
+    assert weights.keys() == saved.keys() and all(torch.equal(weights[k], saved[k]) for k in saved)
+    spec = json.loads((exported / "pong.json").read_text())
+    assert spec["format"] == "jetdqn-model" and spec["env"] == "pong" and spec["network"]["n_actions"] == 6
+    frames = pong_stacks[:64]
+    assert np.array_equal(load(exported / "pong.safetensors").q_values(frames), load(PONG_MODEL).q_values(frames))
+
+
+def test_play_with_an_onnx_model_and_what_a_bad_model_path_says(exported, tmp_path):
+    played = run_module("jetdqn.play", "--model", str(exported / "pong.onnx"), "--display-freq", "0",
+                        "--max-steps", "300", "--eps", "0")
+    assert "(onnxruntime (CPUExecutionProvider)" in played.stdout and "frames stepped 300" in played.stdout
+    wrong_game = run_module("jetdqn.play", "--model", str(exported / "pong.onnx"), "--game", "breakout", check=False)
+    assert wrong_game.returncode == 2 and "trained on 'pong', not 'breakout'" in wrong_game.stderr
+    (tmp_path / "junk.onnx").write_bytes(b"not a model")
+    for path in (tmp_path / "missing.onnx", tmp_path / "junk.onnx", tmp_path / "x.safetensors"):
+        proc = run_module("jetdqn.play", "--model", str(path), "--display-freq", "0", check=False)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr
+    for args in (["--checkpoint", str(tmp_path / "none.pt"), "--onnx", str(tmp_path / "a.onnx")],
+                 ["--checkpoint", str(PONG_MODEL)],
+                 ["--checkpoint", str(PONG_MODEL), "--onnx", str(tmp_path / "a.txt")]):
+        proc = run_module("jetdqn.export", *args, check=False)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_every_run_writes_safetensors_weights(tmp_path):
+    from jetdqn.policy import load
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "100")
+    assert (run / "model.safetensors").exists() and (run / "model.json").exists()
+    frames = np.random.default_rng(0).integers(0, 256, (4, 4, 84, 84), dtype=np.uint8)
+    assert np.array_equal(load(run / "model.safetensors").q_values(frames), load(run / "model.pt").q_values(frames))
+
+
+def readme_api_example() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### The Python API"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_readme_api_example_runs(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", readme_api_example()], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-3].startswith("trained 3,000 steps") and lines[-2] in ("action 0", "action 1")
+    assert float(lines[-1].split()[-1]) > 50   # CartPole after 3,000 steps balances well past random's ~22
+    assert (tmp_path / "runs" / "cartpole" / "model.safetensors").exists()
+
+
+def test_config_file_equals_the_same_flags(tmp_path):
+    from jetdqn.config import build_parser, make_config
+    from jetdqn.config_file import settings_from_file
+    flags = ["--preset", "smoke", "--lr", "0.0003", "--n-step", "3", "--dueling", "--total-steps", "200"]
+    from_flags = make_config(vars(build_parser("t", "t").parse_args(flags)))
+    (tmp_path / "run.json").write_text(json.dumps({"preset": "smoke", "lr": 3e-4, "n-step": 3, "dueling": True,
+                                                   "total_steps": 200}))
+    (tmp_path / "run.yaml").write_text("preset: smoke\nlr: 0.0003\nn_step: 3\ndueling: true\ntotal-steps: 200\n")
+    for name in ("run.json", "run.yaml"):
+        assert make_config(settings_from_file(tmp_path / name)) == from_flags
+    # the committed runs' files repeat their runs' settings
+    saved = json.loads((PONG_MODEL.parent / "config.json").read_text())
+    repeated = make_config(settings_from_file(ROOT / "configs" / "pong.json")).to_dict()
+    assert {k: v for k, v in repeated.items() if k not in ("run_dir",)} == \
+        {k: saved.get(k, v) for k, v in repeated.items() if k not in ("run_dir",)}   # newer settings: defaults
+    # a real run: the file, with a flag beside it that overrides one of its values
+    run = tmp_path / "r"
+    run_module("jetdqn.train", "--config", str(tmp_path / "run.yaml"), "--total-steps", "100", "--run-dir", str(run),
+               "--telemetry", "off")
+    written = json.loads((run / "config.json").read_text())
+    assert written["lr"] == 3e-4 and written["n_step"] == 3 and written["dueling"] and written["total_steps"] == 100
+    (tmp_path / "typo.json").write_text('{"learning_rate": 0.1}')
+    for bad in ("typo.json", "missing.json"):
+        proc = run_module("jetdqn.train", "--config", str(tmp_path / bad), "--run-dir", str(tmp_path / "b"), check=False)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and not (tmp_path / "b").exists(), proc.stderr
+    assert "unknown setting learning_rate" in run_module("jetdqn.train", "--config", str(tmp_path / "typo.json"),
+                                                         check=False).stderr
+
+
+@pytest.mark.slow
+def test_onnx_play_scores_like_torch_play(exported):
+    """A whole greedy game of Pong with each engine from the same seed: the same score, step for step."""
+    from jetdqn.policy import load
+    torch_game = load(PONG_MODEL).evaluate(games=1, eps=0.0, seed=5)
+    onnx_game = load(exported / "pong.onnx").evaluate(games=1, eps=0.0, seed=5)
+    assert onnx_game["returns"] == torch_game["returns"] and onnx_game["lengths"] == torch_game["lengths"]
