@@ -119,6 +119,8 @@ class Config:
     telemetry_interval_ms: int = _f(500, "Telemetry sampling interval in milliseconds.")
     # --- logging, checkpoints, evaluation
     log_every: int = _f(1000, "Steps between log.jsonl records.")
+    tensorboard: bool = _f(False, "Mirror log.jsonl's records and the evaluations as TensorBoard scalars in "
+                                  "<run-dir>/tensorboard (pip install tensorboard).")
     checkpoint_every: int = _f(100_000, "Steps between checkpoints (one more at the end).")
     eval_every: int = _f(0, "Steps between evaluations (0 = only at the end when eval_episodes > 0).")
     eval_episodes: int = _f(0, "Episodes per evaluation.")

@@ -84,6 +84,7 @@ class Run:
     state: RunState
     payload: Optional[dict]      # the checkpoint to resume from
     facts: dict                  # what config.json records beside the settings
+    mirror: Any = None           # tensorboard_mirror.TensorBoardMirror with --tensorboard
 
 
 class TrainingDiverged(RuntimeError):
@@ -133,9 +134,13 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
                                       (payload or {}).get("replay"))
     facts = {"runtime": rt.report, "obs_shape": list(obs_shape), "replay_frame_bytes_estimate": frame_bytes,
              "n_actions": acting.n_actions, "autotune": tuned}
+    mirror = None
+    if cfg.tensorboard:
+        from .tensorboard_mirror import TensorBoardMirror
+        mirror = TensorBoardMirror(run_dir, purge_from=int(payload["counters"]["step"]) + 1 if payload else None)
     return Run(cfg, run_dir, progress, sampler, rt, clock, acting, agent, replay, ReplayBudget(cfg),
                LearnSchedule(cfg.train_freq, cfg.batch_size, cfg.learn_start),
-               ckpt.Checkpointer(run_dir, cfg, agent, replay, rng), RunState(), payload, facts)
+               ckpt.Checkpointer(run_dir, cfg, agent, replay, rng), RunState(), payload, facts, mirror)
 
 
 def run_loop(run: Run) -> dict:
@@ -190,6 +195,8 @@ def run_loop(run: Run) -> dict:
             if renderer is not None:
                 renderer.close()
         finish(run, log)
+        if run.mirror is not None:
+            run.mirror.close()
     return {**summary, "run_dir": str(run.run_dir), "frames_shown": shown, "interrupted": state.interrupted,
             "reached_target": state.reached_target, "last_eval": state.last_eval, "steps_done": state.step}
 
@@ -201,6 +208,8 @@ def write_record(run: Run, log: RunLog, renderer) -> dict:
                        epsilon=acting.epsilon(state.step), episodes=state.episodes, returns=state.returns,
                        replay=run.replay, num_envs=acting.num_streams,
                        frames_shown=renderer.shown if renderer else 0, extra=acting.record_extra())
+    if run.mirror is not None:
+        run.mirror.record(record)
     for key in ("loss", "q_mean"):
         if record.get(key) is not None and not math.isfinite(record[key]):
             state.diverged = f"training diverged ({key} {record[key]} in the record of step {state.step:,})"
@@ -256,6 +265,8 @@ def evaluate(run: Run) -> bool:
     state, cfg = run.state, run.cfg
     state.last_eval = evaluate_run(run.agent, cfg, state.step, state.wall_s(), run.run_dir, run.progress.line)
     state.last_eval_step = state.step
+    if run.mirror is not None:
+        run.mirror.evaluation(state.last_eval)
     if cfg.target_return is not None and state.last_eval["return_mean"] >= cfg.target_return:
         state.reached_target = True
         run.progress.line(f"target return {cfg.target_return} reached at step {state.step:,}; stopping")

@@ -124,11 +124,12 @@ def play(args: argparse.Namespace, out=print) -> dict:
     finally:
         shown = renderer.shown if renderer is not None else 0
         recorded = renderer.recorded if renderer is not None else 0
+        codec = renderer.video_codec if renderer is not None else None
         if renderer is not None:
             renderer.close()
         env.close()
     return {"episodes": len(scores), "mean_score": float(np.mean(scores)) if scores else None,
-            "scores": scores, "frames_stepped": stepped, "frames_shown": shown, "frames_recorded": recorded,
+            "scores": scores, "frames_stepped": stepped, "frames_shown": shown, "frames_recorded": recorded, "video_codec": codec,
             "seconds": round(time.monotonic() - t0, 2), "checkpoint": args.model or args.checkpoint, "env": cfg.env_name}
 
 

@@ -95,12 +95,12 @@ class Policy:
                 f"{self.engine})")
 
 
-def load(path, device: str = "cpu") -> Policy:
+def load(path, device: str = "cpu", providers: Optional[list[str]] = None) -> Policy:
     """A Policy from a checkpoint (.pt: latest.pt or model.pt), ``model.safetensors`` (with its .json) or an
-    ``.onnx`` export."""
+    ``.onnx`` export (run by ``providers``, default: the best this onnxruntime has, see onnx_providers)."""
     path = Path(path)
     if path.suffix == ".onnx":
-        return _load_onnx(path)
+        return _load_onnx(path, providers)
     if path.suffix == ".safetensors":
         spec_doc = read_spec(path.with_suffix(".json"))
         from safetensors.torch import load_file
@@ -157,7 +157,7 @@ def onnx_providers() -> list[str]:
     return [p for p in ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider") if p in have]
 
 
-def _load_onnx(path: Path) -> Policy:
+def _load_onnx(path: Path, providers: Optional[list[str]] = None) -> Policy:
     try:
         import onnxruntime as ort
     except ImportError:
@@ -166,7 +166,7 @@ def _load_onnx(path: Path) -> Policy:
     if not path.exists():
         raise CheckpointError(f"no ONNX model at {path}; export one with python -m jetdqn.export.")
     try:
-        session = ort.InferenceSession(str(path), providers=onnx_providers())
+        session = ort.InferenceSession(str(path), providers=providers or onnx_providers())
     except Exception as exc:
         raise CheckpointError(f"{path} is not an ONNX model ONNX Runtime can load "
                               f"({str(exc).splitlines()[0][:120]}).") from None

@@ -78,6 +78,12 @@ def test_recorded_video_has_the_shown_frames(tmp_path):
     result = json.loads(out.strip().splitlines()[-1])
     cap = cv2.VideoCapture(str(video))
     assert cap.isOpened()
+    fourcc = int(cap.get(cv2.CAP_PROP_FOURCC)).to_bytes(4, "little").decode().lower()
+    import importlib.util
+    if importlib.util.find_spec("imageio_ffmpeg"):   # the video extra: H.264, which browsers play
+        assert result["video_codec"].startswith("H.264") and fourcc in ("h264", "avc1"), (result["video_codec"], fourcc)
+    else:
+        assert result["video_codec"].startswith(("H.264", "MPEG-4")) and fourcc in ("h264", "avc1", "mp4v")
     frames = 0
     size = None
     while True:

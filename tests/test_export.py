@@ -4,7 +4,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,24 +27,9 @@ def exported(tmp_path_factory):
 @pytest.fixture(scope="module")
 def pong_stacks():
     """1,000 consecutive stacked observations of real Pong, played by the trained network (eps 0.05)."""
-    from jetdqn.envs import FrameStack, make_env
+    from jetdqn.bench.engines import pong_frames
     from jetdqn.policy import load
-    policy = load(PONG_MODEL)
-    cfg = policy.play_config(seed=3)
-    env = make_env(cfg, 3)
-    stack = FrameStack(cfg.history, env.frame_shape, env.frame_dtype)
-    stack.reset(env.reset())
-    rng = np.random.default_rng(3)
-    stacks = []
-    for _ in range(1000):
-        stacks.append(stack.frames.copy())
-        st = env.step(int(policy.act(stack.frames[None], 0.05, rng)[0]))
-        if st.game_over or st.truncated:
-            stack.reset(env.reset())
-        else:
-            stack.follow(st.frame, cfg.terminal_on_life_loss and st.life_lost)
-    env.close()
-    return np.stack(stacks)
+    return pong_frames(load(PONG_MODEL), 1000, seed=3)
 
 
 def test_onnx_gives_torch_q_values_and_actions_on_real_pong_frames(exported, pong_stacks):
@@ -153,3 +137,23 @@ def test_onnx_play_scores_like_torch_play(exported):
     torch_game = load(PONG_MODEL).evaluate(games=1, eps=0.0, seed=5)
     onnx_game = load(exported / "pong.onnx").evaluate(games=1, eps=0.0, seed=5)
     assert onnx_game["returns"] == torch_game["returns"] and onnx_game["lengths"] == torch_game["lengths"]
+
+
+def test_tensorboard_mirrors_the_log_and_the_evaluations(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs", "--total-steps",
+               "400", "--log-every", "100", "--eval-episodes", "2", "--tensorboard")
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    for key in ("loss", "s_per_1000_steps", "epsilon", "replay_transitions", "cpu_avg"):
+        logged = [(r["step"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
+        assert logged and f"train/{key}" in tags, (key, sorted(tags))
+        mirrored = [(e.step, e.value) for e in events.Scalars(f"train/{key}")]
+        assert [s for s, _ in mirrored] == [s for s, _ in logged]
+        assert np.allclose([v for _, v in mirrored], [v for _, v in logged], rtol=1e-6)   # stored as float32
+    evaluation = json.loads((run / "eval.jsonl").read_text().splitlines()[-1])
+    assert [(e.step, e.value) for e in events.Scalars("eval/return_mean")] == [(400, evaluation["return_mean"])]

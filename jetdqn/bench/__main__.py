@@ -1,4 +1,4 @@
-"""``python -m jetdqn.bench pong|acting|convs|replay``: the command line of the benchmarks."""
+"""``python -m jetdqn.bench pong|acting|convs|replay|engines``: the command line of the benchmarks."""
 
 from __future__ import annotations
 
@@ -45,6 +45,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     pr.add_argument("--frames", type=positive_int, default=20_000, help="real frames recorded, then cycled")
     pr.add_argument("--modes", default="off,lz4,zstd")
     pr.add_argument("--out", default="benchmarks/results")
+    pe = sub.add_parser("engines", help="greedy acting through torch and ONNX Runtime, batch 1 and 8")
+    pe.add_argument("--model", default="benchmarks/results/learn-pong/run/model.pt", help="a checkpoint (.pt)")
+    pe.add_argument("--passes", type=positive_int, default=500, help="forward passes per round (default 500)")
+    pe.add_argument("--out", default="benchmarks/results")
     args = p.parse_args(argv)
     args.argv = argv
     from .acting import bench_acting
@@ -60,6 +64,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             print("error: --learn-start must be at least the batch size (32)", file=sys.stderr)
             return 2
         return bench_pong(args)
+    if args.what == "engines":
+        from .engines import bench_engines
+        return bench_engines(args)
     if args.what == "convs":
         return bench_convs(args)
     if args.what == "acting":

@@ -18,7 +18,7 @@ from .window import compose, display_available, status_text
 
 class Renderer:
     """:param display_freq: show 1 of every N frames (1 = all); 0 shows nothing but may still record.
-    :param record: path of a video file (.mp4, MPEG-4) of the shown frames, or of all with record_all.
+    :param record: path of a video file (.mp4; H.264 where possible, see video.py) of the shown frames, or of all with record_all.
     """
 
     def __init__(self, display_freq: int, title: str = "jetdqn", on_event: Callable[[str], None] = print,
@@ -42,6 +42,10 @@ class Renderer:
         self.record_all = record_all
         self.fps = fps
         self._writer = None
+
+    @property
+    def video_codec(self) -> Optional[str]:
+        return self._writer.codec if self._writer is not None else None
 
     @property
     def window(self) -> bool:
@@ -68,23 +72,26 @@ class Renderer:
             self._record(compose(frame, text, self.scale))
 
     def _record(self, image: np.ndarray) -> None:
-        import cv2
         if self._writer is None:
-            h, w = image.shape[:2]
-            self._writer = cv2.VideoWriter(self.record_path, cv2.VideoWriter_fourcc(*"mp4v"), self.fps, (w, h))
-            if not self._writer.isOpened():
-                self.on_event(f"display: cannot write video to {self.record_path}; recording is off")
+            from .video import open_video
+            self._writer = open_video(self.record_path, (image.shape[1], image.shape[0]), self.fps, self.on_event)
+            if self._writer is None:
                 self.record_path = None
-                self._writer = None
                 return
-        self._writer.write(image)
+        try:
+            self._writer.write(image)
+        except (OSError, BrokenPipeError) as exc:   # the disk filled, ffmpeg ended
+            self.on_event(f"display: writing {self.record_path} failed ({exc}); recording is off")
+            self.record_path = None
+            self._writer = None
+            return
         self.recorded += 1
 
     def close(self) -> None:
         if self.viewer is not None:
             self.viewer.close()
         if self._writer is not None:
-            self._writer.release()
+            self._writer.close()
             self._writer = None
 
 
