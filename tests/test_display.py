@@ -101,6 +101,8 @@ def test_recorded_video_has_the_shown_frames(tmp_path):
     assert json.loads(out.strip().splitlines()[-1])["frames_recorded"] == 50
 
 
+# slow: test_recorded_video_has_the_shown_frames plays with no DISPLAY in make test
+@pytest.mark.slow
 def test_play_and_train_run_without_a_display(tmp_path):
     env = {"DISPLAY": "", "WAYLAND_DISPLAY": ""}
     play = run_module("jetdqn.play", "--display-freq", "3", "--episodes", "1", "--max-steps", "150", env=env)
@@ -113,12 +115,12 @@ def test_play_and_train_run_without_a_display(tmp_path):
 
 def test_training_shows_one_frame_in_display_freq(x_display, tmp_path):
     records = {}
-    for freq in (1, 3):
+    for freq, steps in ((1, 150), (3, 300)):
         run = tmp_path / f"d{freq}"
         run_module("jetdqn.train", "--preset", "smoke", "--display-freq", str(freq), "--run-dir", str(run),
-                   "--telemetry", "off", "--total-steps", "300")
+                   "--telemetry", "off", "--total-steps", str(steps), "--log-every", "50")
         records[freq] = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()][-1]
-    assert records[1]["frames_shown"] == 300
+    assert records[1]["frames_shown"] == 150
     assert records[3]["frames_shown"] == 100
 
 

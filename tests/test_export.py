@@ -59,30 +59,50 @@ def test_safetensors_round_trip(exported, pong_stacks):
     assert np.array_equal(load(exported / "pong.safetensors").q_values(frames), load(PONG_MODEL).q_values(frames))
 
 
-def test_play_with_an_onnx_model_and_what_a_bad_model_path_says(exported, tmp_path):
+def test_play_with_an_onnx_model_and_what_a_bad_model_path_says(exported, tmp_path, capsys):
+    from jetdqn import export, play
     played = run_module("jetdqn.play", "--model", str(exported / "pong.onnx"), "--display-freq", "0",
-                        "--max-steps", "300", "--eps", "0")
-    assert "(onnxruntime (CPUExecutionProvider)" in played.stdout and "frames stepped 300" in played.stdout
-    wrong_game = run_module("jetdqn.play", "--model", str(exported / "pong.onnx"), "--game", "breakout", check=False)
-    assert wrong_game.returncode == 2 and "trained on 'pong', not 'breakout'" in wrong_game.stderr
+                        "--max-steps", "300", "--eps", "0", "--game", "breakout", check=False)
+    assert played.returncode == 2 and "trained on 'pong', not 'breakout'" in played.stderr
+    assert play.main(["--model", str(exported / "pong.onnx"), "--display-freq", "0", "--max-steps", "300"]) == 0
+    out = capsys.readouterr().out
+    assert "(onnxruntime (CPUExecutionProvider)" in out and "frames stepped 300" in out
     (tmp_path / "junk.onnx").write_bytes(b"not a model")
-    for path in (tmp_path / "missing.onnx", tmp_path / "junk.onnx", tmp_path / "x.safetensors"):
-        proc = run_module("jetdqn.play", "--model", str(path), "--display-freq", "0", check=False)
-        assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr
-    for args in (["--checkpoint", str(tmp_path / "none.pt"), "--onnx", str(tmp_path / "a.onnx")],
-                 ["--checkpoint", str(PONG_MODEL)],
-                 ["--checkpoint", str(PONG_MODEL), "--onnx", str(tmp_path / "a.txt")]):
-        proc = run_module("jetdqn.export", *args, check=False)
-        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    cases = [(play.main, ["--model", str(tmp_path / "missing.onnx")]), (play.main, ["--model", str(tmp_path / "junk.onnx")]),
+             (play.main, ["--model", str(tmp_path / "x.safetensors")]),
+             (play.main, ["--model", str(exported / "pong.onnx"), "--checkpoint", str(PONG_MODEL)]),
+             (export.main, ["--checkpoint", str(tmp_path / "none.pt"), "--onnx", str(tmp_path / "a.onnx")]),
+             (export.main, ["--checkpoint", str(PONG_MODEL)]),
+             (export.main, ["--checkpoint", str(PONG_MODEL), "--onnx", str(tmp_path / "a.txt")])]
+    for main, argv in cases:
+        with pytest.raises(SystemExit) as stop:
+            main(argv + (["--display-freq", "0"] if main is play.main else []))
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1, (argv, err)
 
 
-def test_every_run_writes_safetensors_weights(tmp_path):
+def test_every_run_writes_safetensors_weights_and_a_tensorboard_mirror(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from jetdqn.policy import load
     run = tmp_path / "run"
-    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "100")
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs", "--total-steps",
+               "400", "--log-every", "100", "--eval-episodes", "2", "--tensorboard")
     assert (run / "model.safetensors").exists() and (run / "model.json").exists()
     frames = np.random.default_rng(0).integers(0, 256, (4, 4, 84, 84), dtype=np.uint8)
     assert np.array_equal(load(run / "model.safetensors").q_values(frames), load(run / "model.pt").q_values(frames))
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    for key in ("loss", "s_per_1000_steps", "epsilon", "replay_transitions", "cpu_avg"):
+        logged = [(r["step"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
+        assert logged and f"train/{key}" in tags, (key, sorted(tags))
+        mirrored = [(e.step, e.value) for e in events.Scalars(f"train/{key}")]
+        assert [s for s, _ in mirrored] == [s for s, _ in logged]
+        assert np.allclose([v for _, v in mirrored], [v for _, v in logged], rtol=1e-6)   # stored as float32
+    evaluation = json.loads((run / "eval.jsonl").read_text().splitlines()[-1])
+    assert [(e.step, e.value) for e in events.Scalars("eval/return_mean")] == [(400, evaluation["return_mean"])]
 
 
 def readme_api_example() -> str:
@@ -101,7 +121,7 @@ def test_the_readme_api_example_runs(tmp_path):
     assert (tmp_path / "runs" / "cartpole" / "model.safetensors").exists()
 
 
-def test_config_file_equals_the_same_flags(tmp_path):
+def test_config_file_equals_the_same_flags(tmp_path, capsys):
     from jetdqn.config import build_parser, make_config
     from jetdqn.config_file import settings_from_file
     flags = ["--preset", "smoke", "--lr", "0.0003", "--n-step", "3", "--dueling", "--total-steps", "200"]
@@ -123,11 +143,12 @@ def test_config_file_equals_the_same_flags(tmp_path):
     written = json.loads((run / "config.json").read_text())
     assert written["lr"] == 3e-4 and written["n_step"] == 3 and written["dueling"] and written["total_steps"] == 100
     (tmp_path / "typo.json").write_text('{"learning_rate": 0.1}')
-    for bad in ("typo.json", "missing.json"):
-        proc = run_module("jetdqn.train", "--config", str(tmp_path / bad), "--run-dir", str(tmp_path / "b"), check=False)
-        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and not (tmp_path / "b").exists(), proc.stderr
-    assert "unknown setting learning_rate" in run_module("jetdqn.train", "--config", str(tmp_path / "typo.json"),
-                                                         check=False).stderr
+    from jetdqn import train
+    for bad, words in (("typo.json", "unknown setting learning_rate"), ("missing.json", "no such file")):
+        with pytest.raises(SystemExit) as stop:
+            train.main(["--config", str(tmp_path / bad), "--run-dir", str(tmp_path / "b")])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and words in err and err.count("\n") == 1 and not (tmp_path / "b").exists(), err
 
 
 @pytest.mark.slow
@@ -138,22 +159,3 @@ def test_onnx_play_scores_like_torch_play(exported):
     onnx_game = load(exported / "pong.onnx").evaluate(games=1, eps=0.0, seed=5)
     assert onnx_game["returns"] == torch_game["returns"] and onnx_game["lengths"] == torch_game["lengths"]
 
-
-def test_tensorboard_mirrors_the_log_and_the_evaluations(tmp_path):
-    pytest.importorskip("tensorboard")
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    run = tmp_path / "run"
-    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs", "--total-steps",
-               "400", "--log-every", "100", "--eval-episodes", "2", "--tensorboard")
-    events = EventAccumulator(str(run / "tensorboard"))
-    events.Reload()
-    tags = set(events.Tags()["scalars"])
-    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
-    for key in ("loss", "s_per_1000_steps", "epsilon", "replay_transitions", "cpu_avg"):
-        logged = [(r["step"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
-        assert logged and f"train/{key}" in tags, (key, sorted(tags))
-        mirrored = [(e.step, e.value) for e in events.Scalars(f"train/{key}")]
-        assert [s for s, _ in mirrored] == [s for s, _ in logged]
-        assert np.allclose([v for _, v in mirrored], [v for _, v in logged], rtol=1e-6)   # stored as float32
-    evaluation = json.loads((run / "eval.jsonl").read_text().splitlines()[-1])
-    assert [(e.step, e.value) for e in events.Scalars("eval/return_mean")] == [(400, evaluation["return_mean"])]

@@ -89,6 +89,8 @@ def test_batched_acting_with_per_row_epsilons():
     assert len(np.unique(picks[:, 32:])) == 6                   # epsilon 1 rows: every action turns up
 
 
+# slow: test_double_buffered_training_stores_every_step_and_holds_the_replay_ratio checks the same ratio inline
+@pytest.mark.slow
 def test_async_learner_holds_the_replay_ratio_on_pong(tmp_path):
     """The learner thread (fast; its CartPole learning test is slow): updates earned by env steps, its CPU time
     attributed to the learner, every update done by the end."""
