@@ -8,7 +8,7 @@ import sys
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {"train": "jetdqn.train", "play": "jetdqn.play", "bench": "jetdqn.bench.__main__",
-                "plot": "jetdqn.plot", "telemetry": "jetdqn.telemetry.__main__", "export": "jetdqn.export"}
+                "plot": "jetdqn.plot", "telemetry": "jetdqn.telemetry.__main__", "export": "jetdqn.export", "evaluate": "jetdqn.evaluate"}
     if not argv or argv[0] not in commands:
         print(f"usage: jetdqn {{{','.join(commands)}}} [flags]  (each takes --help)", file=sys.stderr)
         return 2

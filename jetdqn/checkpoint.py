@@ -182,16 +182,17 @@ class Checkpointer:
             prune(self.replay_dir, manifest)  # only now: the old checkpoint named the old files until the rename
             self.manifest = manifest
 
-    def save_model(self) -> None:
+    def save_model(self, name: str = "model") -> None:
         """The online network alone (a few MB), for sharing and for ``jetdqn.play --model``: model.pt, and
-        model.safetensors with its spec in model.json (weights with no pickled code, for other tools)."""
+        model.safetensors with its spec in model.json (weights with no pickled code, for other tools);
+        ``name`` "best" writes best.pt, best.safetensors and best.json (--save-best)."""
         from .export import model_spec, write_safetensors
         state = self.agent.state_dict()
-        save_model_only(self.run_dir / "model.pt", state, self.agent.network_spec(), self.cfg.env_name,
+        save_model_only(self.run_dir / f"{name}.pt", state, self.agent.network_spec(), self.cfg.env_name,
                         self.cfg.to_dict())
         try:
             write_safetensors(state["online"], model_spec(self.agent.network_spec(), self.cfg.env_name,
-                                                          self.cfg.to_dict()), self.run_dir / "model.safetensors")
+                                                          self.cfg.to_dict()), self.run_dir / f"{name}.safetensors")
         except OSError as exc:
             raise CheckpointError(unwritable(Path(exc.filename or self.run_dir), exc)) from None
 

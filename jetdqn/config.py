@@ -89,6 +89,9 @@ class Config:
     clip_rewards: bool = _f(True, "Clip rewards to +-1 for learning (scores stay raw).")
     terminal_on_life_loss: bool = _f(True, "A lost life ends the episode for learning, not for scoring.")
     max_episode_steps: int = _f(27_000, "Truncate a game after this many agent steps (108k frames).")
+    sticky_actions: float = _f(0.0, "ALE's repeat_action_probability, in training and evaluation (0.25: Machado "
+                                    "et al. 2018, ALE v5; 0: the Nature paper).")
+    full_action_space: bool = _f(False, "All 18 Atari actions instead of the game's minimal set.")
     # --- runtime
     seed: int = _f(0, "Seed for torch, numpy, the envs and the replay sampler.")
     device: str = _f("auto", "Where the network runs.", ("auto", "cpu", "cuda"))
@@ -125,7 +128,11 @@ class Config:
     eval_every: int = _f(0, "Steps between evaluations (0 = only at the end when eval_episodes > 0).")
     eval_episodes: int = _f(0, "Episodes per evaluation.")
     eval_eps: float = _f(0.05, "Epsilon during evaluation.")
-    target_return: Optional[float] = _f(None, "End the run once an evaluation's mean return reaches this.")
+    final_eval_games: int = _f(30, "Games of the evaluation at a run's end (with --eval-episodes) and of the "
+                                   "one that must confirm --target-return.")
+    save_best: bool = _f(False, "Keep the best evaluated weights as best.pt and best.safetensors beside model.pt.")
+    target_return: Optional[float] = _f(None, "End the run once an evaluation's mean return reaches this, confirmed "
+                                              "over --final-eval-games new games.")
     run_dir: Optional[str] = _f(None, "Run directory (default runs/<game>-<seed>).")
     resume: bool = _f(False, "Continue the run in --run-dir from its last checkpoint.")
     overwrite: bool = _f(False, "Delete what --run-dir holds and start over.")
@@ -156,10 +163,10 @@ class Config:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(self, name)}.")
         for name in ["replay_size", "num_envs", "learn_start", "noop_max", "env_threads", "display_start", "display_freq", "eval_every", "eval_episodes",
-                     "eps_decay_steps"]:
+                     "eps_decay_steps", "final_eval_games"]:
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(self, name)}.")
-        for name in ["eps_start", "eps_end", "eval_eps"]:
+        for name in ["eps_start", "eps_end", "eval_eps", "sticky_actions"]:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be between 0 and 1, got {getattr(self, name)}.")
         if self.env_groups < 1:

@@ -4,35 +4,69 @@ On Atari the games are played side by side in one AtariVectorEnv, one batched fo
 all of them, each env counting only its first game: a trained Pong agent's games run to 5,000+ steps, and
 one at a time with a batch-1 forward pass they took ~10% of a learning run's wall clock. Gymnasium envs
 (vector observations, short games) are played one after the other.
+
+The protocol (README, "Evaluation"): whole games (to game over, or the 27,000-step / 108k-frame cap),
+epsilon 0.05, up to 30 no-op actions at each start, raw game scores, sticky actions as trained unless
+asked; a record gives the mean, the standard deviation and the standard error of the mean with the
+protocol's settings. ``python -m jetdqn.evaluate RUN_DIR|MODEL`` plays it on a finished run or a model.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
 from .config import Config
 from .envs import AleVecEnvs, FrameStack, make_env
+from .envs.atari import atari_options
 from .records import JsonlWriter
 
 
-def evaluate_run(agent, cfg: Config, step: int, wall_s: float, run_dir: Path, say: Callable[[str], None]) -> dict:
-    """--eval-episodes whole games at --eval-eps (random no-op starts), scored with raw rewards; the record
-    goes to eval.jsonl and one line to the console."""
+def game_statistics(returns: list[float]) -> dict:
+    """Mean, standard deviation (of the games) and standard error (of the mean: std with n - 1 / sqrt(n))."""
+    n = len(returns)
+    stderr = float(np.std(returns, ddof=1) / np.sqrt(n)) if n > 1 else None
+    return {"games": n, "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
+            "return_stderr": stderr, "return_min": float(np.min(returns)), "return_max": float(np.max(returns))}
+
+
+def protocol(cfg: Config, eps: float) -> dict:
+    """What an evaluation record says about how its games were played (the protocol, in every record)."""
+    return {"eps": eps, "noop_max": cfg.noop_max, "sticky_actions": cfg.sticky_actions,
+            "full_action_space": cfg.full_action_space, "max_episode_steps": cfg.max_episode_steps}
+
+
+def evaluate_run(agent, cfg: Config, step: int, wall_s: float, run_dir: Path, say: Callable[[str], None],
+                 games: int = 0, kind: str = "periodic") -> dict:
+    """``games`` (default --eval-episodes) whole games at --eval-eps with random no-op starts, scored with
+    raw rewards; ``kind`` is periodic, final or confirming. The record goes to eval.jsonl, one line to the
+    console."""
     t0 = time.monotonic()
-    returns, lengths = play_games(agent, cfg, cfg.eval_episodes, cfg.eval_eps, cfg.seed + 10_000 + step)
-    record = {"step": step, "wall_s": round(wall_s, 3), "episodes": len(returns), "eps": cfg.eval_eps,
-              "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)), "returns": returns,
-              "lengths": lengths, "eval_s": round(time.monotonic() - t0, 2)}
+    games = games or cfg.eval_episodes
+    seed = cfg.seed + 10_000 + step + (500 if kind == "confirming" else 0)   # a confirmation plays new games
+    returns, lengths = play_games(agent, cfg, games, cfg.eval_eps, seed)
+    record = {"step": step, "wall_s": round(wall_s, 3), "kind": kind, "episodes": len(returns),
+              **game_statistics(returns), **protocol(cfg, cfg.eval_eps), "returns": returns, "lengths": lengths,
+              "eval_s": round(time.monotonic() - t0, 2)}
     writer = JsonlWriter(Path(run_dir) / "eval.jsonl")
     writer.write(record)
     writer.close()
-    say(f"eval at step {step:,}: return {record['return_mean']:.2f} +- {record['return_std']:.2f} "
-        f"over {len(returns)} episodes")
+    say(f"eval at step {step:,}{'' if kind == 'periodic' else f' ({kind})'}: " + describe(record))
     return record
+
+
+def describe(record: dict) -> str:
+    """'return 17.43 +- 0.41 (standard error; std 2.25) over 30 games, eps 0.05, sticky 0.25'."""
+    stderr = record.get("return_stderr")
+    spread = (f" +- {stderr:.2f} (standard error; std {record['return_std']:.2f})" if stderr is not None
+              else f" (std {record['return_std']:.2f})")
+    sticky = f", sticky {record['sticky_actions']:g}" if record.get("sticky_actions") else ""
+    return f"return {record['return_mean']:.2f}{spread} over {record['games']} games, eps {record['eps']:g}{sticky}"
 
 
 def play_games(agent, cfg: Config, games: int, eps: float, seed: int) -> tuple[list[float], list[int]]:
@@ -44,8 +78,7 @@ def play_games(agent, cfg: Config, games: int, eps: float, seed: int) -> tuple[l
 
 
 def _side_by_side(agent, cfg: Config, games: int, eps: float, seed: int, rng) -> tuple[list[float], list[int]]:
-    envs = AleVecEnvs(cfg.game, games, frame_skip=cfg.frame_skip, noop_max=cfg.noop_max,
-                      max_episode_steps=cfg.max_episode_steps, seed=seed)
+    envs = AleVecEnvs(cfg.game, games, seed=seed, **atari_options(cfg))
     try:
         frames = envs.reset()
         stacks = [FrameStack(cfg.history, envs.frame_shape, envs.frame_dtype) for _ in range(games)]
@@ -87,3 +120,50 @@ def _one_by_one(agent, cfg: Config, games: int, eps: float, seed: int, rng) -> t
     finally:
         env.close()
     return returns, lengths
+
+
+def model_of(path: Path, best: bool = False) -> Path:
+    """The file to evaluate: a model file as it is; for a run directory its best.pt (``best``), its
+    model.pt, or its last checkpoint."""
+    if not path.is_dir():
+        return path
+    names = ["best.pt"] if best else ["model.pt", "checkpoints/latest.pt"]
+    for name in names:
+        if (path / name).exists():
+            return path / name
+    from .checkpoint import CheckpointError
+    raise CheckpointError(f"{path} holds no {' or '.join(names)}: give a run directory of a finished (or "
+                          "checkpointed) run, or a model file" + (" (best.pt needs --save-best)" if best else "") + ".")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    from .checkpoint import CheckpointError
+    from .config import ConfigError, Parser, count, fail, positive_int, probability
+    from .policy import load
+    p = Parser(prog="python -m jetdqn.evaluate", description="The evaluation protocol on a run or a model.")
+    p.add_argument("model", help="A run directory (its model.pt) or a model file (.pt, .safetensors, .onnx).")
+    p.add_argument("--games", type=positive_int, default=30, help="Whole games to play (default 30).")
+    p.add_argument("--eps", type=probability, default=0.05, help="Epsilon (default 0.05).")
+    p.add_argument("--sticky-actions", type=probability, default=None,
+                   help="ALE's repeat_action_probability (default: what the model was trained with).")
+    p.add_argument("--best", action="store_true", help="A run directory's best.pt (written with --save-best).")
+    p.add_argument("--seed", type=count, default=0, help="Seed of the no-op starts and epsilon (default 0).")
+    p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--json", action="store_true", help="Print the result as one JSON object.")
+    args = p.parse_args(argv)
+    try:
+        path = model_of(Path(args.model), args.best)
+        result = load(path, device=args.device).evaluate(games=args.games, eps=args.eps, seed=args.seed,
+                                                          sticky_actions=args.sticky_actions)
+    except (ConfigError, CheckpointError) as exc:
+        fail(str(exc))
+    result["model"] = str(path)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{result['env']}, {path}: " + describe(result) + f", up to {result['noop_max']} no-ops at each start")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -259,18 +259,39 @@ def evaluation_due(cfg: Config, state: RunState) -> bool:
     return bool(cfg.eval_every and cfg.eval_episodes and state.step - state.last_eval_step >= cfg.eval_every)
 
 
-def evaluate(run: Run) -> bool:
-    """Evaluate now (eval.jsonl); True when the mean reached --target-return, which ends the run."""
+def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
+    """Evaluate now (eval.jsonl); True when --target-return is reached, which ends the run. A mean at the
+    target from fewer than --final-eval-games games is only a candidate: a confirming evaluation of that
+    many new games must agree (one lucky evaluation of 10 games no longer ends a run)."""
     from .evaluate import evaluate_run
     state, cfg = run.state, run.cfg
-    state.last_eval = evaluate_run(run.agent, cfg, state.step, state.wall_s(), run.run_dir, run.progress.line)
+    best_before = best_evaluation(run.run_dir) if cfg.save_best else None
+    state.last_eval = evaluate_run(run.agent, cfg, state.step, state.wall_s(), run.run_dir, run.progress.line,
+                                   games, kind)
     state.last_eval_step = state.step
     if run.mirror is not None:
         run.mirror.evaluation(state.last_eval)
-    if cfg.target_return is not None and state.last_eval["return_mean"] >= cfg.target_return:
-        state.reached_target = True
-        run.progress.line(f"target return {cfg.target_return} reached at step {state.step:,}; stopping")
-    return state.reached_target
+    if cfg.save_best and (best_before is None or state.last_eval["return_mean"] > best_before):
+        run.checkpointer.save_model("best")
+    if cfg.target_return is None or state.last_eval["return_mean"] < cfg.target_return:
+        return False
+    if state.last_eval["games"] < cfg.final_eval_games and kind != "confirming":
+        run.progress.line(f"target return {cfg.target_return} reached over {state.last_eval['games']} games; "
+                          f"confirming over {cfg.final_eval_games}")
+        return evaluate(run, cfg.final_eval_games, "confirming")
+    state.reached_target = True
+    run.progress.line(f"target return {cfg.target_return} reached at step {state.step:,} "
+                      f"({state.last_eval['games']} games); stopping")
+    return True
+
+
+def best_evaluation(run_dir: Path) -> Optional[float]:
+    """The best mean return in eval.jsonl so far (None before the first evaluation)."""
+    from .records import read_jsonl
+    path = Path(run_dir) / "eval.jsonl"
+    means = [r["return_mean"] for r in read_jsonl(path) if isinstance(r.get("return_mean"), (int, float))] \
+        if path.exists() else []
+    return max(means) if means else None
 
 
 def finish(run: Run, log: RunLog) -> None:
@@ -289,8 +310,10 @@ def finish(run: Run, log: RunLog) -> None:
     if state.interrupted:
         run.progress.line(f"stopped by {state.interrupted} at step {state.step:,}; checkpoint saved, continue with "
                           f"--resume --run-dir {run.run_dir}")
-    elif cfg.eval_episodes and state.last_eval_step != state.step and not state.reached_target:
-        evaluate(run)
+    elif cfg.eval_episodes and not state.reached_target and not (
+            state.last_eval is not None and state.last_eval_step == state.step
+            and state.last_eval["games"] >= cfg.final_eval_games):
+        evaluate(run, max(cfg.final_eval_games, cfg.eval_episodes) if cfg.final_eval_games else 0, "final")
     log.close()
     run.progress.close()
 

@@ -66,19 +66,22 @@ class Policy:
         actions = self.act(batch, eps, rng if rng is not None else np.random.default_rng())
         return int(actions[0]) if single else actions
 
-    def evaluate(self, game: Optional[str] = None, games: int = 10, eps: float = 0.05, seed: int = 0) -> dict:
-        """Whole games at ``eps`` with random no-op starts, scored with raw rewards (as training evaluates)."""
-        from .evaluate import play_games
-        cfg = self.play_config(game=game, seed=seed)
+    def evaluate(self, game: Optional[str] = None, games: int = 10, eps: float = 0.05, seed: int = 0,
+                 sticky_actions: Optional[float] = None) -> dict:
+        """Whole games at ``eps`` with random no-op starts, scored with raw rewards (training's evaluation
+        protocol; ``sticky_actions`` defaults to what the network was trained with)."""
+        from .evaluate import game_statistics, play_games, protocol
+        more = {} if sticky_actions is None else {"sticky_actions": sticky_actions}
+        cfg = self.play_config(game=game, seed=seed, **more)
         returns, lengths = play_games(self, cfg, games, eps, seed)
-        return {"env": cfg.env_name, "games": len(returns), "eps": eps, "return_mean": float(np.mean(returns)),
-                "return_std": float(np.std(returns)), "returns": returns, "lengths": lengths}
+        return {"env": cfg.env_name, **game_statistics(returns), **protocol(cfg, eps), "seed": seed,
+                "returns": returns, "lengths": lengths}
 
     def play_config(self, game: Optional[str] = None, env: Optional[str] = None, seed: int = 0, **more):
         """The Config to play with: the training run's preprocessing, its game unless another is named."""
         from .config import make_config
         keep = ("history", "dueling", "frame_skip", "noop_max", "max_episode_steps", "terminal_on_life_loss",
-                "game", "env")
+                "sticky_actions", "full_action_space", "game", "env")
         explicit = {key: self.config[key] for key in keep if self.config.get(key) is not None}
         if env:
             explicit.update(env=env, game=None)

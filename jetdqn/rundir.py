@@ -21,7 +21,7 @@ from .config import Config, ConfigError, config_from_json
 
 RUN_FILES = ("config.json", "log.jsonl", "eval.jsonl", "checkpoints", "model.pt")
 # Settings a resumed run cannot change: the checkpoint's network, optimiser state and game depend on them.
-FIXED_ON_RESUME = ("game", "env", "history", "dueling", "optimizer", "frame_skip")
+FIXED_ON_RESUME = ("game", "env", "history", "dueling", "optimizer", "frame_skip", "full_action_space")
 # With --checkpoint-replay the saved replay has one stream per env: these fix the number of streams too.
 FIXED_WITH_SAVED_REPLAY = ("backend", "num_envs", "num_actors")
 

@@ -37,3 +37,36 @@ def test_side_by_side_games_stop_at_the_time_limit():
     cfg = make_config({"game": "pong", "max_episode_steps": 300})
     returns, lengths = play_games(_agent(cfg), cfg, games=3, eps=0.05, seed=0)
     assert lengths == [300, 300, 300] and len(returns) == 3
+
+
+def _frames_after(env_kind: str, sticky: float, action: int, steps: int = 40) -> np.ndarray:
+    """The frame after ``steps`` of one fixed action, in a single env or a 2-env vector env."""
+    from jetdqn.envs import make_env, make_envs
+    cfg = make_config({"game": "pong", "sticky_actions": sticky, "noop_max": 0})
+    if env_kind == "single":
+        env = make_env(cfg, 0)
+        env.reset()
+        for _ in range(steps):
+            frame = env.step(action).frame
+    else:
+        env = make_envs(cfg, 0, num_envs=2)
+        env.reset()
+        for _ in range(steps):
+            frame = env.step(np.array([action, action])).frames[0]
+    env.close()
+    return frame
+
+
+def test_sticky_actions_reach_the_emulator_in_every_env_type():
+    """With repeat_action_probability 1 every frame repeats the first action (NOOP), so pressing UP moves
+    nothing: the frames equal those of playing NOOP. At 0, UP moves the paddle. The same in the single env
+    and the vector env (which evaluation builds from the same options)."""
+    for kind in ("single", "vector"):
+        noop = _frames_after(kind, 0.0, 0)
+        assert not np.array_equal(_frames_after(kind, 0.0, 2), noop), kind
+        assert np.array_equal(_frames_after(kind, 1.0, 2), noop), kind
+    from jetdqn.envs import make_env, make_envs
+    cfg = make_config({"game": "pong", "full_action_space": True})
+    for env in (make_env(cfg, 0), make_envs(cfg, 0, num_envs=2)):
+        assert env.n_actions == 18   # --full-action-space: all 18 joystick actions, not Pong's 6
+        env.close()

@@ -87,7 +87,7 @@ def test_every_run_writes_safetensors_weights_and_a_tensorboard_mirror(tmp_path)
     from jetdqn.policy import load
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs", "--total-steps",
-               "400", "--log-every", "100", "--eval-episodes", "2", "--tensorboard")
+               "400", "--log-every", "100", "--eval-episodes", "2", "--final-eval-games", "2", "--tensorboard")
     assert (run / "model.safetensors").exists() and (run / "model.json").exists()
     frames = np.random.default_rng(0).integers(0, 256, (4, 4, 84, 84), dtype=np.uint8)
     assert np.array_equal(load(run / "model.safetensors").q_values(frames), load(run / "model.pt").q_values(frames))

@@ -113,7 +113,7 @@ def test_async_learner_holds_the_replay_ratio_on_pong(tmp_path):
 def test_cartpole_still_learns_on_the_fast_path(tmp_path, flag):
     extra = [flag] if flag != "--amp" else ["--amp", "bf16"]
     run = tmp_path / "run"
-    run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--eval-episodes", "20",
+    run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--eval-episodes", "20", "--final-eval-games", "20",
                "--target-return", "195", "--telemetry", "off", *extra, timeout=400)
     evals = [json.loads(l) for l in (run / "eval.jsonl").read_text().splitlines()]
     assert max(e["return_mean"] for e in evals) >= 195

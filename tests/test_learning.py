@@ -7,7 +7,7 @@ from conftest import run_module
 
 def test_dqn_solves_cartpole(tmp_path):
     run = tmp_path / "cartpole"
-    run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--eval-episodes", "20",
+    run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--eval-episodes", "20", "--final-eval-games", "20",
                "--target-return", "195", "--telemetry", "off", timeout=400)
     evals = [json.loads(l) for l in (run / "eval.jsonl").read_text().splitlines()]
     assert all(e["episodes"] == 20 for e in evals)

@@ -18,6 +18,13 @@ def ale_game_ids() -> list[str]:
     return sorted(ale_py.roms.get_all_rom_ids())
 
 
+def atari_options(cfg) -> dict:
+    """The emulator settings a Config names, as AtariEnv's and AleVecEnvs' keyword arguments: training,
+    its vector envs and evaluation build their games from this one place, so they cannot differ."""
+    return {"frame_skip": cfg.frame_skip, "noop_max": cfg.noop_max, "max_episode_steps": cfg.max_episode_steps,
+            "sticky_actions": cfg.sticky_actions, "full_action_space": cfg.full_action_space}
+
+
 def ale_env_id(game: str) -> str:
     """'space_invaders' -> 'ALE/SpaceInvaders-v5'; refuses games ALE does not ship."""
     key = game.strip().lower().replace("-", "_")
@@ -33,11 +40,13 @@ def ale_env_id(game: str) -> str:
 class AtariEnv:
     """One ALE game with DeepMind's preprocessing (gymnasium's AtariPreprocessing does the frame work):
     frame skip 4 with a max over the last two frames, 84x84 grey, up to ``noop_max`` no-ops at reset.
-    Sticky actions are off (repeat_action_probability 0), as in the Nature paper.
+    Sticky actions are off by default (repeat_action_probability 0), as in the Nature paper; ``sticky_actions``
+    0.25 is the protocol of Machado et al. 2018 (and ALE v5's default): each emulator frame repeats the
+    previous action with that probability, so a policy cannot rely on a deterministic game.
     """
 
     def __init__(self, game: str, *, frame_skip: int = 4, noop_max: int = 30, max_episode_steps: int = 27_000,
-                 seed: int = 0):
+                 seed: int = 0, sticky_actions: float = 0.0, full_action_space: bool = False):
         import ale_py
         import gymnasium as gym
         from gymnasium.wrappers import AtariPreprocessing
@@ -45,8 +54,9 @@ class AtariEnv:
         gym.register_envs(ale_py)
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on every env
         self.game = game
-        env = gym.make(ale_env_id(game), frameskip=1, repeat_action_probability=0.0,
-                       full_action_space=False, max_num_frames_per_episode=max_episode_steps * frame_skip)
+        env = gym.make(ale_env_id(game), frameskip=1, repeat_action_probability=float(sticky_actions),
+                       full_action_space=bool(full_action_space),
+                       max_num_frames_per_episode=max_episode_steps * frame_skip)
         self._env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=frame_skip, screen_size=84,
                                        terminal_on_life_loss=False, grayscale_obs=True, scale_obs=False)
         self.ale = env.unwrapped.ale
@@ -99,7 +109,8 @@ class AleVecEnvs:
     """
 
     def __init__(self, game: str, num_envs: int, *, frame_skip: int = 4, noop_max: int = 30,
-                 max_episode_steps: int = 27_000, seed: int = 0, num_threads: int = 0):
+                 max_episode_steps: int = 27_000, seed: int = 0, num_threads: int = 0, sticky_actions: float = 0.0,
+                 full_action_space: bool = False):
         from ale_py.vector_env import AtariVectorEnv
 
         ale_env_id(game)  # refuses an unknown game with the same sentence as the single env
@@ -107,7 +118,8 @@ class AleVecEnvs:
         self.num_envs = num_envs
         self._env = AtariVectorEnv(self.game, num_envs=num_envs, num_threads=num_threads or min(num_envs, os.cpu_count() or 1),
                                    stack_num=1, frameskip=frame_skip, maxpool=True, noop_max=noop_max,
-                                   repeat_action_probability=0.0, episodic_life=False, reward_clipping=False,
+                                   repeat_action_probability=float(sticky_actions),
+                                   full_action_space=bool(full_action_space), episodic_life=False, reward_clipping=False,
                                    use_fire_reset=False, autoreset_mode="SameStep",
                                    max_num_frames_per_episode=max_episode_steps * frame_skip)
         self.n_actions = int(self._env.single_action_space.n)

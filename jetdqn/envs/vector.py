@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 
 from ..config import Config
-from .atari import AleVecEnvs, AtariEnv
+from .atari import AleVecEnvs, AtariEnv, atari_options
 from .base import VecStep
 from .gym_env import GymEnv
 
@@ -18,8 +18,7 @@ def make_env(cfg: Config, seed: int):
     """The env a config names: ``--env`` (gymnasium) wins over ``--game`` (ALE)."""
     if cfg.env:
         return GymEnv(cfg.env, max_episode_steps=cfg.max_episode_steps, seed=seed)
-    return AtariEnv(cfg.game, frame_skip=cfg.frame_skip, noop_max=cfg.noop_max,
-                    max_episode_steps=cfg.max_episode_steps, seed=seed)
+    return AtariEnv(cfg.game, seed=seed, **atari_options(cfg))
 
 
 class SyncEnvs:
@@ -119,10 +118,8 @@ def make_envs(cfg: Config, seed: int, num_envs: int = 1, vector: Optional[bool] 
             raise ValueError(f"--num-envs {num_envs} does not split into {groups} groups of Atari games")
         per = num_envs // groups
         threads = cfg.env_threads or max(1, min(per, (os.cpu_count() or 1) // groups))
-        return GroupedEnvs([AleVecEnvs(cfg.game, per, frame_skip=cfg.frame_skip, noop_max=cfg.noop_max,
-                                       max_episode_steps=cfg.max_episode_steps, seed=seed + g * per,
-                                       num_threads=threads) for g in range(groups)])
+        return GroupedEnvs([AleVecEnvs(cfg.game, per, seed=seed + g * per, num_threads=threads, **atari_options(cfg))
+                            for g in range(groups)])
     if cfg.is_atari and use_vector:
-        return AleVecEnvs(cfg.game, num_envs, frame_skip=cfg.frame_skip, noop_max=cfg.noop_max,
-                          max_episode_steps=cfg.max_episode_steps, seed=seed, num_threads=cfg.env_threads)
+        return AleVecEnvs(cfg.game, num_envs, seed=seed, num_threads=cfg.env_threads, **atari_options(cfg))
     return SyncEnvs([make_env(cfg, seed + k) for k in range(num_envs)])

@@ -1,0 +1,41 @@
+"""The evaluation protocol on real Pong with tiny settings: statistics and the protocol in every record,
+python -m jetdqn.evaluate, --save-best and the confirming stop rule."""
+
+import json
+
+import numpy as np
+
+from conftest import run_module
+
+
+def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path):
+    run = tmp_path / "run"
+    out = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
+                     "--eval-every", "100", "--eval-episodes", "1", "--final-eval-games", "3", "--target-return", "-100",
+                     "--max-episode-steps", "50", "--save-best", "--sticky-actions", "0.25").stdout
+    evals = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
+    # the first evaluation (1 game) reaches the target; only the confirming one (3 new games) stops the run
+    assert [(e["step"], e["kind"], e["games"]) for e in evals] == [(100, "periodic", 1), (100, "confirming", 3)]
+    assert "confirming over 3" in out and "reached at step 100 (3 games); stopping" in out
+    for e in evals:
+        assert e["sticky_actions"] == 0.25 and e["noop_max"] == 30 and e["eps"] == 0.05 and max(e["lengths"]) <= 50
+    last = evals[-1]
+    assert np.isclose(last["return_stderr"], np.std(last["returns"], ddof=1) / np.sqrt(3))
+    assert np.isclose(last["return_mean"], np.mean(last["returns"]))
+    assert (run / "best.pt").exists() and (run / "best.safetensors").exists()
+    # the protocol on the finished run, from the command line: its best weights, sticky actions as trained
+    result = json.loads(run_module("jetdqn.evaluate", str(run), "--best", "--games", "4", "--json").stdout)
+    assert result["games"] == 4 and result["sticky_actions"] == 0.25 and result["model"].endswith("best.pt")
+    assert np.isclose(result["return_stderr"], np.std(result["returns"], ddof=1) / 2)
+    plain = run_module("jetdqn.evaluate", str(run), "--games", "2", "--sticky-actions", "0").stdout
+    assert "over 2 games, eps 0.05" in plain and "sticky" not in plain and "model.pt" in plain
+    bad = run_module("jetdqn.evaluate", str(tmp_path / "nothing"), check=False)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_a_run_ends_with_the_final_evaluation(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--eval-every", "200",
+               "--eval-episodes", "1", "--final-eval-games", "2", "--max-episode-steps", "40")
+    evals = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
+    assert [(e["step"], e["kind"], e["games"]) for e in evals] == [(200, "periodic", 1), (300, "final", 2)]
