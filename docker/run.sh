@@ -39,8 +39,19 @@ if [ "$jetson" = 1 ]; then
   if [ -x "${root}/usr/bin/tegrastats" ]; then
     args+=(-v /usr/bin/tegrastats:/usr/bin/tegrastats:ro)
   fi
+  # what the benchmark header and telemetry read: the L4T release, the power mode (nvpmodel, its
+  # config and its state), the clocks tool
+  args+=(-v /etc/nv_tegra_release:/etc/nv_tegra_release:ro)
+  for tool in /usr/sbin/nvpmodel /usr/bin/jetson_clocks; do
+    if [ -x "${root}${tool}" ]; then
+      args+=(-v "${tool}:${tool}:ro")
+    fi
+  done
   if [ -e "${root}/etc/nvpmodel.conf" ]; then
     args+=(-v /etc/nvpmodel.conf:/etc/nvpmodel.conf:ro)
+  fi
+  if [ -d "${root}/var/lib/nvpmodel" ]; then
+    args+=(-v /var/lib/nvpmodel:/var/lib/nvpmodel:ro)
   fi
 elif [ -e "${root}/dev/nvidiactl" ]; then
   args+=(--gpus all)

@@ -13,7 +13,13 @@ def main(argv=None) -> int:
         print(f"usage: jetdqn {{{','.join(commands)}}} [flags]  (each takes --help)", file=sys.stderr)
         return 2
     import importlib
-    module = importlib.import_module(commands[argv[0]])
+    try:
+        module = importlib.import_module(commands[argv[0]])
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        print(f"error: {exc}", file=sys.stderr)   # jetdqn/needs.py's sentence
+        return 2
     return module.main(argv[1:])
 
 

@@ -13,6 +13,10 @@ with the command line's sentence where the command line would refuse.
 
 from __future__ import annotations
 
+from .needs import need_torch
+
+need_torch(command=False)
+
 from typing import Any
 
 from .policy import Policy, load

@@ -137,6 +137,8 @@ def model_of(path: Path, best: bool = False) -> Path:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    from .needs import need_torch
+    need_torch(command=True)
     from .checkpoint import CheckpointError
     from .config import ConfigError, Parser, count, fail, positive_int, probability
     from .policy import load

@@ -10,6 +10,10 @@ way too (model.safetensors and model.json in the run directory).
 
 from __future__ import annotations
 
+from .needs import need_torch
+
+need_torch(command=__name__ == "__main__")   # before the imports below, which load torch
+
 import json
 import sys
 from pathlib import Path

@@ -6,6 +6,10 @@ Scores are whole games with raw rewards. The window shows the original colour sc
 
 from __future__ import annotations
 
+from .needs import need_torch
+
+need_torch(command=__name__ == "__main__")   # before the imports below, which load torch
+
 import argparse
 import json
 import sys

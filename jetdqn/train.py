@@ -6,6 +6,10 @@ user can get wrong ends in one sentence and exit status 2, never a traceback.
 
 from __future__ import annotations
 
+from .needs import need_torch
+
+need_torch(command=__name__ == "__main__")   # before the imports below, which load torch
+
 import sys
 import types
 from typing import Optional

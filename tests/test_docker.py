@@ -57,3 +57,25 @@ def test_x86_host_with_an_nvidia_gpu(tmp_path):
     line = " ".join(cmd)
     assert "--gpus all" in line and "--runtime" not in line and cmd[-1] == "jetdqn:cuda"
     assert "-e DISPLAY=:1" in line
+
+
+def test_jetson_host_gets_the_power_mode_and_release_files(tmp_path):
+    for path in ("etc/nv_tegra_release", "etc/nvpmodel.conf", "usr/sbin/nvpmodel", "var/lib/nvpmodel/status"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("# R36 (release), REVISION: 4.0\n")
+    (tmp_path / "usr/sbin/nvpmodel").chmod(0o755)
+    line = " ".join(dry_run(tmp_path))
+    for mount in ("/etc/nv_tegra_release:/etc/nv_tegra_release:ro", "/usr/sbin/nvpmodel:/usr/sbin/nvpmodel:ro",
+                  "/etc/nvpmodel.conf:/etc/nvpmodel.conf:ro", "/var/lib/nvpmodel:/var/lib/nvpmodel:ro"):
+        assert f"-v {mount}" in line
+
+
+def test_the_dockerfiles_name_their_pip_index_and_pin_numpy():
+    for name in ("Dockerfile", "Dockerfile.l4t"):
+        text = (ROOT / "docker" / name).read_text()
+        assert "PIP_INDEX_URL=${PIP_INDEX}" in text and "ARG PIP_INDEX=https://pypi.org/simple" in text, name
+        assert "numpy==" in text, name
+    l4t = (ROOT / "docker" / "Dockerfile.l4t").read_text()
+    assert "PIP_EXTRA_INDEX_URL=${PIP_EXTRA_INDEX}" in l4t and "rm -f /etc/pip.conf" in l4t   # the image's own index is gone
+    assert "jetson" in l4t.split("pip install -c")[1].split("\n")[0]                       # jetson-stats for jtop
+    assert "JetPack 7" in l4t and "Thor" in l4t

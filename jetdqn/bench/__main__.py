@@ -8,6 +8,8 @@ from typing import Optional
 from ..config import Parser, count, positive_int
 
 def main(argv: Optional[list[str]] = None) -> int:
+    from ..needs import need_torch
+    need_torch(command=True)
     argv = list(sys.argv[1:] if argv is None else argv)
     p = Parser(prog="python -m jetdqn.bench", description="The benchmarks behind make bench-pong.")
     sub = p.add_subparsers(dest="what", required=True)

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# make test-arm64: jetdqn on ARM64 (aarch64, a Jetson's CPU architecture) checked on an x86 machine.
+#
+# An arm64 Debian root made with debootstrap runs under qemu-user (binfmt_misc); torch comes from PyPI's
+# aarch64 wheel, installed system-wide as JetPack's wheel is on a board, so `make install` takes the
+# system-torch path a board owner's does. Then the smoke path: Pong and CartPole training, play, the
+# tegrastats parser on real lines, the benchmark with tiny settings and the fast tests. Each step's result
+# and time go to $OUT/log.md. Slow (emulation), so not part of make test. Needs root.
+#
+# Notes: bind-mount /proc but not the host's /sys (with it torch reads x86 CPU topology and crashes under
+# qemu); pip inside the root needs the host's CA bundle.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+ROOT=${ARM64_ROOT:-/srv/jetdqn-arm64}
+SUITE=${ARM64_SUITE:-bookworm}
+TORCH=${ARM64_TORCH:-torch==2.13.0}
+OUT=${ARM64_OUT:-benchmarks/results/arm64-$(date +%F)}
+STEPS=${ARM64_STEPS:-all}
+mkdir -p "$OUT"
+LOG="$OUT/log.md"
+
+[ "$(id -u)" = 0 ] || { echo "error: make test-arm64 needs root (debootstrap, chroot, binfmt_misc)." >&2; exit 2; }
+for tool in debootstrap qemu-aarch64-static update-binfmts; do
+  command -v "$tool" >/dev/null || apt-get install -y -qq debootstrap qemu-user-static binfmt-support >/dev/null \
+    || { echo "error: $tool is missing and apt-get could not install it." >&2; exit 2; }
+done
+mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
+if [ ! -x "$ROOT/usr/bin/python3" ]; then
+  echo "arm64: building $ROOT with debootstrap ($SUITE; a few minutes)"
+  debootstrap --arch=arm64 --variant=minbase \
+    --include=python3,python3-venv,python3-pip,python3-dev,ca-certificates,make,git,libgl1,libglib2.0-0 \
+    "$SUITE" "$ROOT" http://deb.debian.org/debian >/dev/null || { echo "error: debootstrap failed." >&2; exit 1; }
+fi
+mountpoint -q "$ROOT/proc" || mount --bind /proc "$ROOT/proc"
+trap 'umount "$ROOT/proc" 2>/dev/null' EXIT
+cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/host-ca.crt"
+rm -rf "$ROOT/jetdqn" && mkdir -p "$ROOT/jetdqn"
+git ls-files -z | xargs -0 tar -cf - | tar -xf - -C "$ROOT/jetdqn"
+if [ -d ../shared/data/tegrastats ]; then mkdir -p "$ROOT/shared/data" && cp -r ../shared/data/tegrastats "$ROOT/shared/data/"; fi
+
+in_root() {
+  chroot "$ROOT" /usr/bin/env -i HOME=/root PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 \
+    PIP_CERT=/etc/ssl/certs/host-ca.crt PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1 \
+    PYTHONUNBUFFERED=1 bash -c "cd /jetdqn && $1"
+}
+FAILED=0
+step() {   # step NAME COMMAND: run in the root, log the result and the time
+  local name=$1 cmd=$2 start=$SECONDS out rc
+  out=$(in_root "$cmd" 2>&1); rc=$?
+  local took=$((SECONDS - start))
+  if [ $rc = 0 ]; then echo "| $name | ok | ${took} s |" >> "$LOG"; else echo "| $name | FAILED (exit $rc) | ${took} s |" >> "$LOG"; FAILED=1; fi
+  { echo "### $name (exit $rc, ${took} s)"; echo '```'; echo "\$ $cmd"; echo "$out" | tail -25; echo '```'; } >> "$OUT/details.md"
+  echo "arm64: $name: exit $rc in ${took} s"
+}
+{ echo "# make test-arm64 ($(date -u +%FT%TZ))"; echo; echo "Host: $(uname -m), $(nproc) cores, qemu $(qemu-aarch64-static --version | head -1 | awk '{print $3}'); root: Debian $SUITE arm64 ($ROOT)"; echo;
+  echo "| step | result | time |"; echo "|---|---|---|"; } > "$LOG"
+: > "$OUT/details.md"
+
+step "interpreter" "python3 -c 'import platform, sys; print(platform.machine(), sys.version.split()[0])'"
+in_root "python3 -c 'import torch'" >/dev/null 2>&1 || step "pip install $TORCH (PyPI aarch64 wheel)" "python3 -m pip install -q '$TORCH'"
+step "torch" "python3 -c 'import torch, platform; print(platform.machine(), torch.__version__, torch.get_num_threads(), \"threads\")'"
+step "make install (system torch kept)" "make install"
+step "train: Pong smoke (300 steps)" ".venv/bin/python -m jetdqn.train --preset smoke --run-dir /tmp/pong --overwrite --telemetry procfs"
+step "train: CartPole (3,000 steps)" ".venv/bin/python -m jetdqn.train --preset cartpole --total-steps 3000 --eval-episodes 5 --final-eval-games 5 --run-dir /tmp/cartpole --overwrite --telemetry off"
+step "play (200 steps)" ".venv/bin/python -m jetdqn.play --checkpoint /tmp/pong/model.pt --display-freq 0 --max-steps 200"
+step "export ONNX + play it" ".venv/bin/python -m jetdqn.export --checkpoint /tmp/pong/model.pt --onnx /tmp/pong.onnx && .venv/bin/python -m jetdqn.play --model /tmp/pong.onnx --display-freq 0 --max-steps 100"
+step "telemetry parse (real tegrastats lines)" "test -f ../shared/data/tegrastats/samples.txt || { echo 'no shared/data/tegrastats/samples.txt beside the checkout'; exit 3; }; .venv/bin/python -m jetdqn.telemetry parse ../shared/data/tegrastats/samples.txt --json | head -c 300"
+step "bench pong (tiny)" ".venv/bin/python -m jetdqn.bench pong --steps 50 --learn-start 64 --warmup-steps 10 --repeats 1 --cases 'no display' --telemetry procfs --out /tmp/bench"
+if [ "$STEPS" = all ]; then
+  step "fast tests" ".venv/bin/python -m pytest -q -x tests/test_cli_numbers.py tests/test_tegrastats.py tests/test_replay.py tests/test_packaging.py -k 'not without_torch'"
+fi
+echo; echo "arm64: $LOG"
+cat "$LOG"
+exit $FAILED

@@ -1,0 +1,27 @@
+"""What jetdqn needs that pip does not install for it: PyTorch.
+
+torch is left out of setup.cfg on purpose (on a Jetson it comes from NVIDIA's wheel or the L4T image, and
+pip resolving it on x86 pulls several GB of CUDA packages), so a machine without it would otherwise meet
+a raw ModuleNotFoundError from deep inside an import. The commands check first (stdlib only here).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+TORCH_MISSING = ("jetdqn needs PyTorch, which is not installed in this Python ({python}): on x86 run "
+                 "`pip install torch==2.13.0` (the CPU wheel) or `make install`; on a Jetson use JetPack's "
+                 "torch wheel or the L4T container (README, Jetson).")
+
+
+def need_torch(command: bool) -> None:
+    """One sentence and exit status 2 for a command (``command``); an ImportError saying the same for a
+    library import."""
+    if importlib.util.find_spec("torch") is not None:
+        return
+    message = TORCH_MISSING.format(python=sys.executable)
+    if command:
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+    raise ModuleNotFoundError(message, name="torch")
