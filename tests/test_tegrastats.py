@@ -154,3 +154,19 @@ def test_training_with_a_tegrastats_binary(tegrastats_lines, tmp_path):
     assert all(r["telemetry_source"] == "tegrastats" for r in records)
     assert records[-1]["gpu_load"] == 71.0 and records[-1]["power_mw"] == 14025
     assert records[-1]["cpu_per_core"][0] == 55.0
+
+
+def test_jtop_stats_in_jetson_stats_7_format():
+    """A jtop.stats dict as jetson-stats 7.2.0 builds it (jtop/jtop.py: CPUn = 100 - idle or 'OFF', 'GPU' the
+    first GPU's load, engines, fans, temperatures, 'Power <rail>' and 'Power TOT' in mW, text fields)."""
+    import datetime
+    from jetdqn.telemetry.jtop import stats_to_sample
+    stats = {"time": datetime.datetime(2026, 11, 23, 6, 0), "uptime": datetime.timedelta(hours=3),
+             "CPU1": 37, "CPU2": 12, "CPU3": "OFF", "CPU4": 100, "CPU5": 0, "CPU6": 55,
+             "RAM": 0.41, "SWAP": 0.0, "EMC": 9, "GPU": 63.4, "APE": "OFF", "NVENC": "OFF", "NVDEC": 115.2,
+             "NVJPG": "OFF", "Fan pwmfan0": 34.5, "Temp cpu": 47.8, "Temp gpu": 46.1, "Temp tj": 48.0,
+             "Power VDD_IN": 7423, "Power VDD_CPU_GPU_CV": 2181, "Power VDD_SOC": 1689, "Power TOT": 7423,
+             "jetson_clocks": "OFF", "nvp model": "15W"}
+    sample = stats_to_sample(stats)
+    assert sample["cpu_per_core"] == [37.0, 12.0, None, 100.0, 0.0, 55.0]
+    assert sample["gpu_load"] == 63.4 and sample["power_mw"] == 7423.0

@@ -1,6 +1,9 @@
 """jetson-stats (jtop) adapter: the same summary from the jtop service, when it runs.
 
-An optional extra (``pip install jetdqn[jetson]``); the import is guarded so jetdqn never needs it.
+An optional extra (``pip install -e '.[jetson]'``); the import is guarded so jetdqn never needs it. Checked
+against jetson-stats 7.2.0 (its ``jtop.stats`` property, jtop/jtop.py): 'CPU1'..'CPUn' are
+``100 - idle`` or 'OFF' for an offline core, 'GPU' is the first GPU's load in %, 'Power TOT' the total of
+the power rails in mW; the same keys as 4.x, so the pin is ``>=4.2,<8``.
 jtop's per-process CPU is a lifetime average, so our threads' loads still come from /proc deltas.
 """
 
@@ -17,7 +20,7 @@ def jtop_available(timeout_s: float = 2.0) -> tuple[bool, str]:
     try:
         from jtop import jtop as Jtop
     except ImportError:
-        return False, "jetson-stats is not installed (pip install jetdqn[jetson])"
+        return False, "jetson-stats is not installed (pip install jetson-stats, or pip install -e '.[jetson]')"
     try:
         client = Jtop()
         client.start()
