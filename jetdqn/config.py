@@ -101,7 +101,8 @@ class Config:
     cudnn_fastest: bool = _f(False, "Lua's cudnn.fastest: benchmark with no limit on candidates "
                                     "(benchmark_limit = 0) and TF32 allowed.")
     cudnn_deterministic: bool = _f(False, "Deterministic cuDNN algorithms (slower; turns benchmark off).")
-    amp: str = _f("off", "Mixed precision for the network.", ("off", "bf16", "fp16"))
+    amp: str = _f("off", "Mixed precision for the network (auto: bf16 where the hardware has it natively).",
+                  ("off", "bf16", "fp16", "auto"))
     compile: bool = _f(False, "torch.compile the update (the TD target and the loss, one graph each) and (RMSProp, "
                               "no clipping, CPU) the optimiser step: a few seconds of compiling at the first "
                               "update, faster after; needs a C++ compiler on a CPU.")
@@ -235,7 +236,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                   target_update=100, log_every=100, checkpoint_every=200, eps_decay_steps=1_000,
                   noop_max=30),
     # Pong to a return of 18 on a 2-core CPU, fast. Every choice and why:
-    #  num_envs 2, amp bf16, channels_last: the fastest rows of `make bench-pong` on a CPU (bf16 compute with
+    #  num_envs 2, amp auto (bf16 where AMX has it), channels_last: the fastest rows of `make bench-pong` on a CPU (bf16 compute with
     #    fp32 master weights keeps the optimiser's precision); Adam 1e-4 with eps 1.5e-4 (Dopamine/CleanRL),
     #    which learns Pong faster than DeepMind's RMSProp; target sync every 2,000 steps (CleanRL: 1,000,
     #    Nature: 10,000) so values propagate quickly on a game with a short horizon of reward; 3-step returns
@@ -249,7 +250,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "pong-fast": dict(game="pong", total_steps=2_000_000, learn_start=20_000, replay_size=200_000,
                       replay_compress="lz4", checkpoint_replay=True, batch_size=32, train_freq=4,
                       target_update=2_000, optimizer="adam", lr=1e-4, adam_eps=1.5e-4, grad_clip=10.0,
-                      eps_start=1.0, eps_end=0.01, eps_decay_steps=100_000, num_envs=2, amp="bf16", n_step=3,
+                      eps_start=1.0, eps_end=0.01, eps_decay_steps=100_000, num_envs=2, amp="auto", n_step=3,
                       channels_last=True, eval_every=50_000, eval_episodes=10, eval_eps=0.05, target_return=18.0,
                       checkpoint_every=50_000),
     # Pong on a CUDA machine (the "GPU pipeline" issue's run): pong-fast's learning settings (the same Adam,

@@ -86,8 +86,12 @@ def test_every_run_writes_safetensors_weights_and_a_tensorboard_mirror(tmp_path)
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from jetdqn.policy import load
     run = tmp_path / "run"
-    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs", "--total-steps",
-               "400", "--log-every", "100", "--eval-episodes", "2", "--final-eval-games", "2", "--tensorboard")
+    out = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs", "--total-steps",
+               "400", "--log-every", "100", "--eval-episodes", "2", "--final-eval-games", "2", "--tensorboard",
+               "--amp", "auto")
+    amx = " amx_bf16" in open("/proc/cpuinfo").read()
+    assert json.loads((run / "config.json").read_text())["amp"] == ("bf16" if amx else "off")   # --amp auto
+    assert ("amp auto: bf16" if amx else "amp auto: off (this CPU has no AMX") in out.stdout
     assert (run / "model.safetensors").exists() and (run / "model.json").exists()
     frames = np.random.default_rng(0).integers(0, 256, (4, 4, 84, 84), dtype=np.uint8)
     assert np.array_equal(load(run / "model.safetensors").q_values(frames), load(run / "model.pt").q_values(frames))
