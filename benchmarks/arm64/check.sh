@@ -35,6 +35,7 @@ fi
 mountpoint -q "$ROOT/proc" || mount --bind /proc "$ROOT/proc"
 trap 'umount "$ROOT/proc" 2>/dev/null' EXIT
 cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/host-ca.crt"
+cp /etc/resolv.conf "$ROOT/etc/resolv.conf"   # DNS for pip
 rm -rf "$ROOT/jetdqn" && mkdir -p "$ROOT/jetdqn"
 git ls-files -z | xargs -0 tar -cf - | tar -xf - -C "$ROOT/jetdqn"
 if [ -d ../shared/data/tegrastats ]; then mkdir -p "$ROOT/shared/data" && cp -r ../shared/data/tegrastats "$ROOT/shared/data/"; fi
