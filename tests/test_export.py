@@ -163,3 +163,12 @@ def test_onnx_play_scores_like_torch_play(exported):
     onnx_game = load(exported / "pong.onnx").evaluate(games=1, eps=0.0, seed=5)
     assert onnx_game["returns"] == torch_game["returns"] and onnx_game["lengths"] == torch_game["lengths"]
 
+
+
+@pytest.mark.slow
+def test_bench_engines_writes_its_table(tmp_path):
+    pytest.importorskip("onnxruntime")
+    out = run_module("jetdqn.bench", "engines", "--passes", "5", "--out", str(tmp_path)).stdout
+    assert "| onnxruntime CPU | 8 |" in out and "| torch fp32 | 1 |" in out
+    written = list(tmp_path.glob("*-engines.md"))
+    assert len(written) == 1 and "Command: `python -m jetdqn.bench engines --passes 5" in written[0].read_text()

@@ -4,12 +4,9 @@ N steps of inference (batch 1) and training, on the CPU and (when present) CUDA.
 
 from __future__ import annotations
 
-import datetime as _dt
-import socket
 import time
-from pathlib import Path
 
-from .report import markdown_table, new_result_path, with_ext
+from .report import markdown_table, write_markdown_result
 
 
 def bench_convs(args) -> int:
@@ -64,9 +61,5 @@ def bench_convs(args) -> int:
     print("paper (docs/facts.md), 3000 steps, 2 conv + dense, downsampled by 4: inference 20/40 3.33 s CPU / 2.86 s GPU, "
           "80/160 18.08 / 7.30 s; training 20/40 7.11 / 3.86 s, 80/160 39.24 / 8.7 s")
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        path = with_ext(new_result_path(out / f"{socket.gethostname()}-{_dt.datetime.now():%Y-%m-%d}-convs"), ".md")
-        path.write_text(f"# bench convs\n\n{text}\n\nCommand: `python -m jetdqn.bench {' '.join(args.argv)}`\n")
-        print(f"written: {path}")
+        print(f"written: {write_markdown_result(args.out, 'convs', text, args.argv)}")
     return 0

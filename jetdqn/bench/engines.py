@@ -8,7 +8,6 @@ one process, so the ratios are comparable though the machine is noisy. A pass is
 
 from __future__ import annotations
 
-import datetime as _dt
 import socket
 import statistics
 import tempfile
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .report import markdown_table, new_result_path, with_ext
+from .report import markdown_table, write_markdown_result
 
 
 
@@ -86,11 +85,7 @@ def bench_engines(args) -> int:
             f"median of 5 rounds of {args.passes} passes")
     print(f"\n{info}\n{text}")
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        path = with_ext(new_result_path(out / f"{socket.gethostname()}-{_dt.datetime.now():%Y-%m-%d}-engines"), ".md")
-        path.write_text(f"# bench engines\n\n{info}\n\n{text}\n\nCommand: `python -m jetdqn.bench {' '.join(args.argv)}`\n")
-        print(f"written: {path}")
+        print(f"written: {write_markdown_result(args.out, 'engines', info + chr(10) * 2 + text, args.argv)}")
     return 0
 
 

@@ -36,6 +36,18 @@ def new_result_path(base: Path, suffixes: tuple = (".md",)) -> Path:
     return candidate
 
 
+def write_markdown_result(out_dir: str, what: str, body: str, argv: list) -> Path:
+    """``<out_dir>/<host>-<date>-<what>.md`` (never over an existing file: see new_result_path) holding
+    ``body`` and the command that made it; returns the path."""
+    import datetime
+    import socket
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = with_ext(new_result_path(out / f"{socket.gethostname()}-{datetime.datetime.now():%Y-%m-%d}-{what}"), ".md")
+    path.write_text(f"# bench {what}\n\n{body}\n\nCommand: `python -m jetdqn.bench {' '.join(argv)}`\n")
+    return path
+
+
 def markdown_table(columns: list[str], rows: list[list[str]]) -> str:
     """A Markdown table; a row shorter than the columns (a failed or skipped case) is padded with blanks."""
     lines = [f"| {' | '.join(columns)} |", "|" + "---|" * len(columns)]
