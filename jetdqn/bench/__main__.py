@@ -1,4 +1,4 @@
-"""``python -m jetdqn.bench pong|acting|convs|replay|engines``: the command line of the benchmarks."""
+"""``python -m jetdqn.bench pong|acting|convs|replay|engines|reuse``: the command line of the benchmarks."""
 
 from __future__ import annotations
 
@@ -51,6 +51,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     pe.add_argument("--model", default="benchmarks/results/learn-pong/run/model.pt", help="a checkpoint (.pt)")
     pe.add_argument("--passes", type=positive_int, default=500, help="forward passes per round (default 500)")
     pe.add_argument("--out", default="benchmarks/results")
+    pu = sub.add_parser("reuse", help="the reusing-convolutions paper's inference experiment: full pass vs reuse")
+    pu.add_argument("--games", default="pong,breakout,space_invaders,seaquest,ms_pacman,freeway")
+    pu.add_argument("--filters", default="20/40,40/80,80/160")
+    pu.add_argument("--downsample", default="2,4", help="resolutions: 1/N of the 210x160 screen (default 2,4)")
+    pu.add_argument("--steps", type=positive_int, default=3000, help="steps per game (default 3000)")
+    pu.add_argument("--out", default="benchmarks/results")
     args = p.parse_args(argv)
     args.argv = argv
     from .acting import bench_acting
@@ -66,6 +72,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             print("error: --learn-start must be at least the batch size (32)", file=sys.stderr)
             return 2
         return bench_pong(args)
+    if args.what == "reuse":
+        from .reuse import bench_reuse
+        return bench_reuse(args)
     if args.what == "engines":
         from .engines import bench_engines
         return bench_engines(args)
