@@ -41,12 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=count, default=0, help="Stop after this many agent steps (0 = no limit).")
     p.add_argument("--seed", type=count, default=0, help="Seed for the env and epsilon (default 0).")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--reuse-conv", action="store_true", help="Reuse the CNN's conv activations from step to step "
+                                                              "(CPU, experimental: exact, not faster yet; README).")
     p.add_argument("--json", action="store_true", help="Print the summary as one JSON object.")
     return p
 
 
 def check_args(args: argparse.Namespace) -> None:
     from .config import ConfigError
+    if args.reuse_conv and not (args.model or args.checkpoint):
+        raise ConfigError("--reuse-conv needs a trained model (--model or --checkpoint).")
     if args.model and args.checkpoint:
         raise ConfigError("give --model or --checkpoint, not both (they name the same thing).")
     for name in ("episodes", "display_freq", "fps", "max_steps"):
@@ -65,7 +69,7 @@ def load_player(args: argparse.Namespace, out=print):
     path = args.model or args.checkpoint
     if path:
         from .policy import load
-        policy = load(path, device=args.device)
+        policy = load(path, device="cpu" if args.reuse_conv else args.device, reuse_conv=args.reuse_conv)
         cfg = policy.play_config(game=args.game, env=args.env, seed=args.seed)
         env = make_env(cfg, args.seed)
         if env.n_actions != policy.n_actions or tuple(policy.obs_shape) != (cfg.history, *env.frame_shape):

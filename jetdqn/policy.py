@@ -98,9 +98,10 @@ class Policy:
                 f"{self.engine})")
 
 
-def load(path, device: str = "cpu", providers: Optional[list[str]] = None) -> Policy:
+def load(path, device: str = "cpu", providers: Optional[list[str]] = None, reuse_conv: bool = False) -> Policy:
     """A Policy from a checkpoint (.pt: latest.pt or model.pt), ``model.safetensors`` (with its .json) or an
-    ``.onnx`` export (run by ``providers``, default: the best this onnxruntime has, see onnx_providers)."""
+    ``.onnx`` export (run by ``providers``, default: the best this onnxruntime has, see onnx_providers).
+    ``reuse_conv``: a torch Nature CNN on the CPU reuses its conv activations from step to step (reuse.py)."""
     path = Path(path)
     if path.suffix == ".onnx":
         return _load_onnx(path, providers)
@@ -111,11 +112,12 @@ def load(path, device: str = "cpu", providers: Optional[list[str]] = None) -> Po
             weights = load_file(str(path))
         except Exception as exc:
             raise CheckpointError(f"{path} is not a readable safetensors file ({str(exc)[:120]}).") from None
-        return _torch_policy(weights, spec_doc["network"], spec_doc["config"], spec_doc["env"], str(path), device)
+        return _torch_policy(weights, spec_doc["network"], spec_doc["config"], spec_doc["env"], str(path), device,
+                             reuse_conv)
     from . import checkpoint as ckpt
     payload = ckpt.load(path)
     return _torch_policy(payload["agent"]["online"], payload["network"], payload.get("config", {}),
-                         payload["env"], str(path), device)
+                         payload["env"], str(path), device, reuse_conv)
 
 
 def read_spec(path: Path) -> dict:
@@ -132,7 +134,8 @@ def read_spec(path: Path) -> dict:
     return doc
 
 
-def _torch_policy(weights: dict, spec: dict, config: dict, env_name: str, source: str, device: str) -> Policy:
+def _torch_policy(weights: dict, spec: dict, config: dict, env_name: str, source: str, device: str,
+                  reuse_conv: bool = False) -> Policy:
     import torch
     from .learn.network import build_network
     from .runtime import pick_device
@@ -150,6 +153,12 @@ def _torch_policy(weights: dict, spec: dict, config: dict, env_name: str, source
         with torch.inference_mode():
             return net(torch.as_tensor(np.ascontiguousarray(obs), device=dev)).float().cpu().numpy()
 
+    if reuse_conv:
+        from .learn.network import NatureCNN
+        if not isinstance(net, NatureCNN) or dev.type != "cpu":
+            raise CheckpointError("--reuse-conv is for the Atari network (NatureCNN) on the CPU.")
+        from .reuse import NatureReuse
+        return Policy(NatureReuse(net).q_values, spec, config, env_name, source, "torch (cpu, reused convolutions)")
     return Policy(q_values, spec, config, env_name, source, f"torch ({dev.type})")
 
 

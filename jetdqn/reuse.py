@@ -111,3 +111,92 @@ class ReusedForward:
                 grown.append((o0, o1, p0, p1))
             boxes, source = grown, out
         return self.net.fc(self.acts[-1].flatten(1))
+
+
+class NatureReuse:
+    """Greedy acting with jetdqn's Nature CNN that reuses conv activations from step to step, per env.
+
+    The input is a stack of 4 frames, and conv1 is a sum over its input channels, so each frame's own
+    contribution at each stack position, conv(frame, W[:, q]), is kept; when a new frame arrives only the
+    outputs its change reaches are recomputed (all 4 positions in one call), and conv1's pre-activation is
+    the sum of the 4 frames' contributions at their current positions. conv2 and conv3 recompute only the
+    outputs whose inputs changed (found by comparing their input with the last step's), the dense layers
+    run in full. A stack that does not continue the last one (an episode start, a reset, another env) is
+    computed in full. ``q_values(obs)`` takes uint8 stacks [N, 4, 84, 84]."""
+
+    def __init__(self, net):
+        self.net = net
+        convs = [m for m in net.features if isinstance(m, nn.Conv2d)]
+        self.convs = convs
+        c1 = convs[0]
+        self.w1 = c1.weight.detach().float().transpose(0, 1).reshape(-1, 1, *c1.weight.shape[2:]).contiguous() / 255.0
+        self.positions = c1.weight.shape[1]
+        self.filters = c1.weight.shape[0]
+        self.states: dict[int, dict] = {}
+        self.last_fraction = 1.0
+
+    @torch.inference_mode()
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        return np.concatenate([self._one(k, obs[k]) for k in range(obs.shape[0])])
+
+    def _contributions(self, frame: torch.Tensor) -> torch.Tensor:
+        """conv(frame, W[:, q]) for every position q: [positions, filters, 20, 20] (no bias)."""
+        c1 = self.convs[0]
+        out = F.conv2d(frame[None, None], self.w1, stride=c1.stride)
+        return out.view(self.positions, self.filters, *out.shape[2:])
+
+    def _full(self, k: int, stack: np.ndarray) -> np.ndarray:
+        frames = torch.from_numpy(stack).float()
+        contrib = [self._contributions(frames[i]) for i in range(self.positions)]
+        self.states[k] = {"stack": stack.copy(), "contrib": contrib}
+        return self._tail(k, self._conv1(k), None)
+
+    def _conv1(self, k: int) -> torch.Tensor:
+        contrib = self.states[k]["contrib"]
+        pre = sum(contrib[i][i] for i in range(self.positions)) + self.convs[0].bias[:, None, None]
+        return F.relu(pre)[None]
+
+    def _one(self, k: int, stack: np.ndarray) -> np.ndarray:
+        state = self.states.get(k)
+        if state is None or not np.array_equal(stack[:-1], state["stack"][1:]):
+            self.last_fraction = 1.0
+            return self._full(k, stack)
+        new, old = stack[-1], state["stack"][-1]
+        contrib = state["contrib"][1:] + [state["contrib"][-1].clone()]
+        boxes = one_box(new != old)
+        c1 = self.convs[0]
+        k1, s1 = c1.kernel_size[0], c1.stride[0]
+        size = contrib[-1].shape[-1]
+        self.last_fraction = 0.0
+        for r0, r1, cc0, cc1 in boxes:
+            o0, o1 = max(0, -(-(r0 - k1 + 1) // s1)), min(size, (r1 - 1) // s1 + 1)
+            p0, p1 = max(0, -(-(cc0 - k1 + 1) // s1)), min(size, (cc1 - 1) // s1 + 1)
+            piece = torch.from_numpy(np.ascontiguousarray(new[o0 * s1:(o1 - 1) * s1 + k1, p0 * s1:(p1 - 1) * s1 + k1])).float()
+            contrib[-1][:, :, o0:o1, p0:p1] = self._contributions(piece)
+            self.last_fraction += (o1 - o0) * (p1 - p0) / size ** 2
+        state["stack"], state["contrib"] = stack.copy(), contrib
+        return self._tail(k, self._conv1(k), state)
+
+    def _tail(self, k: int, x: torch.Tensor, state: Optional[dict]) -> np.ndarray:
+        """conv2 and conv3, each recomputed only where its input changed since the last step (``state``
+        None: in full), then the head."""
+        st = self.states[k]
+        inputs, outputs = st.get("inputs"), st.get("outputs")
+        st["inputs"], st["outputs"] = [], []
+        for i, conv in enumerate(self.convs[1:]):
+            if state is None or inputs is None:
+                out = F.relu(conv(x))
+            else:
+                out = outputs[i].clone()
+                kk, ss = conv.kernel_size[0], conv.stride[0]
+                size = out.shape[-1]
+                for r0, r1, c0, c1 in one_box((x != inputs[i]).any(dim=1)[0].numpy()):
+                    o0, o1 = max(0, -(-(r0 - kk + 1) // ss)), min(size, (r1 - 1) // ss + 1)
+                    p0, p1 = max(0, -(-(c0 - kk + 1) // ss)), min(size, (c1 - 1) // ss + 1)
+                    if o0 < o1 and p0 < p1:
+                        window = x[:, :, o0 * ss:(o1 - 1) * ss + kk, p0 * ss:(p1 - 1) * ss + kk].contiguous()
+                        out[:, :, o0:o1, p0:p1] = F.relu(F.conv2d(window, conv.weight, conv.bias, stride=ss))
+            st["inputs"].append(x)
+            st["outputs"].append(out)
+            x = out
+        return self.net.head(x.flatten(1)).float().numpy()

@@ -2,8 +2,10 @@
 Pong frames, across episode starts, with one box and with tiles; the boxes cover what changed."""
 
 import numpy as np
+import pytest
 import torch
 
+from conftest import ROOT
 from jetdqn.bench.reuse import game_frames
 from jetdqn.reuse import PaperNet, ReusedForward, one_box, tile_boxes
 
@@ -38,3 +40,23 @@ def test_reused_pass_equals_the_full_pass_on_1000_pong_frames():
         worst = max(float((q - r).abs().max()) / max(1.0, float(r.abs().max())) for q, r in zip(outputs, full))
         assert worst < 1e-5, (mode, worst)
         assert all(int(q.argmax()) == int(r.argmax()) for q, r in zip(outputs, full)), mode
+
+
+# slow (20 s): the paper network's test above checks the same reuse arithmetic on 1,000 real frames
+@pytest.mark.slow
+def test_nature_cnn_with_reused_convolutions_gives_the_full_pass_on_real_pong():
+    """The committed Pong network on 1,000 consecutive stacks (one env), then 8 envs side by side (each env's
+    cache is its own, and a stack that does not continue its env's last one is computed in full)."""
+    from jetdqn.bench.engines import pong_frames
+    from jetdqn.policy import load
+    model = ROOT / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt"
+    full, reused = load(model), load(model, reuse_conv=True)
+    assert reused.engine == "torch (cpu, reused convolutions)"
+    stacks = pong_frames(full, 1000, seed=4)
+    reference = np.concatenate([full.q_values(s) for s in stacks])
+    got = np.concatenate([reused.q_values(s) for s in stacks])
+    assert np.abs(got - reference).max() < 1e-5 and (got.argmax(1) == reference.argmax(1)).all()
+    batches = stacks[:800].reshape(8, 100, 4, 84, 84).transpose(1, 0, 2, 3, 4)   # 8 envs, 100 steps each
+    batched = load(model, reuse_conv=True)
+    for batch in batches:
+        assert np.abs(batched.q_values(batch) - full.q_values(batch)).max() < 1e-5
