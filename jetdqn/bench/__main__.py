@@ -56,6 +56,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     pu.add_argument("--filters", default="20/40,40/80,80/160")
     pu.add_argument("--downsample", default="2,4", help="resolutions: 1/N of the 210x160 screen (default 2,4)")
     pu.add_argument("--steps", type=positive_int, default=3000, help="steps per game (default 3000)")
+    pu.add_argument("--nature", default="benchmarks/results/learn-pong/run/model.pt",
+                    help="also time this Nature CNN model with and without --reuse-conv ('' to skip)")
     pu.add_argument("--out", default="benchmarks/results")
     args = p.parse_args(argv)
     args.argv = argv

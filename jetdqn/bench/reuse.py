@@ -67,6 +67,28 @@ def run_case(frames: list, filters: tuple[int, int], modes: list[str]) -> dict:
     return row
 
 
+def nature_rows(model: str, steps: int) -> list[list[str]]:
+    """jetdqn's Nature CNN (a trained model) acting greedily on real Pong stacks, full pass against reused
+    convolutions, at 1 env and at 8 envs (8 streams of the same game at different moments)."""
+    from ..policy import load
+    from .engines import pong_frames
+    full, reused = load(model), load(model, reuse_conv=True)
+    stacks = pong_frames(full, steps, seed=7)
+    rows = []
+    for envs in (1, 8):
+        per = len(stacks) // envs
+        batches = stacks[:per * envs].reshape(envs, per, *stacks.shape[1:]).transpose(1, 0, 2, 3, 4)
+        times = {}
+        for name, policy in (("full", full), ("reuse", load(model, reuse_conv=True) if envs > 1 else reused)):
+            start = time.perf_counter()
+            for batch in batches:
+                policy.q_values(batch)
+            times[name] = (time.perf_counter() - start) * 1000 / len(batches)
+        rows.append([str(envs), f"{times['full']:.2f}", f"{times['reuse']:.2f}", f"x{times['full'] / times['reuse']:.2f}"])
+        print(" | ".join(rows[-1]), flush=True)
+    return rows
+
+
 def bench_reuse(args) -> int:
     games = args.games.split(",")
     filters = [tuple(int(x) for x in f.split("/")) for f in args.filters.split(",")]
@@ -88,6 +110,10 @@ def bench_reuse(args) -> int:
     import torch
     text = (f"{args.steps} steps of random play per game, batch 1, CPU, torch {torch.__version__} "
             f"({torch.get_num_threads()} threads)\n\n" + markdown_table(cols, rows) + f"\n\n{PAPER}")
+    if args.nature:
+        nature = nature_rows(args.nature, args.steps)
+        text += (f"\n\njetdqn's Nature CNN ({args.nature}), greedy Q-values on {args.steps} real Pong stacks:\n\n"
+                 + markdown_table(["envs", "full ms per step", "reuse ms per step", "speed-up"], nature))
     print(f"\n{text}")
     if args.out:
         print(f"written: {write_markdown_result(args.out, 'reuse', text, args.argv)}")
