@@ -135,7 +135,7 @@ def native_bf16(cfg: Config) -> tuple[str, str]:
         amx = False
     if amx:
         return "bf16", "this CPU has AMX, which computes bf16 natively"
-    return "off", "this CPU has no AMX: bf16 would be slower than fp32 here"
+    return "off", "this CPU has no AMX (x86's bf16 matrix units): bf16 would be slower than fp32 here"
 
 
 def gpu_split(cfg: Config, log: Callable[[str], None] = print) -> tuple[Config, dict]:

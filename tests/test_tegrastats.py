@@ -170,3 +170,14 @@ def test_jtop_stats_in_jetson_stats_7_format():
     sample = stats_to_sample(stats)
     assert sample["cpu_per_core"] == [37.0, 12.0, None, 100.0, 0.0, 55.0]
     assert sample["gpu_load"] == 63.4 and sample["power_mw"] == 7423.0
+
+
+def test_telemetry_parse_into_a_pipe_that_closes_early(tegrastats_lines):
+    """`telemetry parse FILE | head -c 100`: the reader leaves early; the command ends quietly, status 0."""
+    import subprocess
+    import sys
+    from conftest import ROOT, TEGRASTATS_SAMPLES
+    proc = subprocess.run(f"'{sys.executable}' -m jetdqn.telemetry parse '{TEGRASTATS_SAMPLES}' --json | head -c 100; "
+                          "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0 and proc.stderr == "" and len(proc.stdout) == 100, proc.stderr

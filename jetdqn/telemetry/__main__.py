@@ -135,5 +135,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0
 
 
+def run_piped(argv: Optional[list[str]] = None) -> int:
+    """main, with a reader that stops early (``| head``) ending the output quietly, not in a traceback."""
+    import os
+    try:
+        code = main(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nothing more to write to
+        return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_piped())
