@@ -7,10 +7,9 @@ import sys
 from typing import Optional
 from ..config import Parser, count, positive_int
 
-def main(argv: Optional[list[str]] = None) -> int:
-    from ..needs import need_torch
-    need_torch(command=True)
-    argv = list(sys.argv[1:] if argv is None else argv)
+
+def build_parser() -> Parser:
+    """One subcommand per benchmark, each with its own flags."""
     p = Parser(prog="python -m jetdqn.bench", description="The benchmarks behind make bench-pong.")
     sub = p.add_subparsers(dest="what", required=True)
     pp = sub.add_parser("pong", help="the TX1 table and jetdqn's rows (any ALE game with --game)")
@@ -59,6 +58,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     pu.add_argument("--nature", default="benchmarks/results/learn-pong/run/model.pt",
                     help="also time this Nature CNN model with and without --reuse-conv ('' to skip)")
     pu.add_argument("--out", default="benchmarks/results")
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    from ..needs import need_torch
+    need_torch(command=True)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = build_parser()
     args = p.parse_args(argv)
     args.argv = argv
     from .acting import bench_acting
