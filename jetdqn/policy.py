@@ -52,13 +52,8 @@ class Policy:
 
     def act(self, obs: np.ndarray, eps, rng: np.random.Generator) -> np.ndarray:
         """Epsilon-greedy actions for a batch (the same draws as training's acting for the same rng)."""
-        n = obs.shape[0]
-        eps = np.broadcast_to(np.asarray(eps, dtype=np.float64), (n,))
-        explore = rng.random(n) < eps
-        actions = rng.integers(0, self.n_actions, size=n)
-        if not explore.all():
-            actions = np.where(explore, actions, self.q_values(obs).argmax(axis=1))
-        return actions.astype(np.int64)
+        from .learn.dqn import epsilon_greedy
+        return epsilon_greedy(lambda o: self.q_values(o).argmax(axis=1), obs, eps, rng, self.n_actions)
 
     def predict(self, obs: np.ndarray, eps: float = 0.0, rng: Optional[np.random.Generator] = None):
         """The action for one observation (an int), or actions for a batch (an array); greedy by default."""

@@ -57,6 +57,19 @@ def make_optimizer(cfg: Config, params, capturable: bool) -> torch.optim.Optimiz
     return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps, fused=True, **extra)
 
 
+def epsilon_greedy(greedy, obs: np.ndarray, eps, rng: np.random.Generator, n_actions: int) -> np.ndarray:
+    """Epsilon-greedy actions for a batch: ``eps`` is one number or one per row (Ape-X style per-env
+    epsilons); ``greedy(obs)`` (the network's argmax) runs only when at least one row acts greedily. The
+    draws are the same for the learner and for a loaded Policy, so the same rng gives the same actions."""
+    n = obs.shape[0]
+    eps = np.broadcast_to(np.asarray(eps, dtype=np.float64), (n,))
+    explore = rng.random(n) < eps
+    actions = rng.integers(0, n_actions, size=n)
+    if not explore.all():
+        actions = np.where(explore, actions, greedy(obs))
+    return actions.astype(np.int64)
+
+
 class DQNAgent:
     """Batched epsilon-greedy acting and the (Double, n-step) DQN update; no env loop in here."""
 
@@ -92,13 +105,7 @@ class DQNAgent:
         ``eps`` is one number or one per row (Ape-X style per-env epsilons). The network is only run when
         at least one row acts greedily.
         """
-        n = obs.shape[0]
-        eps = np.broadcast_to(np.asarray(eps, dtype=np.float64), (n,))
-        explore = rng.random(n) < eps
-        actions = rng.integers(0, self.n_actions, size=n)
-        if not explore.all():
-            actions = np.where(explore, actions, self.accel.greedy(obs))
-        return actions.astype(np.int64)
+        return epsilon_greedy(self.accel.greedy, obs, eps, rng, self.n_actions)
 
     def q_values(self, obs: np.ndarray) -> np.ndarray:
         return self.accel.q_values(obs)
