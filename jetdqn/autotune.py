@@ -101,7 +101,7 @@ def resolve_auto(cfg: Config, log: Callable[[str], None] = print) -> tuple[Confi
     threads for a gymnasium env), and --amp auto; returns the settled config and the autotune record (None
     if not run)."""
     if cfg.amp == "auto":
-        amp, why = native_bf16(cfg)
+        amp, why = ("off", "--reuse-conv acts in fp32") if cfg.reuse_conv else native_bf16(cfg)
         log(f"amp auto: {amp} ({why})")
         cfg = dataclasses.replace(cfg, amp=amp)
     if cfg.num_envs != 0 and cfg.threads != -1:

@@ -109,6 +109,8 @@ class Config:
     fuse_target: bool = _f(False, "Double DQN: evaluate the online and target networks on next_obs in one "
                                   "paired pass of the conv stack (same numbers; ~0.8 ms less per bf16 update on a CPU, little in fp32).")
     cuda_graphs: bool = _f(False, "Capture the update and the acting forward pass in CUDA graphs (CUDA only).")
+    reuse_conv: bool = _f(False, "Act with the CNN's activations reused where frames did not change (CPU, fp32, exact; "
+                                 "wins at batch 1, not in training: a weight change means a full pass).")
     learner_stream: bool = _f(False, "With --cuda-graphs: run the updates on a CUDA stream of their own, so acting never "
                                      "waits behind them (acting reads one of two copies of the network, refreshed every "
                                      "--actor-refresh updates). Experimental: its update checks out exactly, but a Pong "
@@ -207,6 +209,10 @@ class Config:
         if self.replay_device != "host" and self.replay_compress != "off":
             raise ConfigError(f"--replay-device {self.replay_device} keeps frames raw in one tensor; --replay-compress "
                               f"{self.replay_compress} is for --replay-device host: drop one of the two.")
+        if self.reuse_conv and (not self.is_atari or self.amp in ("bf16", "fp16") or self.cuda_graphs
+                                or self.device == "cuda" or self.backend != "local"):
+            raise ConfigError("--reuse-conv acts with the Atari CNN in fp32 on the CPU in this process: drop it, or "
+                              "drop --env, --amp bf16/fp16, --cuda-graphs, --device cuda and --backend ray.")
         if self.cuda_graphs and self.compile:
             raise ConfigError("--cuda-graphs and --compile both capture the network; pick one.")
         if self.target_return is not None and not self.eval_episodes:

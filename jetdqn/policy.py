@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -93,10 +93,11 @@ class Policy:
                 f"{self.engine})")
 
 
-def load(path, device: str = "cpu", providers: Optional[list[str]] = None, reuse_conv: bool = False) -> Policy:
+def load(path, device: str = "cpu", providers: Optional[list[str]] = None, reuse_conv: Union[bool, str] = False) -> Policy:
     """A Policy from a checkpoint (.pt: latest.pt or model.pt), ``model.safetensors`` (with its .json) or an
     ``.onnx`` export (run by ``providers``, default: the best this onnxruntime has, see onnx_providers).
-    ``reuse_conv``: a torch Nature CNN on the CPU reuses its conv activations from step to step (reuse.py)."""
+    ``reuse_conv``: a torch Nature CNN on the CPU reuses its activations from step to step (nature_reuse.py);
+    "kernels" runs the same numpy kernels with reuse off (the benchmarks' baseline for what reuse gains)."""
     path = Path(path)
     if path.suffix == ".onnx":
         return _load_onnx(path, providers)
@@ -130,7 +131,7 @@ def read_spec(path: Path) -> dict:
 
 
 def _torch_policy(weights: dict, spec: dict, config: dict, env_name: str, source: str, device: str,
-                  reuse_conv: bool = False) -> Policy:
+                  reuse_conv: Union[bool, str] = False) -> Policy:
     import torch
     from .learn.network import build_network
     from .runtime import pick_device
@@ -152,8 +153,10 @@ def _torch_policy(weights: dict, spec: dict, config: dict, env_name: str, source
         from .learn.network import NatureCNN
         if not isinstance(net, NatureCNN) or dev.type != "cpu":
             raise CheckpointError("--reuse-conv is for the Atari network (NatureCNN) on the CPU.")
-        from .reuse import NatureReuse
-        return Policy(NatureReuse(net).q_values, spec, config, env_name, source, "torch (cpu, reused convolutions)")
+        from .nature_reuse import NatureReuse
+        reuse = reuse_conv != "kernels"
+        return Policy(NatureReuse(net, reuse).q_values, spec, config, env_name, source,
+                      f"numpy (cpu, {'reused activations' if reuse else 'full passes'})")
     return Policy(q_values, spec, config, env_name, source, f"torch ({dev.type})")
 
 

@@ -67,26 +67,60 @@ def run_case(frames: list, filters: tuple[int, int], modes: list[str]) -> dict:
     return row
 
 
-def nature_rows(model: str, steps: int) -> list[list[str]]:
-    """jetdqn's Nature CNN (a trained model) acting greedily on real Pong stacks, full pass against reused
-    convolutions, at 1 env and at 8 envs (8 streams of the same game at different moments)."""
+NATURE_COLUMNS = ["what", "envs", "torch full pass ms", "numpy full pass ms", "reuse ms", "reuse vs torch",
+                  "reuse vs numpy full"]
+
+
+def nature_rows(model: str, steps: int, rounds: int = 3) -> list[list[str]]:
+    """jetdqn's Nature CNN (a trained model) acting greedily on real Pong stacks at 1 and 8 envs (8 streams of
+    the same game at different moments), ms per step: torch's full pass (what acting runs without the flag),
+    the same numpy kernels with reuse off (what the kernels alone give), and --reuse-conv; then
+    ``jetdqn.play`` (emulator and preprocessing included) with and without the flag. The contenders take
+    turns, ``rounds`` times (fresh caches each round), and each cell is the median of its rounds: this machine
+    drifts by 10-15% from minute to minute, and taking turns spreads the drift over all of them."""
     from ..policy import load
     from .engines import pong_frames
-    full, reused = load(model), load(model, reuse_conv=True)
+    full = load(model)
     stacks = pong_frames(full, steps, seed=7)
     rows = []
     for envs in (1, 8):
         per = len(stacks) // envs
         batches = stacks[:per * envs].reshape(envs, per, *stacks.shape[1:]).transpose(1, 0, 2, 3, 4)
-        times = {}
-        for name, policy in (("full", full), ("reuse", load(model, reuse_conv=True) if envs > 1 else reused)):
-            start = time.perf_counter()
-            for batch in batches:
-                policy.q_values(batch)
-            times[name] = (time.perf_counter() - start) * 1000 / len(batches)
-        rows.append([str(envs), f"{times['full']:.2f}", f"{times['reuse']:.2f}", f"x{times['full'] / times['reuse']:.2f}"])
+        times = [[time_policy(policy, batches)
+                  for policy in (full, load(model, reuse_conv="kernels"), load(model, reuse_conv=True))]
+                 for _ in range(rounds)]
+        rows.append(["greedy Q-values", str(envs), *ratios([statistics.median(t) for t in zip(*times)])])
         print(" | ".join(rows[-1]), flush=True)
+    times = [[time_play(model, steps, reuse) for reuse in (False, True)] for _ in range(rounds)]
+    play_full, play_reuse = (statistics.median(t) for t in zip(*times))
+    rows.append(["jetdqn.play (eps 0.05)", "1", f"{play_full:.3f}", "-", f"{play_reuse:.3f}",
+                 f"x{play_full / play_reuse:.2f}", "-"])
+    print(" | ".join(rows[-1]), flush=True)
     return rows
+
+
+def ratios(times: list[float]) -> list[str]:
+    torch_ms, numpy_ms, reuse_ms = times
+    return [f"{torch_ms:.3f}", f"{numpy_ms:.3f}", f"{reuse_ms:.3f}", f"x{torch_ms / reuse_ms:.2f}",
+            f"x{numpy_ms / reuse_ms:.2f}"]
+
+
+def time_policy(policy, batches) -> float:
+    """ms per batch over every batch in order (one pass: the reuse caches follow the streams)."""
+    start = time.perf_counter()
+    for batch in batches:
+        policy.q_values(batch)
+    return (time.perf_counter() - start) * 1000 / len(batches)
+
+
+def time_play(model: str, steps: int, reuse: bool) -> float:
+    """ms per agent step of ``jetdqn.play`` (no window) for ``steps`` steps, in this process."""
+    from ..play import build_parser, play
+    args = build_parser().parse_args(["--checkpoint", model, "--episodes", "1000", "--max-steps", str(steps),
+                                      "--display-freq", "0", "--seed", "3"] + (["--reuse-conv"] if reuse else []))
+    start = time.perf_counter()
+    result = play(args, out=lambda *_: None)
+    return (time.perf_counter() - start) * 1000 / result["frames_stepped"]
 
 
 def bench_reuse(args) -> int:
@@ -108,12 +142,15 @@ def bench_reuse(args) -> int:
     cols = ["game", "resolution", "filters", "pixels changed", "one box covers", "tiles cover", "full s",
             "reuse (one box) s", "reuse (tiles) s", "speed-up (one box)", "speed-up (tiles)", "max abs difference"]
     import torch
-    text = (f"{args.steps} steps of random play per game, batch 1, CPU, torch {torch.__version__} "
-            f"({torch.get_num_threads()} threads)\n\n" + markdown_table(cols, rows) + f"\n\n{PAPER}")
+    from .machine import machine_info, machine_line
+    text = (f"{machine_line(machine_info())}; torch {torch.__version__} ({torch.get_num_threads()} threads)\n\n"
+            f"{args.steps} steps of random play per game, batch 1, CPU\n\n" + markdown_table(cols, rows)
+            + f"\n\n{PAPER}")
     if args.nature:
         nature = nature_rows(args.nature, args.steps)
-        text += (f"\n\njetdqn's Nature CNN ({args.nature}), greedy Q-values on {args.steps} real Pong stacks:\n\n"
-                 + markdown_table(["envs", "full ms per step", "reuse ms per step", "speed-up"], nature))
+        text += (f"\n\njetdqn's Nature CNN ({args.nature}) on {args.steps} real Pong stacks (ms per step, the "
+                 f"median of 3 rounds taken in turns; play: the whole command in this process, {args.steps} steps "
+                 f"at eps 0.05, start-up included):\n\n" + markdown_table(NATURE_COLUMNS, nature))
     print(f"\n{text}")
     if args.out:
         print(f"written: {write_markdown_result(args.out, 'reuse', text, args.argv)}")

@@ -30,6 +30,7 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
+from ..config import ConfigError
 from .streams import ActorPair, copy_weights
 
 
@@ -124,6 +125,13 @@ class Accelerator:
         self._static: dict = {}
         self._eager_updates = 0
         self._act_graphs: dict = {}
+        self.reuse = None
+        if cfg.reuse_conv:   # acting on reused activations (nature_reuse.py); config.validate allows CPU fp32 only
+            if device.type != "cpu":
+                raise ConfigError(f"--reuse-conv acts on the CPU, and the network is on {device.type}: add --device cpu.")
+            from ..nature_reuse import NatureReuse
+            self.reuse = NatureReuse(self.actor)
+        self.acting_version = 0   # counts changes to the acting network's weights (the reused activations follow)
 
     def compiled(self, fn: Callable) -> Callable:
         """``fn`` as one compiled graph with --compile (dynamic=False: an update always has the same shapes)."""
@@ -202,6 +210,8 @@ class Accelerator:
             torch.cuda.current_stream().wait_stream(self.learn_stream)
 
     def _run_update(self, step: Callable[..., None], arrays: dict) -> None:
+        if self.actor is self.online:
+            self.acting_version += 1
         if not self.cuda_graphs:
             step(**{k: self.staging.to_device(a, k) for k, a in arrays.items()})
             return
@@ -237,6 +247,7 @@ class Accelerator:
 
     def refresh_copies(self) -> None:
         """After the masters changed outside an update (target sync, a loaded checkpoint): copies follow."""
+        self.acting_version += 1
         if self.master_bf16:
             copy_weights(self.online, self.masters[0])
             copy_weights(self.target, self.masters[1])
@@ -268,6 +279,8 @@ class Accelerator:
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """argmax_a Q(obs, a) for a batch, on the acting network (a replayed CUDA graph per batch size)."""
         with self.acting_net() as net:
+            if self.reuse is not None:
+                return self.reuse.track(net, self.acting_version).q_values(obs).argmax(axis=1)
             if not self.cuda_graphs:
                 with self.autocast():
                     return net(self.staging.to_device(obs, "act")).argmax(dim=1).cpu().numpy()
@@ -297,6 +310,7 @@ class Accelerator:
             return
         with self.actor_lock:
             copy_weights(self.actor, self.online)
+            self.acting_version += 1
             if self.device.type == "cuda":
                 torch.cuda.current_stream().synchronize()
 
