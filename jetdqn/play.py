@@ -41,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=count, default=0, help="Stop after this many agent steps (0 = no limit).")
     p.add_argument("--seed", type=count, default=0, help="Seed for the env and epsilon (default 0).")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--reuse-conv", action="store_true", help="Reuse the CNN's conv activations from step to step "
-                                                              "(CPU, experimental: exact, not faster yet; README).")
+    p.add_argument("--reuse-conv", action="store_true", help="Reuse the CNN's activations from step to step where "
+                                                              "the frames did not change (CPU; exact; README).")
     p.add_argument("--json", action="store_true", help="Print the summary as one JSON object.")
     return p
 

@@ -1,6 +1,8 @@
 """Reusing convolution activations (arXiv 1909.05632): the reused pass gives the full pass's outputs on real
 Pong frames, across episode starts, with one box and with tiles; the boxes cover what changed."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -42,6 +44,7 @@ def test_reused_pass_equals_the_full_pass_on_1000_pong_frames():
         assert all(int(q.argmax()) == int(r.argmax()) for q, r in zip(outputs, full)), mode
 
 
+@functools.lru_cache(maxsize=None)
 def pong_stacks(n: int, seed: int) -> np.ndarray:
     """``n`` consecutive stacks of real Pong played by the committed network, then the same broken up: a
     reset stack (4 copies of one frame, as an episode start), a jump to other moments, a repeated stack."""
@@ -52,23 +55,45 @@ def pong_stacks(n: int, seed: int) -> np.ndarray:
     return np.concatenate([stacks, reset, stacks[n // 4:n // 2], stacks[n // 2:n // 2 + 1], stacks[n // 2:]])
 
 
+def breakout_stacks(n: int) -> np.ndarray:
+    """Real Breakout stacks under random play, the stack restarted at each life lost (as training does)."""
+    from jetdqn.config import make_config
+    from jetdqn.envs import FrameStack, make_env
+    cfg = make_config({"game": "breakout", "telemetry": "off"})
+    env = make_env(cfg, 0)
+    stack = FrameStack(4, env.frame_shape, env.frame_dtype)
+    stack.reset(env.reset())
+    rng, out, restarts = np.random.default_rng(0), [], 0
+    for _ in range(n):
+        out.append(stack.frames.copy())
+        st = env.step(int(rng.integers(env.n_actions)))
+        restarts += st.life_lost or st.game_over
+        if st.game_over:
+            stack.reset(env.reset())
+        else:
+            stack.follow(st.frame, st.life_lost)
+    env.close()
+    assert restarts >= 2, "no life lost in the stacks"
+    return np.stack(out)
+
+
 COMMITTED = ROOT / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt"
 
 
 def test_nature_cnn_reusing_activations_gives_the_full_pass_on_real_pong():
     """The committed Pong network: Q-values within 1e-5 of torch's full pass and the same greedy actions on
-    600 real stacks with episode starts and jumps (one env), then 8 envs side by side (each env's cache is its
-    own), and a dueling network (random weights) on the same stacks."""
+    1,000 consecutive real Pong stacks and then resets and jumps, and on Breakout stacks across lives lost (one
+    env); 8 envs side by side (each env's cache is its own); a dueling network (random weights)."""
     from jetdqn.learn.network import NatureCNN
     from jetdqn.nature_reuse import NatureReuse
     from jetdqn.policy import load
     full, reused = load(COMMITTED), load(COMMITTED, reuse_conv=True)
     assert reused.engine == "numpy (cpu, reused activations)"
-    stacks = pong_stacks(400, seed=4)
+    stacks = np.concatenate([pong_stacks(1000, seed=4), breakout_stacks(300)])
     reference = np.concatenate([full.q_values(s) for s in stacks])
     got = np.concatenate([reused.q_values(s) for s in stacks])
     assert np.abs(got - reference).max() < 1e-5 and (got.argmax(1) == reference.argmax(1)).all()
-    batches = stacks[:560].reshape(8, 70, 4, 84, 84).transpose(1, 0, 2, 3, 4)   # 8 envs, 70 steps each
+    batches = stacks[:800].reshape(8, 100, 4, 84, 84).transpose(1, 0, 2, 3, 4)   # 8 envs, 100 steps each
     batched = load(COMMITTED, reuse_conv=True)
     for batch in batches:
         assert np.abs(batched.q_values(batch) - full.q_values(batch)).max() < 1e-5
@@ -90,7 +115,7 @@ def test_training_acts_on_reused_activations_that_follow_every_weight_change():
     from jetdqn.replay.buffer import Batch
     agent = DQNAgent(make_config({"game": "pong", "reuse_conv": True, "lr": 1e-3}), (4, 84, 84), 6,
                      torch.device("cpu"))
-    stacks = pong_stacks(120, seed=5)
+    stacks = pong_stacks(1000, seed=4)[:120]
     rng = np.random.default_rng(0)
     for i, s in enumerate(stacks):
         if i % 4 == 3:
