@@ -100,6 +100,9 @@ def load(path, device: str = "cpu", providers: Optional[list[str]] = None, reuse
     "kernels" runs the same numpy kernels with reuse off (the benchmarks' baseline for what reuse gains)."""
     path = Path(path)
     if path.suffix == ".onnx":
+        if reuse_conv:
+            raise CheckpointError(f"--reuse-conv runs the network's own weights: give the .pt or .safetensors "
+                                  f"{path.name} was exported from, not the .onnx file.")
         return _load_onnx(path, providers)
     if path.suffix == ".safetensors":
         spec_doc = read_spec(path.with_suffix(".json"))

@@ -90,8 +90,10 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs",
                "--eval-every", "100", "--eval-episodes", "1", "--max-episode-steps", "60", "--final-eval-games", "0")
     assert len((run / "eval.jsonl").read_text().splitlines()) == 3
-    curve = run_module("jetdqn.plot", str(run)).stdout.strip()
-    telemetry = run_module("jetdqn.telemetry", "plot", str(run)).stdout.strip()
+    # the plots in this process (the commands' own code; a process each cost ~2 s of start-up)
+    from jetdqn.plot import plot_learning
+    from jetdqn.telemetry.__main__ import plot_run
+    curve, telemetry = plot_learning(run), plot_run(run)
     from PIL import Image
     for path in (curve, telemetry):
         with Image.open(path) as im:
