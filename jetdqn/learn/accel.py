@@ -131,7 +131,7 @@ class Accelerator:
                 raise ConfigError(f"--reuse-conv acts on the CPU, and the network is on {device.type}: add --device cpu.")
             from ..nature_reuse import NatureReuse
             self.reuse = NatureReuse(self.actor)
-        self.acting_version = 0   # counts changes to the acting network's weights (the reused activations follow)
+        self.acting_version = 0   # bumped wherever the acting weights may change (the reused activations follow)
 
     def compiled(self, fn: Callable) -> Callable:
         """``fn`` as one compiled graph with --compile (dynamic=False: an update always has the same shapes)."""
