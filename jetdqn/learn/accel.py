@@ -245,9 +245,11 @@ class Accelerator:
     def graph_captured(self) -> bool:
         return self._graph is not None
 
-    def refresh_copies(self) -> None:
-        """After the masters changed outside an update (target sync, a loaded checkpoint): copies follow."""
-        self.acting_version += 1
+    def refresh_copies(self, online_changed: bool = True) -> None:
+        """After the masters changed outside an update (target sync, a loaded checkpoint): copies follow.
+        ``online_changed`` False (a target sync): the acting weights are as they were."""
+        if online_changed:
+            self.acting_version += 1
         if self.master_bf16:
             copy_weights(self.online, self.masters[0])
             copy_weights(self.target, self.masters[1])

@@ -142,7 +142,7 @@ class DQNAgent:
             self.accel.settle()
             for dst, src in zip(self.target.parameters(), self.online.parameters()):
                 dst.copy_(src)
-            self.accel.refresh_copies()
+            self.accel.refresh_copies(online_changed=False)
 
     def pop_metrics(self) -> dict:
         """Mean loss and Q since the last call (None when no update ran)."""
