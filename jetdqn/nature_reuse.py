@@ -7,7 +7,7 @@ acting slower, not faster (x0.69 measured). Here every layer is one matrix produ
 
 What is reused, per env (a change is a list of boxes, one per run of touched columns: Pong's two paddles at
 the screen's edges and the ball between them are three small boxes, not one wide one):
-- conv1 is a sum over its 4 input frames, so each frame's own contribution at every stack position,
+- conv1 is a sum over its input frames (4 by default), so each frame's own contribution at every stack position,
   conv(frame, W1[:, q]) for q = 0..3, is kept ([20, 20, 4, 32]). A new frame's contribution is its
   predecessor's with the outputs its change reaches recomputed.
 - conv1's pre-activation at step t differs from step t-1 only where one of the last 4 frame-to-frame
@@ -189,10 +189,9 @@ class NatureReuse:
         """conv1's sum and everything after it, recomputed where ``region`` (of conv1's output) reaches."""
         c = st["contrib"]
         for o0, o1, p0, p1 in region:
-            pre = c[0][o0:o1, p0:p1, 0] + c[1][o0:o1, p0:p1, 1]
-            pre += c[2][o0:o1, p0:p1, 2]
-            pre += c[3][o0:o1, p0:p1, 3]
-            pre += self.b1
+            pre = c[0][o0:o1, p0:p1, 0] + self.b1
+            for q in range(1, self.frames):
+                pre += c[q][o0:o1, p0:p1, q]
             np.maximum(pre, 0, out=st["a1"][o0:o1, p0:p1])
         boxes = reached(region, 4, 2, 9)
         for box in boxes:

@@ -83,7 +83,7 @@ COMMITTED = ROOT / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt"
 def test_nature_cnn_reusing_activations_gives_the_full_pass_on_real_pong():
     """The committed Pong network: Q-values within 1e-5 of torch's full pass and the same greedy actions on
     1,000 consecutive real Pong stacks and then resets and jumps, and on Breakout stacks across lives lost (one
-    env); 8 envs side by side (each env's cache is its own); a dueling network (random weights)."""
+    env); 8 envs side by side (each env's cache is its own); a dueling network with a history of 2 frames (random weights)."""
     from jetdqn.learn.network import NatureCNN
     from jetdqn.nature_reuse import NatureReuse
     from jetdqn.policy import load
@@ -98,8 +98,8 @@ def test_nature_cnn_reusing_activations_gives_the_full_pass_on_real_pong():
     for batch in batches:
         assert np.abs(batched.q_values(batch) - full.q_values(batch)).max() < 1e-5
     torch.manual_seed(0)
-    dueling = NatureCNN(4, 6, dueling=True).eval()
-    reuse, some = NatureReuse(dueling), stacks[900:1300]    # consecutive, a reset, a jump
+    dueling = NatureCNN(2, 6, dueling=True).eval()          # and a history of 2 frames
+    reuse, some = NatureReuse(dueling), np.ascontiguousarray(stacks[900:1300, 2:])   # consecutive, a reset, a jump
     with torch.inference_mode():
         want = dueling(torch.from_numpy(some)).numpy()
     got = np.concatenate([reuse.q_values(s[None]) for s in some])
