@@ -1,4 +1,4 @@
-"""Every setting of a run, in one frozen dataclass, and the presets.
+"""Every setting of a run, in one frozen dataclass (the presets are in ``presets.py``).
 
 The command line is generated from the fields below (their ``help`` metadata becomes ``--help``), so a
 setting exists in exactly one place. Precedence: field default < ``--preset`` < explicit flags.
@@ -13,6 +13,8 @@ import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Optional
+
+from .presets import PRESETS
 
 
 class ConfigError(ValueError):
@@ -29,7 +31,7 @@ class Config:
     game: Optional[str] = _f("pong", "ALE game id (pong, breakout, space_invaders, ...).")
     env: Optional[str] = _f(None, "A gymnasium env id with discrete actions and vector observations "
                                   "(e.g. CartPole-v1); overrides --game.")
-    preset: Optional[str] = _f(None, "Start from a preset: nature, seed-tx1, pong-fast, pong-gpu, smoke, cartpole.")
+    preset: Optional[str] = _f(None, "Start from a preset: nature, seed-tx1, pong-fast, pong-gpu, breakout, smoke, cartpole.")
     # --- run length and schedule (steps are agent steps: one action, 4 emulator frames on Atari)
     total_steps: int = _f(50_000_000 // 4, "Agent steps to train for, summed over all envs.")
     learn_start: int = _f(50_000, "Steps of acting before the first update (the replay fills first).")
@@ -223,61 +225,6 @@ class Config:
         if self.telemetry_interval_ms < 50:
             raise ConfigError("--telemetry-interval-ms must be at least 50.")
         return self
-
-
-# Presets: only the fields that differ from the defaults above.
-PRESETS: dict[str, dict[str, Any]] = {
-    # DeepMind's Nature DQN (Mnih et al. 2015), with Double DQN on by default (--no-double for the original).
-    "nature": dict(replay_size=1_000_000, learn_start=50_000, batch_size=32, train_freq=4,
-                   target_update=10_000, optimizer="rmsprop", lr=2.5e-4, rmsprop_alpha=0.95,
-                   rmsprop_eps=0.01, eps_start=1.0, eps_end=0.1, eps_decay_steps=1_000_000,
-                   total_steps=50_000_000, grad_clip=0.0, loss="huber"),
-    # The 2017 Jetson TX1 run (docs/facts.md): the settings behind the 56 s / 46 s / 37 s table.
-    "seed-tx1": dict(replay_size=50_000, learn_start=5_000, batch_size=32, train_freq=4,
-                     target_update=10_000, optimizer="rmsprop", lr=2.5e-4, rmsprop_alpha=0.95,
-                     rmsprop_eps=0.01, eps_start=1.0, eps_end=0.1, eps_decay_steps=1_000_000,
-                     grad_clip=0.0, loss="huber", total_steps=6_000),
-    # Tiny, for tests and smoke runs: a few hundred real Pong steps.
-    "smoke": dict(total_steps=300, learn_start=100, replay_size=1_000, batch_size=8, train_freq=4,
-                  target_update=100, log_every=100, checkpoint_every=200, eps_decay_steps=1_000,
-                  noop_max=30),
-    # Pong to a return of 18 on a 2-core CPU, fast. Every choice and why:
-    #  num_envs 2, amp auto (bf16 where AMX has it), channels_last: the fastest rows of `make bench-pong` on a CPU (bf16 compute with
-    #    fp32 master weights keeps the optimiser's precision); Adam 1e-4 with eps 1.5e-4 (Dopamine/CleanRL),
-    #    which learns Pong faster than DeepMind's RMSProp; target sync every 2,000 steps (CleanRL: 1,000,
-    #    Nature: 10,000) so values propagate quickly on a game with a short horizon of reward; 3-step returns
-    #    (Rainbow's n) carry a point back to the hit that won it three times faster per update (a first run
-    #    with 1-step returns was at -12 after 800k steps: benchmarks/results/learn-pong/first-1step);
-    #    epsilon to 0.01 over the first 100k steps (Pong needs little exploration once the paddle tracks the
-    #    ball, and in that first run nothing was learnt until epsilon had fallen);
-    #    learn_start 20k (enough variety for the first batches); replay 200k lz4-compressed (~70 MB) with
-    #    --checkpoint-replay, so a stopped run resumes with its buffer; evaluation every 50k steps over 10
-    #    games at eps 0.05, stopping at a mean of 18.
-    "pong-fast": dict(game="pong", total_steps=2_000_000, learn_start=20_000, replay_size=200_000,
-                      replay_compress="lz4", checkpoint_replay=True, batch_size=32, train_freq=4,
-                      target_update=2_000, optimizer="adam", lr=1e-4, adam_eps=1.5e-4, grad_clip=10.0,
-                      eps_start=1.0, eps_end=0.01, eps_decay_steps=100_000, num_envs=2, amp="auto", n_step=3,
-                      channels_last=True, eval_every=50_000, eval_episodes=10, eval_eps=0.05, target_return=18.0,
-                      checkpoint_every=50_000),
-    # Pong on a CUDA machine (the "GPU pipeline" issue's run): pong-fast's learning settings (the same Adam,
-    #  3-step returns, target period, epsilon schedule and replay ratio 1/4), on the fastest GPU path: an env on
-    #  every core but one (--num-envs auto), the replay raw in GPU memory, the update and acting captured in
-    #  CUDA graphs with the learner on its own stream, fp32 (on an H100, bf16 graphs are no faster: 0.71 vs
-    #  0.68 ms an update). Evaluations every 150k steps over 30 games, stopping at a mean of 18.
-    "pong-gpu": dict(game="pong", total_steps=2_000_000, learn_start=20_000, replay_size=200_000,
-                     replay_device="cuda", checkpoint_replay=True, batch_size=32, train_freq=4,
-                     target_update=2_000, optimizer="adam", lr=1e-4, adam_eps=1.5e-4, grad_clip=10.0,
-                     eps_start=1.0, eps_end=0.01, eps_decay_steps=100_000, num_envs=0, n_step=3,
-                     cuda_graphs=True, cudnn_benchmark=True, eval_every=150_000, eval_episodes=30, eval_eps=0.05,
-                     target_return=18.0, checkpoint_every=100_000),
-    # CartPole-v1 with an MLP: solves (eval mean >= 195) well within 50k steps on a CPU.
-    "cartpole": dict(env="CartPole-v1", total_steps=50_000, learn_start=1_000, replay_size=50_000,
-                     batch_size=64, train_freq=1, target_update=500, lr=5e-4, optimizer="adam",
-                     adam_eps=1e-8, eps_start=1.0, eps_end=0.02, eps_decay_steps=10_000, gamma=0.99,
-                     clip_rewards=False, history=1, grad_clip=10.0, log_every=1000,
-                     checkpoint_every=10_000, eval_every=5_000, eval_episodes=10, eval_eps=0.0,
-                     max_episode_steps=500),
-}
 
 
 def _flag(name: str) -> str:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from jetdqn.config import PRESETS, parse_config
+from jetdqn.config import PRESETS, make_config, parse_config
 from conftest import run_module
 
 
@@ -15,6 +15,16 @@ def test_presets_and_explicit_flags():
     assert parse_config(["--no-double"]).double is False
     assert parse_config(["--replay-size", "1M"]).replay_size == 1_000_000
     assert set(PRESETS) >= {"nature", "seed-tx1", "smoke"}
+
+
+def test_every_preset_is_a_valid_config():
+    """A preset is only a starting point; each must pass Config.validate on its own (it is refused otherwise)."""
+    for name, values in PRESETS.items():
+        cfg = make_config({"preset": name})
+        assert all(getattr(cfg, key) == value for key, value in values.items()), name
+    breakout = make_config({"preset": "breakout", "lr": 5e-5})
+    assert (breakout.game, breakout.target_return, breakout.eps_decay_steps, breakout.lr) == ("breakout", 100.0,
+                                                                                            250_000, 5e-5)
 
 
 @pytest.mark.parametrize("argv, message", [
