@@ -41,6 +41,23 @@ def test_compressed_replay_samples_the_same_batches_as_the_raw_one(pong_frames, 
     assert packed.bytes_per_transition < 700 < 7000 < raw.bytes_per_transition
 
 
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_a_game_ending_at_the_newest_slot_samples_before_the_ring_wraps(pong_frames, codec):
+    # Breakout ends a learning episode at every lost life, so the newest slot is often terminal: its next stack
+    # ends at the slot after it, never written before the ring wraps (None in a compressed replay); it is dead
+    # (zeros, discounted to nothing) and must be read from a stored slot, as the raw replay does
+    raw = ReplayBuffer(1000, (84, 84), history=4, seed=3, n_step=3, num_streams=2)
+    packed = ReplayBuffer(1000, (84, 84), history=4, seed=3, n_step=3, num_streams=2, compress=codec)
+    for t, f in enumerate(pong_frames[:6]):
+        for buf in (raw, packed):
+            buf.add(t % 2, f, t % 6, 1.0, t >= 4, t < 2)  # stream 0: 0, 2, 4 (terminal); stream 1: 1, 3, 5 (terminal)
+    for _ in range(20):
+        a, b = raw.sample(32), packed.sample(32)
+        assert (a.dones == 1).all() and np.array_equal(a.steps, b.steps) and set(a.steps.tolist()) == {1, 2, 3}
+        assert np.array_equal(a.obs, b.obs) and np.array_equal(a.next_obs, b.next_obs)
+        assert not a.next_obs.any() and a.obs.any()
+
+
 def test_saved_replay_round_trips_incrementally(pong_frames, tmp_path):
     buf = ReplayBuffer(250, (84, 84), history=4, seed=1, compress="lz4")
     buf.CHUNK = 100

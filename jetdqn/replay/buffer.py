@@ -239,7 +239,9 @@ class ReplayBuffer:
         keep = np.ones((len(i_all), h), dtype=bool)
         keep[:, :-1] = np.logical_and.accumulate(~starts[:, ::-1], axis=1)[:, ::-1]
         keep &= (self._age(s_all, i_all)[:, None] + back) < self.size[s_all][:, None]
-        j = np.where(keep, j, i_all[:, None])                 # dead slots read the newest frame, then zeroed
+        # dead slots read their stream's newest frame (always stored), then are zeroed: the slot itself may never
+        # have been written (the next stack of a game that ended at the newest slot, before the ring wraps)
+        j = np.where(keep, j, ((self.pos[s_all] - 1) % c)[:, None])
         frames = self.frames.get(np.repeat(s_all, h), j.ravel()).reshape(len(i_all), h, *self.frame_shape)
         if not keep.all():
             frames[self.frames.mask(~keep)] = 0
