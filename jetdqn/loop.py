@@ -181,10 +181,14 @@ def run_loop(run: Run) -> dict:
                 if log.due(state.step):
                     summary = write_record(run, log, renderer)
                     run.budget.fit(replay, run.progress.line)
-                if evaluation_due(cfg, state) and evaluate(run):
-                    break  # --target-return reached
+                if evaluation_due(cfg, state):
+                    with log.timed("evaluating"):
+                        reached = evaluate(run)
+                    if reached:
+                        break  # --target-return reached
                 if checkpoints.due(state.step):
-                    save_checkpoint(run)
+                    with log.timed("checkpointing"):
+                        save_checkpoint(run)
             if state.step > log.step and not state.diverged:
                 summary = write_record(run, log, renderer)  # an interrupt: the record of the last steps
         finally:

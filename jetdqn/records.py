@@ -8,6 +8,7 @@ one-line progress bar is redrawn in place; elsewhere (CI, a pipe, nohup) plain l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -123,10 +124,22 @@ class RunLog:
     def _start_interval(self, now: float, step: int, updates: int, episodes: int) -> None:
         self.t, self.step, self.updates, self.episodes = now, step, updates, episodes
         self.returns: list[float] = []
+        self.aside: dict[str, float] = {}
         self.next_log = (step // self.log_every + 1) * self.log_every
 
     def games_ended(self, returns: list[float]) -> None:
         self.returns.extend(returns)
+
+    @contextlib.contextmanager
+    def timed(self, what: str):
+        """Time what the loop does between steps (evaluating, checkpointing). The interval's record keeps its
+        wall clock (s_per_1000_steps counts everything, as a user's clock does) and says how much of it went
+        here, so a slow line with an evaluation in it is not read as slow training."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.aside[what] = self.aside.get(what, 0.0) + time.monotonic() - t0
 
     def rate(self, step: int) -> float:
         """Env steps per second in the current interval (for the progress bar)."""
@@ -155,6 +168,7 @@ class RunLog:
             "replay_compress": replay.compress, "replay_bytes": int(replay.nbytes),
             "replay_bytes_per_transition": round(replay.bytes_per_transition, 1),
             "frames_shown": frames_shown, "num_envs": num_envs, **extra,
+            **{f"{what}_s": round(seconds, 3) for what, seconds in self.aside.items()},
         }
         record.update(self.sampler.summary(self.clock.take(), dt))
         self.writer.write(record)
@@ -166,11 +180,16 @@ class RunLog:
         self.writer.close()
 
 
+ASIDE = ("evaluating_s", "checkpointing_s")  # the loop's work between steps that a record's interval can hold
+
+
 def console_line(record: dict, dsteps: int, dt: float) -> str:
     """``step 12,000: 1000 steps completed in 2.61 s (383 steps/s, 95.8 updates/s)  return ...``"""
     actors = record.get("actors")
     per_actor = ("; per actor " + ", ".join(f"{a['env_steps_per_s'] or 0:.0f}" for a in actors)) if actors else ""
-    return (f"step {record['step']:>9,}: {dsteps} steps completed in {dt:.2f} s "
+    aside = " and ".join(f"{record[key]:.2f} s {key[:-2]}" for key in ASIDE if record.get(key))
+    return (f"step {record['step']:>9,}: {dsteps} steps completed in {dt:.2f} s"
+            + (f", of which {aside}" if aside else "") + " "
             f"({record['env_steps_per_s']:.0f} steps/s{per_actor}, {record['updates_per_s']:.1f} updates/s)"
             f"  return {_fmt(record['return_mean'])}  eps {record['epsilon']:.3f}"
             f"  loss {_fmt(record['loss'], 4)}" + _telemetry_tail(record))

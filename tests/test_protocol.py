@@ -35,7 +35,17 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
 
 def test_a_run_ends_with_the_final_evaluation(tmp_path):
     run = tmp_path / "run"
-    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--eval-every", "200",
-               "--eval-episodes", "1", "--final-eval-games", "2", "--max-episode-steps", "40")
+    out = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
+                     "--eval-every", "200", "--eval-episodes", "1", "--final-eval-games", "2",
+                     "--max-episode-steps", "40").stdout
     evals = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
     assert [(e["step"], e["kind"], e["games"]) for e in evals] == [(200, "periodic", 1), (300, "final", 2)]
+    # the evaluation and the checkpoint at step 200 fall in the interval that ends at 300: its record (wall clock,
+    # all of it) says how much of it they took, and so does its console line
+    records = {r["step"]: r for r in map(json.loads, (run / "log.jsonl").read_text().splitlines())}
+    assert [(r.get("evaluating_s"), r.get("checkpointing_s")) for r in (records[100], records[200])] == [(None, None)] * 2
+    last = records[300]
+    assert 0 < last["evaluating_s"] and 0 < last["checkpointing_s"]
+    assert last["evaluating_s"] + last["checkpointing_s"] <= last["interval_s"]
+    line = next(text for text in out.splitlines() if text.startswith("step       300:"))
+    assert f"of which {last['evaluating_s']:.2f} s evaluating and {last['checkpointing_s']:.2f} s checkpointing (" in line
