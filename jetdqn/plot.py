@@ -14,6 +14,16 @@ from .records import read_jsonl
 from .config import Parser
 
 
+def evaluation_series(evals: list) -> dict:
+    """Evaluations grouped by (games, eps), in order. A run with --target-return plays 10-game evaluations
+    and, when one crosses the target, a 30-game confirmation at the same step; one line through both would
+    zigzag and one legend would name only one game count."""
+    series: dict = {}
+    for e in evals:
+        series.setdefault((e.get("games", e["episodes"]), e["eps"]), []).append(e)
+    return series
+
+
 def plot_learning(run_dir: Path, out: Optional[Path] = None) -> Path:
     import matplotlib
     matplotlib.use("Agg")
@@ -29,12 +39,11 @@ def plot_learning(run_dir: Path, out: Optional[Path] = None) -> Path:
         if log:
             ax.plot([r[key] / scale for r in log], [r["return_mean"] for r in log], color="tab:gray", lw=1,
                     label="training (mean of last 100 games)")
-        if evals:
-            x = [e[key] / scale for e in evals]
-            m = [e["return_mean"] for e in evals]
-            s = [e["return_std"] for e in evals]
-            ax.errorbar(x, m, yerr=s, color="tab:blue", marker="o", ms=3, lw=1.5, capsize=2,
-                        label=f"evaluation ({evals[-1]['episodes']} games, eps {evals[-1]['eps']})")
+        colors = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange")
+        for ((games, eps), points), color in zip(evaluation_series(evals).items(), colors):
+            ax.errorbar([e[key] / scale for e in points], [e["return_mean"] for e in points],
+                        yerr=[e["return_std"] for e in points], color=color, marker="o", ms=3, lw=1.5, capsize=2,
+                        label=f"evaluation ({games} games, eps {eps}; bars: std)")
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("return")

@@ -109,6 +109,10 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
         with Image.open(path) as im:
             assert im.size[0] > 600 and im.getextrema()[0][0] < im.getextrema()[0][1]   # drawn, not blank
     assert (run / "model.pt").exists()
+    from jetdqn.plot import evaluation_series   # a 10-game line and 30-game confirmations are drawn apart
+    series = evaluation_series([{"step": s, "games": g, "episodes": g, "eps": 0.05} for s, g in
+                                ((100, 10), (200, 10), (200, 30), (300, 10))])
+    assert {k: [e["step"] for e in v] for k, v in series.items()} == {(10, 0.05): [100, 200, 300], (30, 0.05): [200]}
     proc = run_module("jetdqn.play", "--checkpoint", str(run / "model.pt"), "--display-freq", "0", "--max-steps", "30",
                       env={"DISPLAY": ""})
     assert "playing pong with" in proc.stdout
