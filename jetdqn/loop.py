@@ -269,17 +269,18 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     many new games must agree (one lucky evaluation of 10 games no longer ends a run)."""
     from .evaluate import evaluate_run
     state, cfg = run.state, run.cfg
-    best_before = best_evaluation(run.run_dir) if cfg.save_best else None
     state.last_eval = evaluate_run(run.agent, cfg, state.step, state.wall_s(), run.run_dir, run.progress.line,
                                    games, kind)
     state.last_eval_step = state.step
     if run.mirror is not None:
         run.mirror.evaluation(state.last_eval)
-    if cfg.save_best and (best_before is None or state.last_eval["return_mean"] > best_before):
-        run.checkpointer.save_model("best")
-    if cfg.target_return is None or state.last_eval["return_mean"] < cfg.target_return:
+    reached = cfg.target_return is not None and state.last_eval["return_mean"] >= cfg.target_return
+    confirm = reached and state.last_eval["games"] < cfg.final_eval_games and kind != "confirming"
+    if cfg.save_best and not confirm and is_best_step(run.run_dir, state.step):
+        run.checkpointer.save_model("best")  # after a confirmation, which counts with the games before it
+    if not reached:
         return False
-    if state.last_eval["games"] < cfg.final_eval_games and kind != "confirming":
+    if confirm:
         run.progress.line(f"target return {cfg.target_return} reached over {state.last_eval['games']} games; "
                           f"confirming over {cfg.final_eval_games}")
         return evaluate(run, cfg.final_eval_games, "confirming")
@@ -289,13 +290,26 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     return True
 
 
-def best_evaluation(run_dir: Path) -> Optional[float]:
-    """The best mean return in eval.jsonl so far (None before the first evaluation)."""
+def step_scores(run_dir: Path) -> dict[int, float]:
+    """Each evaluated step's mean return over every game played at it: a 10-game evaluation and the 30-game
+    confirmation after it score those weights over 40 games, so a lucky 10 games cannot outrank them."""
     from .records import read_jsonl
     path = Path(run_dir) / "eval.jsonl"
-    means = [r["return_mean"] for r in read_jsonl(path) if isinstance(r.get("return_mean"), (int, float))] \
-        if path.exists() else []
-    return max(means) if means else None
+    totals: dict[int, list[float]] = {}
+    for r in read_jsonl(path) if path.exists() else []:
+        mean, games, step = r.get("return_mean"), r.get("games"), r.get("step")
+        if isinstance(mean, (int, float)) and isinstance(games, int) and games > 0 and isinstance(step, int):
+            total = totals.setdefault(step, [0.0, 0])
+            total[0] += mean * games
+            total[1] += games
+    return {step: total / games for step, (total, games) in totals.items()}
+
+
+def is_best_step(run_dir: Path, step: int) -> bool:
+    """Whether the weights evaluated at ``step`` score above those of every other evaluated step (--save-best)."""
+    scores = step_scores(run_dir)
+    here = scores.pop(step, None)
+    return here is not None and (not scores or here > max(scores.values()))
 
 
 def finish(run: Run, log: RunLog) -> None:

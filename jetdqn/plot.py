@@ -40,9 +40,11 @@ def plot_learning(run_dir: Path, out: Optional[Path] = None) -> Path:
             ax.plot([r[key] / scale for r in log], [r["return_mean"] for r in log], color="tab:gray", lw=1,
                     label="training (mean of last 100 games)")
         colors = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange")
-        for ((games, eps), points), color in zip(evaluation_series(evals).items(), colors):
+        for i, ((games, eps), points) in enumerate(evaluation_series(evals).items()):
+            # a sixth kind of evaluation reuses a colour with another marker, rather than vanish
+            color, marker = colors[i % len(colors)], "os^Dv"[i // len(colors) % 5]
             ax.errorbar([e[key] / scale for e in points], [e["return_mean"] for e in points],
-                        yerr=[e["return_std"] for e in points], color=color, marker="o", ms=3, lw=1.5, capsize=2,
+                        yerr=[e["return_std"] for e in points], color=color, marker=marker, ms=3, lw=1.5, capsize=2,
                         label=f"evaluation ({games} games, eps {eps}; bars: std)")
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)

@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 
 from .config import Config, ConfigError, config_from_json
+from .presets import PRESETS
 
 RUN_FILES = ("config.json", "log.jsonl", "eval.jsonl", "checkpoints", "model.pt")
 # Settings a resumed run cannot change: the checkpoint's network, optimiser state and game depend on them.
@@ -115,7 +116,9 @@ def tidy_for_resume(run_dir: Path, step: int) -> None:
 
 def config_for_resume(explicit: dict) -> dict:
     """On --resume, start from the run's saved settings (config.json, or the checkpoint's copy when that is
-    gone), then apply the flags given now; a change the checkpoint cannot continue with is refused."""
+    gone), then apply the flags given now; a change the checkpoint cannot continue with is refused. The saved
+    preset name stays in config.json as the record of how the run began; it changes nothing, since every value
+    it gave is among the saved ones."""
     run_dir = Path(explicit.get("run_dir") or "")
     if not explicit.get("run_dir") or not (run_dir / "checkpoints" / "latest.pt").exists():
         return explicit  # claim_run_dir says there is nothing to resume
@@ -134,7 +137,8 @@ def config_for_resume(explicit: dict) -> dict:
             raise ConfigError(f"--resume cannot change --{key.replace('_', '-')} (the run has {saved.get(key)!r}, "
                               f"asked {explicit[key]!r}): the checkpoint depends on it; drop the flag, or start "
                               "a new run in another --run-dir.")
-    saved.pop("preset", None)
+    if saved.get("preset") not in PRESETS:
+        saved.pop("preset", None)  # a preset since renamed: every value it gave is in `saved` already
     saved["resume"] = False
     saved["overwrite"] = False
     saved.update({k: v for k, v in explicit.items() if k != "preset"})

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 
-from conftest import run_module
+from conftest import ROOT, run_module
 
 
 def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path):
@@ -49,3 +49,19 @@ def test_a_run_ends_with_the_final_evaluation(tmp_path):
     assert last["evaluating_s"] + last["checkpointing_s"] <= last["interval_s"]
     line = next(text for text in out.splitlines() if text.startswith("step       300:"))
     assert f"of which {last['evaluating_s']:.2f} s evaluating and {last['checkpointing_s']:.2f} s checkpointing (" in line
+
+
+def test_save_best_ranks_weights_by_every_game_played_with_them(tmp_path):
+    """The committed Breakout run's evaluations: at 1.7M steps 10 games scored 108.2 and the 30-game confirmation
+    78.5, so those weights average 85.9 over 40 games, below the 91.3 of those at 1.2M (104.5, then 86.9). Ranked by
+    the single best mean, a lucky 10 games would have won."""
+    from jetdqn.loop import is_best_step, step_scores
+    committed = ROOT / "benchmarks" / "results" / "breakout" / "run" / "eval.jsonl"
+    evals = [e for e in map(json.loads, committed.read_text().splitlines()) if e["step"] <= 1_700_000]
+    assert max(evals, key=lambda e: e["return_mean"])["step"] == 1_700_000
+    (tmp_path / "eval.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+    scores = step_scores(tmp_path)
+    assert np.isclose(scores[1_700_000], (108.2 * 10 + 78.5 * 30) / 40, atol=0.05)
+    assert max(scores, key=scores.get) == 1_200_000
+    assert is_best_step(tmp_path, 1_200_000) and not is_best_step(tmp_path, 1_700_000)
+    assert not is_best_step(tmp_path, 1_234)                      # a step never evaluated is not the best

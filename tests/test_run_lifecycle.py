@@ -59,6 +59,7 @@ def test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes(tmp_path, sig):
     run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", str(stopped + 200))
     steps = [r["step"] for r in records(run)]
     assert steps == sorted(set(steps)) and steps[-1] == stopped + 200
+    assert json.loads((run / "config.json").read_text())["preset"] == "smoke"  # the resumed run still says so
 
 
 def test_one_process_per_run_dir(tmp_path):
