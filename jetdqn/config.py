@@ -31,7 +31,7 @@ class Config:
     game: Optional[str] = _f("pong", "ALE game id (pong, breakout, space_invaders, ...).")
     env: Optional[str] = _f(None, "A gymnasium env id with discrete actions and vector observations "
                                   "(e.g. CartPole-v1); overrides --game.")
-    preset: Optional[str] = _f(None, "Start from a preset: nature, seed-tx1, pong-fast, pong-gpu, breakout, smoke, cartpole.")
+    preset: Optional[str] = _f(None, "Start from a preset: nature, seed-tx1, pong-fast, pong-gpu, pong-sticky, breakout, smoke, cartpole.")
     # --- run length and schedule (steps are agent steps: one action, 4 emulator frames on Atari)
     total_steps: int = _f(50_000_000 // 4, "Agent steps to train for, summed over all envs.")
     learn_start: int = _f(50_000, "Steps of acting before the first update (the replay fills first).")
