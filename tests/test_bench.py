@@ -75,6 +75,7 @@ def test_bench_acting_tiny(tmp_path):
     assert "4 envs, 2 group(s)" in out
 
 
+@pytest.mark.slow   # test_bench_pong_tiny measures a window in make test; this is its 8-env edge
 def test_the_measured_window_leaves_out_the_warm_up_with_8_envs(tmp_path):
     """With 8 envs the log's records land on multiples of 8 (200, 304, 400, ...), not on the warm-up's end
     (300): the record that covers the warm-up's end must stay out of the window."""

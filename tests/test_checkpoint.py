@@ -67,6 +67,7 @@ def test_kill_during_saves_leaves_a_loadable_checkpoint(tmp_path):
     assert all(name.startswith(".latest.pt.tmp") for name in leftovers)   # only a torn temp file, never latest
 
 
+@pytest.mark.slow   # test_checkpoint_mistakes_are_named_for_what_they_are checks it in make test
 def test_truncated_checkpoint_is_refused_in_one_sentence(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100"))
@@ -93,6 +94,7 @@ def test_a_checkpoint_of_a_newer_format_is_refused_in_one_sentence(tmp_path):
     assert proc.returncode == 2 and "format version" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow   # test_checkpoint_mistakes_are_named_for_what_they_are checks it in make test
 def test_mismatched_checkpoint_is_refused(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100"))

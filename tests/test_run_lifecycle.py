@@ -200,12 +200,16 @@ def test_play_records_every_frame_when_nothing_is_shown_and_plot_skips_non_recor
 
 
 def test_checkpoint_mistakes_are_named_for_what_they_are(tmp_path):
-    """A run dir given as a checkpoint, a checkpoint with parts missing, a dueling mismatch: each one sentence
-    that says what is wrong (not "corrupt", not two networks that read the same)."""
+    """A run dir given as a checkpoint, a checkpoint of another game, a dueling mismatch, a checkpoint with parts
+    missing, a truncated one: each one sentence that says what is wrong (not "corrupt" for what is not, not two
+    networks that read the same). One smoke run serves them all."""
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "100")
     as_dir = run_module("jetdqn.play", "--checkpoint", str(run), "--display-freq", "0", "--max-steps", "5", check=False)
     assert as_dir.returncode == 2 and "is a directory; give a checkpoint file" in as_dir.stderr
+    other_game = run_module("jetdqn.play", "--checkpoint", str(run / "checkpoints" / "latest.pt"), "--game",
+                            "breakout", "--display-freq", "0", "--max-steps", "10", check=False)
+    assert other_game.returncode == 2 and "trained on 'pong', not 'breakout'" in other_game.stderr
     payload = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)
     from jetdqn.config import make_config
     from jetdqn.learn import DQNAgent
@@ -220,6 +224,11 @@ def test_checkpoint_mistakes_are_named_for_what_they_are(tmp_path):
     torch.save(payload, run / "checkpoints" / "latest.pt")
     with pytest.raises(ckpt.CheckpointError, match="parts missing"):
         ckpt.load(run / "checkpoints" / "latest.pt")
+    data = (run / "checkpoints" / "latest.pt").read_bytes()
+    (run / "checkpoints" / "latest.pt").write_bytes(data[: len(data) // 2])
+    truncated = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "200", check=False)
+    assert truncated.returncode == 2 and "corrupt, truncated" in truncated.stderr
+    assert "Traceback" not in truncated.stderr
 
 
 @pytest.mark.slow
