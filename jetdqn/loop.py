@@ -277,7 +277,7 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     reached = cfg.target_return is not None and state.last_eval["return_mean"] >= cfg.target_return
     confirm = reached and state.last_eval["games"] < cfg.final_eval_games and kind != "confirming"
     if cfg.save_best and not confirm and is_best_step(run.run_dir, state.step):
-        run.checkpointer.save_model("best")  # after a confirmation, which counts with the games before it
+        run.checkpointer.save_model("best")  # not before a confirmation: the step is ranked on all its games
     if not reached:
         return False
     if confirm:
