@@ -143,10 +143,12 @@ def _first_words(text: str, limit: int = 160) -> str:
     return line[:limit].rsplit(" ", 1)[0] + " ..."
 
 
-def save_model_only(path: Path, agent_state: dict, network: dict, env_name: str, config: dict) -> None:
-    """A small file with the online network alone (for sharing trained weights)."""
+def save_model_only(path: Path, agent_state: dict, network: dict, env_name: str, config: dict, step: int) -> None:
+    """A small file with the online network alone (for sharing trained weights) and the agent step it was
+    taken at, so weights passed around still say how long they trained."""
     atomic_torch_save({"format": FORMAT, "version": VERSION, "env": env_name, "network": network,
-                       "agent": {"online": agent_state["online"]}, "counters": {}, "config": config}, path)
+                       "agent": {"online": agent_state["online"]}, "counters": {"step": int(step)}, "config": config},
+                      path)
 
 
 class Checkpointer:
@@ -182,17 +184,18 @@ class Checkpointer:
             prune(self.replay_dir, manifest)  # only now: the old checkpoint named the old files until the rename
             self.manifest = manifest
 
-    def save_model(self, name: str = "model") -> None:
+    def save_model(self, step: int, name: str = "model", evaluated: Optional[dict] = None) -> None:
         """The online network alone (a few MB), for sharing and for ``jetdqn.play --model``: model.pt, and
         model.safetensors with its spec in model.json (weights with no pickled code, for other tools);
-        ``name`` "best" writes best.pt, best.safetensors and best.json (--save-best)."""
+        ``name`` "best" writes best.pt, best.safetensors and best.json (--save-best), whose spec also keeps
+        the score that made them the best (``evaluated``)."""
         from .export import model_spec, write_safetensors
         state = self.agent.state_dict()
         save_model_only(self.run_dir / f"{name}.pt", state, self.agent.network_spec(), self.cfg.env_name,
-                        self.cfg.to_dict())
+                        self.cfg.to_dict(), step)
+        spec = model_spec(self.agent.network_spec(), self.cfg.env_name, self.cfg.to_dict(), step, evaluated)
         try:
-            write_safetensors(state["online"], model_spec(self.agent.network_spec(), self.cfg.env_name,
-                                                          self.cfg.to_dict()), self.run_dir / f"{name}.safetensors")
+            write_safetensors(state["online"], spec, self.run_dir / f"{name}.safetensors")
         except OSError as exc:
             raise CheckpointError(unwritable(Path(exc.filename or self.run_dir), exc)) from None
 

@@ -163,7 +163,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{result['env']}, {path}: " + describe(result) + f", up to {result['noop_max']} no-ops at each start")
+        trained = f" (weights of step {result['trained_steps']:,})" if result.get("trained_steps") is not None else ""
+        print(f"{result['env']}, {path}{trained}: " + describe(result) + f", up to {result['noop_max']} no-ops at each "
+              "start")
     return 0
 
 

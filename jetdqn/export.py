@@ -25,8 +25,16 @@ from .config import Parser, fail
 ONNX_OPSET = 17
 
 
-def model_spec(network: dict, env_name: str, config: dict) -> dict:
-    return {"format": "jetdqn-model", "version": 1, "env": env_name, "network": network, "config": config}
+def model_spec(network: dict, env_name: str, config: dict, step: Optional[int] = None,
+               evaluated: Optional[dict] = None) -> dict:
+    """What a model file says of itself: its network and settings, the agent step its weights were taken at
+    (when known) and, for best.pt's, the score that made them the best (``evaluated``: return_mean, games)."""
+    spec = {"format": "jetdqn-model", "version": 1, "env": env_name, "network": network, "config": config}
+    if step is not None:
+        spec["step"] = int(step)
+    if evaluated is not None:
+        spec["evaluated"] = evaluated
+    return spec
 
 
 def write_safetensors(weights: dict, spec: dict, out: Path) -> tuple[Path, Path]:
@@ -96,7 +104,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     except CheckpointError as exc:
         fail(str(exc))
     weights = payload["agent"]["online"]
-    spec = model_spec(payload["network"], payload["env"], payload.get("config", {}))
+    spec = model_spec(payload["network"], payload["env"], payload.get("config", {}),
+                      (payload.get("counters") or {}).get("step"))
     try:
         if args.safetensors:
             tensors, spec_path = write_safetensors(weights, spec, Path(args.safetensors))

@@ -276,8 +276,11 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
         run.mirror.evaluation(state.last_eval)
     reached = cfg.target_return is not None and state.last_eval["return_mean"] >= cfg.target_return
     confirm = reached and state.last_eval["games"] < cfg.final_eval_games and kind != "confirming"
-    if cfg.save_best and not confirm and is_best_step(run.run_dir, state.step):
-        run.checkpointer.save_model("best")  # not before a confirmation: the step is ranked on all its games
+    if cfg.save_best and not confirm:  # not before a confirmation: the weights are ranked on all their games
+        from .best import best_score
+        scored = best_score(run.run_dir, state.step, state.last_eval["wall_s"])
+        if scored is not None:
+            run.checkpointer.save_model(state.step, "best", scored)
     if not reached:
         return False
     if confirm:
@@ -288,28 +291,6 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     run.progress.line(f"target return {cfg.target_return} reached at step {state.step:,} "
                       f"({state.last_eval['games']} games); stopping")
     return True
-
-
-def step_scores(run_dir: Path) -> dict[int, float]:
-    """Each evaluated step's mean return over every game played at it: a 10-game evaluation and the 30-game
-    confirmation after it score those weights over 40 games, so a lucky 10 games cannot outrank them."""
-    from .records import read_jsonl
-    path = Path(run_dir) / "eval.jsonl"
-    totals: dict[int, list[float]] = {}
-    for r in read_jsonl(path) if path.exists() else []:
-        mean, games, step = r.get("return_mean"), r.get("games"), r.get("step")
-        if isinstance(mean, (int, float)) and isinstance(games, int) and games > 0 and isinstance(step, int):
-            total = totals.setdefault(step, [0.0, 0])
-            total[0] += mean * games
-            total[1] += games
-    return {step: total / games for step, (total, games) in totals.items()}
-
-
-def is_best_step(run_dir: Path, step: int) -> bool:
-    """Whether the weights evaluated at ``step`` score above those of every other evaluated step (--save-best)."""
-    scores = step_scores(run_dir)
-    here = scores.pop(step, None)
-    return here is not None and (not scores or here > max(scores.values()))
 
 
 def finish(run: Run, log: RunLog) -> None:
@@ -324,7 +305,7 @@ def finish(run: Run, log: RunLog) -> None:
                 "or start over" if latest.exists() else "no checkpoint was written before it, so start over with "
                 "a lower --lr (or --grad-clip)")
         raise TrainingDiverged(f"{state.diverged}: the run stopped; {kept}.")
-    run.checkpointer.save_model()
+    run.checkpointer.save_model(state.step)
     if state.interrupted:
         run.progress.line(f"stopped by {state.interrupted} at step {state.step:,}; checkpoint saved, continue with "
                           f"--resume --run-dir {run.run_dir}")

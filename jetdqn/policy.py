@@ -33,6 +33,7 @@ class Policy:
         self.engine = engine              # "torch (cpu)", "onnxruntime (CPUExecutionProvider)", ...
         self.n_actions = int(spec["n_actions"])
         self.obs_shape = tuple(spec["obs_shape"])
+        self.trained_steps: Optional[int] = None  # the agent step the weights were taken at, when the file says
 
     def as_batch(self, obs) -> tuple[np.ndarray, bool]:
         """(a batch [N, *obs_shape], whether ``obs`` was one observation). With a history of 1 the env's
@@ -70,7 +71,7 @@ class Policy:
         cfg = self.play_config(game=game, seed=seed, **more)
         returns, lengths = play_games(self, cfg, games, eps, seed)
         return {"env": cfg.env_name, **game_statistics(returns), **protocol(cfg, eps), "seed": seed,
-                "returns": returns, "lengths": lengths}
+                "trained_steps": self.trained_steps, "returns": returns, "lengths": lengths}
 
     def play_config(self, game: Optional[str] = None, env: Optional[str] = None, seed: int = 0, **more):
         """The Config to play with: the training run's preprocessing, its game unless another is named."""
@@ -103,20 +104,25 @@ def load(path, device: str = "cpu", providers: Optional[list[str]] = None, reuse
         if reuse_conv:
             raise CheckpointError(f"--reuse-conv runs the network's own weights: give the .pt or .safetensors "
                                   f"{path.name} was exported from, not the .onnx file.")
-        return _load_onnx(path, providers)
-    if path.suffix == ".safetensors":
+        policy, step = _load_onnx(path, providers)
+    elif path.suffix == ".safetensors":
         spec_doc = read_spec(path.with_suffix(".json"))
         from safetensors.torch import load_file
         try:
             weights = load_file(str(path))
         except Exception as exc:
             raise CheckpointError(f"{path} is not a readable safetensors file ({str(exc)[:120]}).") from None
-        return _torch_policy(weights, spec_doc["network"], spec_doc["config"], spec_doc["env"], str(path), device,
-                             reuse_conv)
-    from . import checkpoint as ckpt
-    payload = ckpt.load(path)
-    return _torch_policy(payload["agent"]["online"], payload["network"], payload.get("config", {}),
-                         payload["env"], str(path), device, reuse_conv)
+        policy = _torch_policy(weights, spec_doc["network"], spec_doc["config"], spec_doc["env"], str(path), device,
+                               reuse_conv)
+        step = spec_doc.get("step")
+    else:
+        from . import checkpoint as ckpt
+        payload = ckpt.load(path)
+        policy = _torch_policy(payload["agent"]["online"], payload["network"], payload.get("config", {}),
+                               payload["env"], str(path), device, reuse_conv)
+        step = (payload.get("counters") or {}).get("step")
+    policy.trained_steps = step if isinstance(step, int) else None  # older files do not say
+    return policy
 
 
 def read_spec(path: Path) -> dict:
@@ -170,7 +176,7 @@ def onnx_providers() -> list[str]:
     return [p for p in ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider") if p in have]
 
 
-def _load_onnx(path: Path, providers: Optional[list[str]] = None) -> Policy:
+def _load_onnx(path: Path, providers: Optional[list[str]] = None) -> tuple[Policy, Any]:
     try:
         import onnxruntime as ort
     except ImportError:
@@ -196,4 +202,4 @@ def _load_onnx(path: Path, providers: Optional[list[str]] = None) -> Policy:
         return session.run(None, {name: np.ascontiguousarray(obs)})[0]
 
     return Policy(q_values, doc["network"], doc["config"], doc["env"], str(path),
-                  f"onnxruntime ({session.get_providers()[0]})")
+                  f"onnxruntime ({session.get_providers()[0]})"), doc.get("step")

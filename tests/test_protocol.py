@@ -23,12 +23,17 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
     assert np.isclose(last["return_stderr"], np.std(last["returns"], ddof=1) / np.sqrt(3))
     assert np.isclose(last["return_mean"], np.mean(last["returns"]))
     assert (run / "best.pt").exists() and (run / "best.safetensors").exists()
+    # best.json says which weights best.pt holds and what they scored: step 100, over all 4 games played there
+    best = json.loads((run / "best.json").read_text())
+    assert best["step"] == 100 and best["evaluated"]["games"] == 4 and best["evaluated"]["wall_s"] == last["wall_s"]
+    assert np.isclose(best["evaluated"]["return_mean"], np.mean(evals[0]["returns"] + last["returns"]))
     # the protocol on the finished run, from the command line: its best weights, sticky actions as trained
     result = json.loads(run_module("jetdqn.evaluate", str(run), "--best", "--games", "4", "--json").stdout)
     assert result["games"] == 4 and result["sticky_actions"] == 0.25 and result["model"].endswith("best.pt")
     assert np.isclose(result["return_stderr"], np.std(result["returns"], ddof=1) / 2)
+    assert result["trained_steps"] == 100
     plain = run_module("jetdqn.evaluate", str(run), "--games", "2", "--sticky-actions", "0").stdout
-    assert "over 2 games, eps 0.05" in plain and "sticky" not in plain and "model.pt" in plain
+    assert "over 2 games, eps 0.05" in plain and "sticky" not in plain and "model.pt (weights of step 100)" in plain
     bad = run_module("jetdqn.evaluate", str(tmp_path / "nothing"), check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
@@ -55,7 +60,7 @@ def test_save_best_ranks_weights_by_every_game_played_with_them(tmp_path):
     """The committed Breakout run's evaluations: at 1.7M steps 10 games scored 108.2 and the 30-game confirmation
     78.5, so those weights average 85.9 over 40 games, below the 91.3 of those at 1.2M (104.5, then 86.9). Ranked by
     the single best mean, a lucky 10 games would have won."""
-    from jetdqn.loop import is_best_step, step_scores
+    from jetdqn.best import is_best_step, step_scores
     committed = ROOT / "benchmarks" / "results" / "breakout" / "run" / "eval.jsonl"
     evals = [e for e in map(json.loads, committed.read_text().splitlines()) if e["step"] <= 1_700_000]
     assert max(evals, key=lambda e: e["return_mean"])["step"] == 1_700_000
@@ -65,3 +70,35 @@ def test_save_best_ranks_weights_by_every_game_played_with_them(tmp_path):
     assert max(scores, key=scores.get) == 1_200_000
     assert is_best_step(tmp_path, 1_200_000) and not is_best_step(tmp_path, 1_700_000)
     assert not is_best_step(tmp_path, 1_234)                      # a step never evaluated is not the best
+
+
+def test_best_weights_whose_record_a_resume_dropped_still_count(tmp_path):
+    """The committed Breakout evaluations again: best.pt saved at 1.2M (91.3 over 40 games), then the run killed
+    before its next checkpoint and resumed from 1.0M, which drops the evaluations after it. best.json's score
+    still ranks best.pt's weights, so the resumed run's weaker weights do not replace them, even at 1.2M again."""
+    from jetdqn.best import best_score, is_best_step
+    from jetdqn.export import model_spec
+    from jetdqn.rundir import tidy_for_resume
+    committed = ROOT / "benchmarks" / "results" / "breakout" / "run" / "eval.jsonl"
+    evals = [e for e in map(json.loads, committed.read_text().splitlines()) if e["step"] <= 1_700_000]
+    (tmp_path / "eval.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+    confirmed = [e for e in evals if e["step"] == 1_200_000][-1]
+    scored = best_score(tmp_path, 1_200_000, confirmed["wall_s"])
+    assert scored["games"] == 40 and np.isclose(scored["return_mean"], 91.3, atol=0.05)
+    assert best_score(tmp_path, 1_700_000, evals[-1]["wall_s"]) is None
+    (tmp_path / "best.json").write_text(json.dumps(model_spec({}, "breakout", {}, 1_200_000, scored)))
+    assert is_best_step(tmp_path, 1_200_000) and not is_best_step(tmp_path, 1_100_000)   # on record: as before
+
+    tidy_for_resume(tmp_path, 1_000_000)
+    assert max(e["step"] for e in map(json.loads, (tmp_path / "eval.jsonl").read_text().splitlines())) == 1_000_000
+
+    def resumed_run_evaluates(step, mean, wall_s):
+        with (tmp_path / "eval.jsonl").open("a") as f:
+            f.write(json.dumps({"step": step, "kind": "periodic", "games": 10, "return_mean": mean,
+                                "wall_s": wall_s}) + "\n")
+        return is_best_step(tmp_path, step)
+
+    # 80 beats every evaluation still on record (67.2 at most) but not the 91.3 of the weights best.pt holds
+    assert not resumed_run_evaluates(1_100_000, 80.0, 10_900.0)
+    assert not resumed_run_evaluates(1_200_000, 85.0, 11_900.0)    # the same step, other weights
+    assert resumed_run_evaluates(1_300_000, 95.0, 12_900.0)

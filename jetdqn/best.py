@@ -1,0 +1,65 @@
+"""--save-best: which evaluated weights are the best. Weights are ranked by their mean over every game played
+with them (eval.jsonl), and best.json keeps the score of the weights best.pt holds, so a resume that drops
+their record does not let weaker weights replace them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+
+def eval_records(run_dir: Path) -> list[dict]:
+    from .records import read_jsonl
+    path = Path(run_dir) / "eval.jsonl"
+    return list(read_jsonl(path)) if path.exists() else []
+
+
+def evaluated_steps(run_dir: Path) -> dict[int, tuple[float, int]]:
+    """Each evaluated step's mean return over every game played at it, and how many: a 10-game evaluation and
+    the 30-game confirmation after it score those weights over 40 games, so a lucky 10 cannot outrank them."""
+    totals: dict[int, list[float]] = {}
+    for r in eval_records(run_dir):
+        mean, games, step = r.get("return_mean"), r.get("games"), r.get("step")
+        if isinstance(mean, (int, float)) and isinstance(games, int) and games > 0 and isinstance(step, int):
+            total = totals.setdefault(step, [0.0, 0])
+            total[0] += mean * games
+            total[1] += games
+    return {step: (total / games, int(games)) for step, (total, games) in totals.items()}
+
+
+def step_scores(run_dir: Path) -> dict[int, float]:
+    return {step: mean for step, (mean, _) in evaluated_steps(run_dir).items()}
+
+
+def is_best_step(run_dir: Path, step: int) -> bool:
+    """Whether the weights evaluated at ``step`` score above those of every other evaluated step (--save-best),
+    and above those best.pt holds when their record is gone: a run killed after saving them resumes from an
+    earlier checkpoint and drops the evaluations after it, but best.pt still holds weights that scored so."""
+    scores = step_scores(run_dir)
+    here = scores.pop(step, None)
+    kept = off_record_best(run_dir)
+    rivals = list(scores.values()) + ([kept] if kept is not None else [])
+    return here is not None and (not rivals or here > max(rivals))
+
+
+def best_score(run_dir: Path, step: int, wall_s: float) -> Optional[dict]:
+    """What best.json keeps when the weights evaluated at ``step`` (last at ``wall_s``) are the best so far:
+    their mean, the games it is over, and the wall clock that tells their evaluation apart; else None."""
+    if not is_best_step(run_dir, step):
+        return None
+    mean, games = evaluated_steps(run_dir)[step]
+    return {"return_mean": mean, "games": games, "wall_s": wall_s}
+
+
+def off_record_best(run_dir: Path) -> Optional[float]:
+    """The score best.json keeps for best.pt's weights when eval.jsonl no longer has the evaluation that
+    scored them (told apart by its wall clock: a resumed run evaluating the same step again is not it)."""
+    try:
+        spec = json.loads((Path(run_dir) / "best.json").read_text())
+        step, scored = spec["step"], spec["evaluated"]
+        mean, wall_s = float(scored["return_mean"]), scored["wall_s"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    on_record = any(r.get("step") == step and r.get("wall_s") == wall_s for r in eval_records(run_dir))
+    return None if on_record else mean
