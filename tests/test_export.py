@@ -57,6 +57,7 @@ def test_safetensors_round_trip(exported, pong_stacks):
     assert spec["format"] == "jetdqn-model" and spec["env"] == "pong" and spec["network"]["n_actions"] == 6
     frames = pong_stacks[:64]
     assert np.array_equal(load(exported / "pong.safetensors").q_values(frames), load(PONG_MODEL).q_values(frames))
+    assert load(PONG_MODEL).trained_steps is None and "step" not in spec   # written before model files said
 
 
 def test_play_with_an_onnx_model_and_what_a_bad_model_path_says(exported, tmp_path, capsys):
@@ -95,6 +96,7 @@ def test_every_run_writes_safetensors_weights_and_a_tensorboard_mirror(tmp_path)
     assert (run / "model.safetensors").exists() and (run / "model.json").exists()
     frames = np.random.default_rng(0).integers(0, 256, (4, 4, 84, 84), dtype=np.uint8)
     assert np.array_equal(load(run / "model.safetensors").q_values(frames), load(run / "model.pt").q_values(frames))
+    assert load(run / "model.safetensors").trained_steps == load(run / "model.pt").trained_steps == 400
     events = EventAccumulator(str(run / "tensorboard"))
     events.Reload()
     tags = set(events.Tags()["scalars"])
