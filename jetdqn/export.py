@@ -28,7 +28,8 @@ ONNX_OPSET = 17
 def model_spec(network: dict, env_name: str, config: dict, step: Optional[int] = None,
                evaluated: Optional[dict] = None) -> dict:
     """What a model file says of itself: its network and settings, the agent step its weights were taken at
-    (when known) and, for best.pt's, the score that made them the best (``evaluated``: return_mean, games)."""
+    (when known) and, for best.pt's, the score that made them the best (``evaluated``: return_mean, games,
+    and the wall_s of the evaluation that decided it)."""
     spec = {"format": "jetdqn-model", "version": 1, "env": env_name, "network": network, "config": config}
     if step is not None:
         spec["step"] = int(step)
