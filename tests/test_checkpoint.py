@@ -36,6 +36,23 @@ def test_resume_continues_the_step_count(tmp_path):
     assert config["resumed_from_step"] == 200 and config["game"] == "pong"
 
 
+def test_a_resumed_run_learns_at_the_rate_it_was_given(tmp_path):
+    """The saved optimiser state carries the first segment's lr and eps, and torch restores them with it: a
+    resume with --lr must learn at the new rate (the one config.json records), not silently at the old one."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", *smoke_args(run, "--total-steps", "200", "--lr", "5e-4"))
+    first = ckpt.load(run / "checkpoints" / "latest.pt")["agent"]["optimizer"]["param_groups"][0]
+    assert first["lr"] == 5e-4
+    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "400", "--lr", "2e-5",
+               "--adam-eps", "1e-3", "--rmsprop-eps", "1e-3")
+    second = ckpt.load(run / "checkpoints" / "latest.pt")
+    group = second["agent"]["optimizer"]["param_groups"][0]
+    assert second["counters"]["step"] == 400 and second["agent"]["updates"] > 0
+    assert group["lr"] == 2e-5 and group["eps"] == 1e-3
+    config = json.loads((run / "config.json").read_text())
+    assert config["lr"] == 2e-5 and config["resumed_from_step"] == 200
+
+
 @pytest.mark.slow   # test_overwrite_with_a_bad_flag_keeps_the_old_run and test_one_process_per_run_dir stay in make test
 def test_a_run_directory_is_never_overwritten_by_accident(tmp_path):
     run = tmp_path / "run"
