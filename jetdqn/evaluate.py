@@ -8,14 +8,20 @@ one at a time with a batch-1 forward pass they took ~10% of a learning run's wal
 The protocol (README, "Evaluation"): whole games (to game over, or the 27,000-step / 108k-frame cap),
 epsilon 0.05, up to 30 no-op actions at each start, raw game scores, sticky actions as trained unless
 asked; a record gives the mean, the standard deviation and the standard error of the mean with the
-protocol's settings. ``python -m jetdqn.evaluate RUN_DIR|MODEL`` plays it on a finished run or a model.
+protocol's settings. ``python -m jetdqn.evaluate RUN_DIR|MODEL`` plays it on a finished run or a model;
+with ``--record`` the result, the command that gave it and when go to RUN_DIR/evaluations.jsonl, so the
+numbers a results table quotes after a run are kept beside the run rather than in someone's notes. That
+file is not eval.jsonl: eval.jsonl belongs to the training process (a resume rewrites it to its checkpoint,
+and --save-best ranks weights by it), while these games are played later, by hand, on whichever weights.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -136,6 +142,15 @@ def model_of(path: Path, best: bool = False) -> Path:
                           "checkpointed) run, or a model file" + (" (best.pt needs --save-best)" if best else "") + ".")
 
 
+def record_evaluation(run_dir: Path, result: dict, argv: list[str]) -> None:
+    """One line of RUN_DIR/evaluations.jsonl: when, the command, and the whole result (its step is the
+    weights', so the file reads like eval.jsonl)."""
+    writer = JsonlWriter(run_dir / "evaluations.jsonl")
+    writer.write({"step": result.get("trained_steps"), "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  "command": shlex.join(["python", "-m", "jetdqn.evaluate", *argv]), **result})
+    writer.close()
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     from .needs import need_torch
     need_torch(command=True)
@@ -152,7 +167,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--seed", type=count, default=0, help="Seed of the no-op starts and epsilon (default 0).")
     p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
     p.add_argument("--json", action="store_true", help="Print the result as one JSON object.")
-    args = p.parse_args(argv)
+    p.add_argument("--record", action="store_true",
+                   help="Append the result and this command to RUN_DIR/evaluations.jsonl (a run directory only).")
+    args = p.parse_args(argv if argv is not None else sys.argv[1:])
+    if args.record and not Path(args.model).is_dir():
+        fail(f"--record keeps the result in a run directory's evaluations.jsonl, and {args.model} is not a "
+             "directory; give the run directory, or drop --record.")
     try:
         path = model_of(Path(args.model), args.best)
         result = load(path, device=args.device).evaluate(games=args.games, eps=args.eps, seed=args.seed,
@@ -166,6 +186,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         trained = f" (weights of step {result['trained_steps']:,})" if result.get("trained_steps") is not None else ""
         print(f"{result['env']}, {path}{trained}: " + describe(result) + f", up to {result['noop_max']} no-ops at each "
               "start")
+    if args.record:
+        try:
+            record_evaluation(Path(args.model), result, argv if argv is not None else sys.argv[1:])
+        except OSError as exc:
+            fail(f"the result above could not be added to {Path(args.model) / 'evaluations.jsonl'} ({exc.strerror}).")
     return 0
 
 

@@ -36,6 +36,16 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
     assert "over 2 games, eps 0.05" in plain and "sticky" not in plain and "model.pt (weights of step 100)" in plain
     bad = run_module("jetdqn.evaluate", str(tmp_path / "nothing"), check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    # --record keeps the result and its command beside the run, appended; never in eval.jsonl
+    for games in ("2", "3"):
+        run_module("jetdqn.evaluate", str(run), "--games", games, "--record", "--sticky-actions", "0")
+    kept = [json.loads(line) for line in (run / "evaluations.jsonl").read_text().splitlines()]
+    assert [(r["games"], r["step"], r["sticky_actions"], len(r["returns"])) for r in kept] == [(2, 100, 0, 2), (3, 100, 0, 3)]
+    assert kept[1]["command"] == f"python -m jetdqn.evaluate {run} --games 3 --record --sticky-actions 0"
+    assert kept[1]["model"].endswith("model.pt") and kept[1]["time"].endswith("+00:00")
+    assert [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()] == evals
+    not_a_run = run_module("jetdqn.evaluate", str(run / "model.pt"), "--record", check=False)
+    assert not_a_run.returncode == 2 and "not a directory" in not_a_run.stderr and not_a_run.stderr.count("\n") == 1
 
 
 def test_a_run_ends_with_the_final_evaluation(tmp_path):
