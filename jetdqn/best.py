@@ -15,11 +15,12 @@ def eval_records(run_dir: Path) -> list[dict]:
     return list(read_jsonl(path)) if path.exists() else []
 
 
-def evaluated_steps(run_dir: Path) -> dict[int, tuple[float, int]]:
+def evaluated_steps(run_dir: Path, records: Optional[list[dict]] = None) -> dict[int, tuple[float, int]]:
     """Each evaluated step's mean return over every game played at it, and how many: a 10-game evaluation and
-    the 30-game confirmation after it score those weights over 40 games, so a lucky 10 cannot outrank them."""
+    the 30-game confirmation after it score those weights over 40 games, so a lucky 10 cannot outrank them.
+    ``records`` are eval.jsonl's, read here when not given."""
     totals: dict[int, list[float]] = {}
-    for r in eval_records(run_dir):
+    for r in eval_records(run_dir) if records is None else records:
         mean, games, step = r.get("return_mean"), r.get("games"), r.get("step")
         if isinstance(mean, (int, float)) and isinstance(games, int) and games > 0 and isinstance(step, int):
             total = totals.setdefault(step, [0.0, 0])
@@ -36,23 +37,24 @@ def is_best_step(run_dir: Path, step: int) -> bool:
     """Whether the weights evaluated at ``step`` score above those of every other evaluated step (--save-best),
     and above those best.pt holds when their record is gone: a run killed after saving them resumes from an
     earlier checkpoint and drops the evaluations after it, but best.pt still holds weights that scored so."""
-    scores = step_scores(run_dir)
-    here = scores.pop(step, None)
-    kept = off_record_best(run_dir)
-    rivals = list(scores.values()) + ([kept] if kept is not None else [])
-    return here is not None and (not rivals or here > max(rivals))
+    return best_score(run_dir, step, wall_s=None) is not None
 
 
-def best_score(run_dir: Path, step: int, wall_s: float) -> Optional[dict]:
+def best_score(run_dir: Path, step: int, wall_s: Optional[float]) -> Optional[dict]:
     """What best.json keeps when the weights evaluated at ``step`` (last at ``wall_s``) are the best so far:
-    their mean, the games it is over, and the wall clock that tells their evaluation apart; else None."""
-    if not is_best_step(run_dir, step):
+    their mean, the games it is over, and the wall clock that tells their evaluation apart; else None.
+    eval.jsonl is read once for all of it."""
+    records = eval_records(run_dir)
+    scored = evaluated_steps(run_dir, records)
+    here = scored.pop(step, None)
+    kept = off_record_best(run_dir, records)
+    rivals = [mean for mean, _ in scored.values()] + ([kept] if kept is not None else [])
+    if here is None or (rivals and here[0] <= max(rivals)):
         return None
-    mean, games = evaluated_steps(run_dir)[step]
-    return {"return_mean": mean, "games": games, "wall_s": wall_s}
+    return {"return_mean": here[0], "games": here[1], "wall_s": wall_s}
 
 
-def off_record_best(run_dir: Path) -> Optional[float]:
+def off_record_best(run_dir: Path, records: Optional[list[dict]] = None) -> Optional[float]:
     """The score best.json keeps for best.pt's weights when eval.jsonl no longer has the evaluation that
     scored them (told apart by its wall clock: a resumed run evaluating the same step again is not it)."""
     try:
@@ -61,5 +63,6 @@ def off_record_best(run_dir: Path) -> Optional[float]:
         mean, wall_s = float(scored["return_mean"]), scored["wall_s"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    on_record = any(r.get("step") == step and r.get("wall_s") == wall_s for r in eval_records(run_dir))
+    records = eval_records(run_dir) if records is None else records
+    on_record = any(r.get("step") == step and r.get("wall_s") == wall_s for r in records)
     return None if on_record else mean

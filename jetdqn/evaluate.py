@@ -169,7 +169,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--json", action="store_true", help="Print the result as one JSON object.")
     p.add_argument("--record", action="store_true",
                    help="Append the result and this command to RUN_DIR/evaluations.jsonl (a run directory only).")
-    args = p.parse_args(argv if argv is not None else sys.argv[1:])
+    argv = argv if argv is not None else sys.argv[1:]
+    args = p.parse_args(argv)
     if args.record and not Path(args.model).is_dir():
         fail(f"--record keeps the result in a run directory's evaluations.jsonl, and {args.model} is not a "
              "directory; give the run directory, or drop --record.")
@@ -188,7 +189,7 @@ def main(argv: Optional[list[str]] = None) -> int:
               "start")
     if args.record:
         try:
-            record_evaluation(Path(args.model), result, argv if argv is not None else sys.argv[1:])
+            record_evaluation(Path(args.model), result, argv)
         except OSError as exc:
             fail(f"the result above could not be added to {Path(args.model) / 'evaluations.jsonl'} ({exc.strerror}).")
     return 0
