@@ -46,6 +46,13 @@ class Config:
                                     "copies at all) or cpu (the same code without a GPU).", ("host", "cpu", "cuda"))
     checkpoint_replay: bool = _f(False, "Save the replay with each checkpoint (compressed, incremental), so "
                                         "--resume continues with the same buffer instead of refilling it.")
+    prioritized: bool = _f(False, "Prioritised replay (Schaul et al. 2016, proportional, as in Rainbow): sample "
+                                  "transitions in proportion to |TD error|^alpha and weight their loss by "
+                                  "(N P)^-beta.")
+    priority_alpha: float = _f(0.5, "With --prioritized: how strongly TD errors shape sampling (0 = uniform; "
+                                    "Rainbow and Dopamine: 0.5).")
+    priority_beta: float = _f(0.5, "With --prioritized: how much of the sampling bias the loss weights undo "
+                                   "(1 = all; Dopamine's Rainbow: 0.5).")
     batch_size: int = _f(32, "Minibatch size of an update.")
     train_freq: int = _f(4, "Env steps per update (the replay ratio is 1/train_freq).")
     target_update: int = _f(10_000, "Env steps between target-network syncs.")
@@ -172,7 +179,7 @@ class Config:
                      "eps_decay_steps", "final_eval_games"]:
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(self, name)}.")
-        for name in ["eps_start", "eps_end", "eval_eps", "sticky_actions"]:
+        for name in ["eps_start", "eps_end", "eval_eps", "sticky_actions", "priority_alpha", "priority_beta"]:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be between 0 and 1, got {getattr(self, name)}.")
         if self.env_groups < 1:
@@ -216,6 +223,9 @@ class Config:
                                 or self.device == "cuda" or self.backend != "local"):
             raise ConfigError("--reuse-conv acts with the Atari CNN in fp32 on the CPU in this process: drop it, or "
                               "drop --env, --amp bf16/fp16, --cuda-graphs, --device cuda and --backend ray.")
+        if self.prioritized and self.learner_stream:
+            raise ConfigError("--prioritized reads each update's TD errors back for the next sampling, which a "
+                              "learner on its own CUDA stream would wait for: drop --learner-stream.")
         if self.cuda_graphs and self.compile:
             raise ConfigError("--cuda-graphs and --compile both capture the network; pick one.")
         if self.target_return is not None and not self.eval_episodes:

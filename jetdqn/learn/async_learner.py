@@ -17,6 +17,7 @@ import torch
 
 from ..replay import ReplayBuffer
 from ..telemetry import name_this_thread
+from .learners import learn_once
 from .dqn import DQNAgent
 
 
@@ -84,7 +85,7 @@ class AsyncLearner:
                             self._cond.wait(0.5)
                         if self._stop:
                             return
-                    self.agent.update(self.replay.sample(self.batch_size))
+                    learn_once(self.agent, self.replay, self.batch_size)
                     n = self.agent.updates
                     if n % self.target_every == 0:
                         self.agent.sync_target()

@@ -44,6 +44,15 @@ def td_loss(net, obs, actions, target, huber: bool) -> tuple[torch.Tensor, torch
     return loss, q.detach().mean()
 
 
+def weighted_td_loss(net, obs, actions, target, huber: bool, weights) -> tuple[torch.Tensor, torch.Tensor,
+                                                                            torch.Tensor]:
+    """``td_loss`` for prioritised replay: each sample's error weighted by its importance weight, and the
+    |TD errors| themselves (the sampled transitions' new priorities)."""
+    q = net(obs).gather(1, actions.unsqueeze(1)).squeeze(1).float()
+    each = F.smooth_l1_loss(q, target, reduction="none") if huber else F.mse_loss(q, target, reduction="none")
+    return (weights * each).mean(), q.detach().mean(), (q.detach() - target).abs()
+
+
 def optimizer_settings(cfg: Config) -> dict:
     """The optimiser's hyperparameters from the config: what it is built with, and what a resumed run puts
     back after loading saved optimiser state (which carries the saved run's own lr and eps)."""
@@ -99,6 +108,8 @@ class DQNAgent:
         # Acting (a different batch size each --num-envs) stays eager: at a few rows compiling gains nothing.
         self.td_target = self.accel.compiled(td_target)
         self.td_loss = self.accel.compiled(td_loss)
+        self.weighted_td_loss = self.accel.compiled(weighted_td_loss)
+        self.td_abs = None    # |TD errors| of the last prioritised update (a tensor a CUDA graph rewrites)
         self.update_lock = threading.Lock()   # held for one update; checkpoints, metrics and syncs take it too
         self.updates = 0
         self._loss_sum = torch.zeros((), device=device)
@@ -121,27 +132,37 @@ class DQNAgent:
         self.accel.refresh_actor()
 
     # ---------------------------------------------------------------- learning
-    def train_step(self, obs, actions, rewards, discounts, next_obs) -> None:
+    def train_step(self, obs, actions, rewards, discounts, next_obs, weights=None) -> None:
         """One update from device tensors (what a CUDA graph captures): the TD target without gradient, the
-        loss of Q(s, a) against it, the gradient, then a clipped optimiser step (``accel.apply_gradients``)."""
+        loss of Q(s, a) against it, the gradient, then a clipped optimiser step (``accel.apply_gradients``).
+        ``weights``: prioritised replay's importance weights; the |TD errors| are then kept in ``td_abs``."""
         run = self.accel
         with run.autocast():
             with torch.no_grad():
                 target = self.td_target(run.online, run.target, next_obs, rewards, discounts, self.target_kind)
-            loss, q_mean = self.td_loss(run.online, obs, actions, target, self.cfg.loss == "huber")
+            if weights is None:
+                loss, q_mean = self.td_loss(run.online, obs, actions, target, self.cfg.loss == "huber")
+            else:
+                loss, q_mean, self.td_abs = self.weighted_td_loss(run.online, obs, actions, target,
+                                                                  self.cfg.loss == "huber", weights)
         run.backward(loss)
         run.apply_gradients(self.cfg.grad_clip)
         self._loss_sum += loss.detach()
         self._q_sum += q_mean
 
-    def update(self, batch) -> None:
-        """One update from a replay ``Batch`` (host arrays; stacks as device tensors from a device replay)."""
+    def update(self, batch):
+        """One update from a replay ``Batch`` (host arrays; stacks as device tensors from a device replay).
+        Returns the batch's |TD errors| (numpy) when it came with importance weights (prioritised replay),
+        else None."""
         arrays = {"obs": batch.obs, "actions": batch.actions, "rewards": batch.rewards,
                   "discounts": batch.discounts(self.cfg.gamma), "next_obs": batch.next_obs}
+        if batch.weights is not None:
+            arrays["weights"] = batch.weights
         with self.update_lock:
             self.accel.run_update(self.train_step, arrays)
             self.updates += 1
             self._n += 1
+            return None if batch.weights is None else self.td_abs.float().cpu().numpy()
 
     def sync_target(self) -> None:
         """target <- online, in place (a captured graph keeps reading the same tensors)."""

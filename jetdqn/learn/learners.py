@@ -40,6 +40,14 @@ class LearnSchedule:
         return round((updates - self.updates_at_learn) / max(1, step - self.learn_from), 5)
 
 
+def learn_once(agent, replay, batch_size: int) -> None:
+    """Sample a batch, update on it, and (prioritised replay) give the replay the batch's new |TD errors|."""
+    batch = replay.sample(batch_size)
+    td_abs = agent.update(batch)
+    if td_abs is not None:
+        replay.update_priorities(batch.slots, td_abs)
+
+
 class InlineLearner:
     """Runs the earned updates in the calling thread; syncs the target every --target-update env steps."""
 
@@ -60,7 +68,7 @@ class InlineLearner:
         if earned is not None and earned > self.agent.updates:
             self.clock.start()
             for _ in range(earned - self.agent.updates):
-                self.agent.update(self.replay.sample(self.batch_size))
+                learn_once(self.agent, self.replay, self.batch_size)
             self.clock.stop("learner")
         if step >= self.next_target:
             self.agent.sync_target()

@@ -15,6 +15,7 @@ from typing import Optional
 
 import numpy as np
 
+from .priorities import Priorities
 from .storage import META_BYTES, ArrayFrames, Codec, CompressedFrames, check_fits
 
 
@@ -26,6 +27,8 @@ class Batch:
     dones: np.ndarray      # (B,) float32: 1 where the next state is terminal (no bootstrap)
     next_obs: np.ndarray   # the stack ``steps`` transitions later (the one the target bootstraps from)
     steps: Optional[np.ndarray] = None  # (B,) transitions summed into ``rewards`` (n-step); None = all 1
+    slots: Optional[np.ndarray] = None    # prioritised replay: the sampled slots, for their new priorities
+    weights: Optional[np.ndarray] = None  # prioritised replay: (B,) float32 loss weights (importance sampling)
 
     def discounts(self, gamma: float) -> np.ndarray:
         """gamma^steps where the target bootstraps, 0 where the episode ended: the factor on max Q(next)."""
@@ -45,13 +48,17 @@ class ReplayBuffer:
         an episode end or where the next frame is not stored yet.
     :param device: 'host' (numpy arrays), or a torch device ('cuda', 'cpu') holding the frames raw in one
         tensor (``device.DeviceFrames``): sampled stacks are then device tensors, gathered there.
+    :param prioritized: sample in proportion to the last TD errors (``priorities.Priorities``, with
+        ``priority_alpha`` and ``priority_beta``) instead of uniformly; the learner reports the errors back
+        with ``update_priorities``.
     """
 
     CHUNK = 10_000  # slots per chunk when the replay is saved incrementally
 
     def __init__(self, capacity: int, frame_shape: tuple, dtype=np.uint8, history: int = 4,
                  num_streams: int = 1, seed: int = 0, allow_large: bool = False, compress: str = "off",
-                 frame_bytes: Optional[float] = None, n_step: int = 1, gamma: float = 0.99, device: str = "host"):
+                 frame_bytes: Optional[float] = None, n_step: int = 1, gamma: float = 0.99, device: str = "host",
+                 prioritized: bool = False, priority_alpha: float = 0.5, priority_beta: float = 0.5):
         if n_step < 1:
             raise ValueError(f"n_step must be at least 1, got {n_step}")
         if capacity < num_streams * 2:
@@ -90,6 +97,9 @@ class ReplayBuffer:
         self.pos = np.zeros(s, dtype=np.int64)          # next slot to write per stream
         self.size = np.zeros(s, dtype=np.int64)         # filled slots per stream
         self.rng = np.random.default_rng(seed)
+        # slot (s, i) is leaf s * c + i of the priorities (c as allocated: shrink leaves the stride alone)
+        self.priorities = Priorities(s * c, priority_alpha, priority_beta) if prioritized else None
+        self.stride = c
         self.added = 0
         self.dirty: set = set()                         # (stream, chunk) written since the last save
         self.lock = threading.Lock()                    # the actor adds while an async learner samples
@@ -122,6 +132,8 @@ class ReplayBuffer:
             self.rewards[stream, p] = reward
             self.terminal[stream, p] = terminal
             self.first[stream, p] = first
+            if self.priorities is not None:
+                self.priorities.added(stream * self.stride + p)
             self.pos[stream] = (p + 1) % self.stream_capacity
             self.size[stream] = min(self.size[stream] + 1, self.stream_capacity)
             self.added += 1
@@ -144,6 +156,8 @@ class ReplayBuffer:
             self.rewards[streams, p] = rewards
             self.terminal[streams, p] = terminal
             self.first[streams, p] = first
+            if self.priorities is not None:
+                self.priorities.added(streams * self.stride + p)
             self.pos[streams] = (p + 1) % self.stream_capacity
             self.size[streams] = np.minimum(self.size[streams] + 1, self.stream_capacity)
             self.added += len(streams)
@@ -188,7 +202,8 @@ class ReplayBuffer:
                 "rewards": self.rewards[s, a:b], "terminal": self.terminal[s, a:b], "first": self.first[s, a:b]}
 
     def import_chunk(self, s: int, a: int, blobs: list, codec: Codec, actions, rewards, terminal, first) -> None:
-        """Slots a.. of stream s from saved data (the frames' byte accounting goes through the storage)."""
+        """Slots a.. of stream s from saved data (the frames' byte accounting goes through the storage). A
+        prioritised replay starts them at equal priority (``restore_priorities`` then puts saved ones back)."""
         b = a + len(blobs)
         with self.lock:
             self.actions[s, a:b] = actions
@@ -197,10 +212,31 @@ class ReplayBuffer:
             self.first[s, a:b] = first
             for k, blob in enumerate(blobs):
                 self.frames.put_blob(s, a + k, blob, codec)
+            if self.priorities is not None:
+                self.priorities.added(s * self.stride + np.arange(a, b))
+
+    def saved_priorities(self) -> np.ndarray:
+        """(streams, stream_capacity) p^alpha of every slot, for saving (prioritised replay only). Saved whole
+        with each checkpoint: every update changes priorities all over the ring, so chunks would not do."""
+        with self.lock:
+            leaves = self.priorities.of(np.arange(self.streams * self.stride)).reshape(self.streams, self.stride)
+            return leaves[:, :self.stream_capacity].astype(np.float32)
+
+    def restore_priorities(self, saved: np.ndarray) -> None:
+        """What ``saved_priorities`` returned, back into the same slots."""
+        if saved.shape != (self.streams, self.stream_capacity):
+            raise ValueError(f"saved priorities of shape {saved.shape} do not fit this replay's "
+                             f"{(self.streams, self.stream_capacity)}")
+        slots = np.arange(self.streams)[:, None] * self.stride + np.arange(self.stream_capacity)
+        with self.lock:
+            self.priorities.restore(slots.ravel(), saved.ravel())
 
     def ring_state(self) -> dict:
-        return {"pos": self.pos.tolist(), "size": self.size.tolist(), "added": self.added,
-                "rng": self.rng.bit_generator.state}
+        state = {"pos": self.pos.tolist(), "size": self.size.tolist(), "added": self.added,
+                 "rng": self.rng.bit_generator.state}
+        if self.priorities is not None:
+            state["max_priority"] = self.priorities.max_priority
+        return state
 
     def restore_ring_state(self, state: dict) -> None:
         with self.lock:
@@ -208,6 +244,8 @@ class ReplayBuffer:
             self.size[:] = state["size"]
             self.added = int(state["added"])
             self.rng.bit_generator.state = state["rng"]
+            if self.priorities is not None and "max_priority" in state:
+                self.priorities.max_priority = max(self.priorities.max_priority, float(state["max_priority"]))
             self.dirty.clear()
 
     def _age(self, s: np.ndarray, i: np.ndarray) -> np.ndarray:
@@ -254,9 +292,16 @@ class ReplayBuffer:
         with self.lock:
             return self._sample(batch_size)
 
+    def update_priorities(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
+        """The |TD errors| an update found for the slots a batch was sampled from (prioritised replay)."""
+        with self.lock:
+            self.priorities.update(slots, td_abs)
+
     def _sample(self, batch_size: int) -> Batch:
         if len(self) < 2:
             raise ValueError("the replay holds too few transitions to sample")
+        if self.priorities is not None:
+            return self._sample_prioritized(batch_size)
         sizes = self.size.astype(np.float64)
         s = self.rng.choice(self.streams, size=batch_size, p=sizes / sizes.sum()) if self.streams > 1 \
             else np.zeros(batch_size, dtype=np.int64)
@@ -270,12 +315,29 @@ class ReplayBuffer:
                 % self.stream_capacity
         else:
             raise ValueError("the replay holds no valid transition yet")
+        return self._batch(s, i)
+
+    def _sample_prioritized(self, batch_size: int) -> Batch:
+        """Slots drawn by priority; those that cannot be sampled yet (the newest slot of a stream, a step cut
+        by the time limit) are drawn again, by priority too."""
+        slots = self.priorities.sample(batch_size, self.rng)
+        for _ in range(100):
+            s, i = np.divmod(slots, self.stride)
+            bad = ~self._valid(s, i)
+            if not bad.any():
+                break
+            slots[bad] = self.priorities.redraw(int(bad.sum()), self.rng)
+        else:
+            raise ValueError("the replay holds no valid transition yet")
+        return self._batch(s, i, slots=slots, weights=self.priorities.weights(slots, len(self)))
+
+    def _batch(self, s: np.ndarray, i: np.ndarray, **prioritized) -> Batch:
         rewards, dones, steps = self._returns(s, i)
         nxt = (i + steps) % self.stream_capacity
         obs, next_obs = self._stacks(s, i, nxt)
         return Batch(obs=obs, actions=self.actions[s, i].astype(np.int64),
                      rewards=rewards, dones=dones, next_obs=next_obs,
-                     steps=steps if self.n_step > 1 else None)
+                     steps=steps if self.n_step > 1 else None, **prioritized)
 
     def _returns(self, s: np.ndarray, i: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """n-step returns from valid slots i: sum_k gamma^k r_(i+k), cut at a terminal step or where step

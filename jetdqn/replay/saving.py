@@ -35,22 +35,32 @@ def save_replay(replay: ReplayBuffer, directory: Path, previous: Optional[dict])
                 continue
             blobs = chunk.pop("blobs")
             lengths = np.fromiter((len(x) for x in blobs), dtype=np.int64, count=len(blobs))
-            name = f"s{s}-c{c}-v{version}.npz"
-            tmp = directory / f".{name}.tmp-{os.getpid()}"
-            with open(tmp, "wb") as f:
-                np.savez(f, frames=np.frombuffer(b"".join(blobs), dtype=np.uint8), lengths=lengths, **chunk)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, directory / name)
-            files[f"{s}-{c}"] = name
+            files[f"{s}-{c}"] = _write_atomic(
+                directory, f"s{s}-c{c}-v{version}.npz",
+                lambda f: np.savez(f, frames=np.frombuffer(b"".join(blobs), dtype=np.uint8), lengths=lengths, **chunk))
         replay.saved()
-        return {"version": version, "files": files, "codec": codec.name, "chunk": replay.CHUNK,
-                **replay.layout(), **replay.ring_state()}
+        manifest = {"version": version, "files": files, "codec": codec.name, "chunk": replay.CHUNK,
+                    **replay.layout(), **replay.ring_state()}
+    if replay.priorities is not None:
+        manifest["priorities"] = _write_atomic(directory, f"priorities-v{version}.npy",
+                                               lambda f: np.save(f, replay.saved_priorities()))
+    return manifest
+
+
+def _write_atomic(directory: Path, name: str, write) -> str:
+    """``write(file)`` to a temp file, synced, then renamed to ``name``: the file is whole or absent."""
+    tmp = directory / f".{name}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, directory / name)
+    return name
 
 
 def prune(directory: Path, manifest: dict) -> None:
     """Delete chunk files the current manifest does not name (older versions, torn temp files)."""
-    keep = set(manifest["files"].values())
+    keep = set(manifest["files"].values()) | {manifest.get("priorities")}
     for path in Path(directory).iterdir():
         if path.name not in keep:
             try:
@@ -79,3 +89,5 @@ def load_replay(replay: ReplayBuffer, directory: Path, manifest: dict) -> None:
         blobs = [data[offsets[k]:offsets[k + 1]] for k in range(len(lengths))]
         replay.import_chunk(s, c * chunk, blobs, codec, **meta)
     replay.restore_ring_state(manifest)
+    if replay.priorities is not None and manifest.get("priorities"):
+        replay.restore_priorities(np.load(Path(directory) / manifest["priorities"], allow_pickle=False))
