@@ -208,6 +208,9 @@ class Config:
             raise ConfigError(f"--threads must be auto or 0 or more, got {self.threads}.")
         if self.num_envs > 1 and not self.is_atari:
             raise ConfigError("--num-envs > 1 is for Atari games (ale-py's vector env); use 1 with --env.")
+        if not self.is_atari and (self.sticky_actions or self.full_action_space):
+            raise ConfigError(f"--sticky-actions and --full-action-space are options of the Atari emulator, and "
+                              f"{self.env_name} is not an Atari game: drop them.")
         if self.cuda_graphs and self.amp == "fp16":
             raise ConfigError("--cuda-graphs does not work with --amp fp16 (loss scaling checks on the CPU); "
                               "use --amp bf16 or off.")

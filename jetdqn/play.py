@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", default=None, help="A gymnasium env id instead of an Atari game.")
     p.add_argument("--episodes", type=positive_int, default=3, help="Games to play (default 3).")
     p.add_argument("--eps", type=probability, default=0.05, help="Epsilon of epsilon-greedy play (default 0.05).")
+    p.add_argument("--sticky-actions", type=probability, default=None,
+                   help="ALE's repeat_action_probability (default: what the model was trained with, else 0).")
     p.add_argument("--display-freq", type=count, default=3, help="Show 1 of every N frames; 0 = no window (default 3).")
     p.add_argument("--fps", type=count, default=0, help="Slow play to N agent steps per second (0 = as fast as it runs).")
     p.add_argument("--record", default=None, help="Write the shown frames (every frame with --display-freq 0) "
@@ -67,10 +69,11 @@ def load_player(args: argparse.Namespace, out=print):
     a safetensors or an ONNX export, see policy.py), else an untrained network."""
     from .envs import make_env
     path = args.model or args.checkpoint
+    sticky = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
     if path:
         from .policy import load
         policy = load(path, device="cpu" if args.reuse_conv else args.device, reuse_conv=args.reuse_conv)
-        cfg = policy.play_config(game=args.game, env=args.env, seed=args.seed)
+        cfg = policy.play_config(game=args.game, env=args.env, seed=args.seed, **sticky)
         env = make_env(cfg, args.seed)
         if env.n_actions != policy.n_actions or tuple(policy.obs_shape) != (cfg.history, *env.frame_shape):
             raise CheckpointError(f"{path} holds a network for {policy.n_actions} actions and input "
@@ -84,7 +87,7 @@ def load_player(args: argparse.Namespace, out=print):
     from .learn import DQNAgent
     from .runtime import pick_device
     explicit = {"env": args.env, "game": None} if args.env else {"game": args.game or "pong", "env": None}
-    cfg = make_config({**explicit, "seed": args.seed, "device": args.device, "telemetry": "off"})
+    cfg = make_config({**explicit, "seed": args.seed, "device": args.device, "telemetry": "off", **sticky})
     env = make_env(cfg, args.seed)
     agent = DQNAgent(cfg, (cfg.history, *env.frame_shape), env.n_actions, pick_device(cfg.device))
     out(f"playing {cfg.env_name} with an untrained network (no --checkpoint): expect random-level scores")
@@ -98,6 +101,8 @@ def play(args: argparse.Namespace, out=print) -> dict:
 
     check_args(args)
     cfg, env, agent = load_player(args, out)
+    if cfg.sticky_actions:
+        out(f"sticky actions: the emulator repeats the previous action with probability {cfg.sticky_actions:g}")
     renderer = make_renderer(args.display_freq, f"jetdqn play: {cfg.env_name}", out, record=args.record,
                              record_all=args.record_all, fps=args.fps or 30)
     rng = np.random.default_rng(args.seed)
@@ -138,7 +143,8 @@ def play(args: argparse.Namespace, out=print) -> dict:
         env.close()
     return {"episodes": len(scores), "mean_score": float(np.mean(scores)) if scores else None,
             "scores": scores, "frames_stepped": stepped, "frames_shown": shown, "frames_recorded": recorded, "video_codec": codec,
-            "seconds": round(time.monotonic() - t0, 2), "checkpoint": args.model or args.checkpoint, "env": cfg.env_name}
+            "seconds": round(time.monotonic() - t0, 2), "checkpoint": args.model or args.checkpoint, "env": cfg.env_name,
+            "eps": args.eps, "sticky_actions": cfg.sticky_actions}
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -48,6 +48,15 @@ def test_bad_input_gets_one_sentence(tmp_path, argv, message):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_emulator_options_are_refused_for_a_gymnasium_env():
+    """--sticky-actions and --full-action-space would be silently ignored by a gymnasium env: refused instead."""
+    from jetdqn.config import ConfigError
+    for option in ({"sticky_actions": 0.25}, {"full_action_space": True}):
+        with pytest.raises(ConfigError, match="CartPole-v1 is not an Atari game"):
+            make_config({"env": "CartPole-v1", **option})
+    assert make_config({"game": "pong", "sticky_actions": 0.25, "full_action_space": True}).sticky_actions == 0.25
+
+
 def test_log_records_carry_the_contract_names(tmp_path):
     run = tmp_path / "run"
     out = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs").stdout
@@ -116,3 +125,7 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
     proc = run_module("jetdqn.play", "--checkpoint", str(run / "model.pt"), "--display-freq", "0", "--max-steps", "30",
                       env={"DISPLAY": ""})
     assert "playing pong with" in proc.stdout
+    # sticky actions as trained (none for this preset) unless --sticky-actions says otherwise
+    played = run_module("jetdqn.play", "--model", str(run / "model.pt"), "--display-freq", "0", "--max-steps", "30",
+                        "--sticky-actions", "0.25", "--json", env={"DISPLAY": ""})
+    assert json.loads(played.stdout)["sticky_actions"] == 0.25 and json.loads(played.stdout)["frames_stepped"] == 30

@@ -67,6 +67,24 @@ def test_a_new_transition_gets_the_largest_priority_so_far():
     assert np.isclose(buf.priorities.of(np.array([10]))[0], (24.0 + PRIORITY_FLOOR) ** 0.5)
 
 
+def test_a_slot_written_again_since_its_sample_keeps_its_new_priority():
+    """The async learner: the actor adds while an update runs, so a sampled slot may hold a new transition by
+    the time its |TD error| comes back. That error is the old transition's; the new one keeps the max priority."""
+    buf = replay_of(256)                                   # the ring is full: slot 0 is the next to be written
+    buf.update_priorities(np.arange(5), np.full(5, 1e6))   # slots 0-4 drawn ~95% of the time
+    batch = buf.sample(32)
+    rewritten = batch.slots < 3
+    assert rewritten.any() and (~rewritten).any()
+    for t in range(3):                                      # the actor writes slots 0-2 meanwhile
+        buf.add(0, np.array([1000 + t, 0, 0, 0], np.float32), action=0, reward=0.0, terminal=False, first=False)
+    buf.update_priorities(batch.slots, np.zeros(32), batch.written)
+    top = (1e6 + PRIORITY_FLOOR) ** 0.5
+    assert np.allclose(buf.priorities.of(np.arange(3)), top)                    # the new transitions: max priority
+    assert np.allclose(buf.priorities.of(batch.slots[~rewritten]), PRIORITY_FLOOR ** 0.5)   # the rest: the new errors
+    buf.update_priorities(batch.slots, np.zeros(32))        # without the write counts (inline learner): all of them
+    assert np.allclose(buf.priorities.of(batch.slots[rewritten]), PRIORITY_FLOOR ** 0.5)
+
+
 def test_priorities_are_saved_with_the_replay(tmp_path):
     buf = replay_of(60)
     buf.update_priorities(np.arange(50), np.linspace(0.0, 5.0, 50))

@@ -45,7 +45,7 @@ def learn_once(agent, replay, batch_size: int) -> None:
     batch = replay.sample(batch_size)
     td_abs = agent.update(batch)
     if td_abs is not None:
-        replay.update_priorities(batch.slots, td_abs)
+        replay.update_priorities(batch.slots, td_abs, batch.written)
 
 
 class InlineLearner:

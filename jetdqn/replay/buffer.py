@@ -29,6 +29,7 @@ class Batch:
     steps: Optional[np.ndarray] = None  # (B,) transitions summed into ``rewards`` (n-step); None = all 1
     slots: Optional[np.ndarray] = None    # prioritised replay: the sampled slots, for their new priorities
     weights: Optional[np.ndarray] = None  # prioritised replay: (B,) float32 loss weights (importance sampling)
+    written: Optional[np.ndarray] = None  # prioritised replay: the slots' write counts when sampled
 
     def discounts(self, gamma: float) -> np.ndarray:
         """gamma^steps where the target bootstraps, 0 where the episode ended: the factor on max Q(next)."""
@@ -292,10 +293,11 @@ class ReplayBuffer:
         with self.lock:
             return self._sample(batch_size)
 
-    def update_priorities(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
-        """The |TD errors| an update found for the slots a batch was sampled from (prioritised replay)."""
+    def update_priorities(self, slots: np.ndarray, td_abs: np.ndarray, written: Optional[np.ndarray] = None) -> None:
+        """The |TD errors| an update found for the slots a batch was sampled from (prioritised replay); with
+        ``written`` (the batch's), slots the actor has written again since the sample keep their new priority."""
         with self.lock:
-            self.priorities.update(slots, td_abs)
+            self.priorities.update(slots, td_abs, written)
 
     def _sample(self, batch_size: int) -> Batch:
         if len(self) < 2:
@@ -329,7 +331,8 @@ class ReplayBuffer:
             slots[bad] = self.priorities.redraw(int(bad.sum()), self.rng)
         else:
             raise ValueError("the replay holds no valid transition yet")
-        return self._batch(s, i, slots=slots, weights=self.priorities.weights(slots, len(self)))
+        return self._batch(s, i, slots=slots, weights=self.priorities.weights(slots, len(self)),
+                           written=self.priorities.written(slots))
 
     def _batch(self, s: np.ndarray, i: np.ndarray, **prioritized) -> Batch:
         rewards, dones, steps = self._returns(s, i)

@@ -15,9 +15,15 @@ stacks and the n-step returns are ``buffer.ReplayBuffer``'s as before.
 The priorities live in a sum tree over every slot of the replay (slot (s, i) is leaf s * capacity + i; a
 slot never written has priority 0 and is never drawn): sampling a batch and setting its priorities are
 O(batch * log capacity), a few hundred microseconds at 1M slots, done in numpy for the whole batch at once.
+
+Each slot also counts its writes. With the asynchronous learner the actor goes on adding while an update runs,
+so a slot sampled before the update may hold a new transition by the time its |TD error| comes back; that
+error belongs to the transition that was overwritten, and the new one keeps its largest-so-far priority.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 
@@ -72,11 +78,17 @@ class Priorities:
         self.alpha = float(alpha)
         self.beta = float(beta)
         self.max_priority = 1.0   # p^alpha of the largest TD error seen: what a new transition starts with
+        self.writes = np.zeros(slots, dtype=np.int64)   # transitions written into each slot so far
 
     def added(self, slot: np.ndarray) -> None:
         """New transitions in ``slot``: the largest priority so far."""
         slot = np.atleast_1d(np.asarray(slot, dtype=np.int64))
         self.tree.set(slot, np.full(len(slot), self.max_priority))
+        np.add.at(self.writes, slot, 1)
+
+    def written(self, slot: np.ndarray) -> np.ndarray:
+        """The slots' write counts: taken when a batch is sampled, checked by ``update``."""
+        return self.writes[slot]
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """n slots, one from each of n equal slices of the total mass (stratified, as Schaul et al.)."""
@@ -98,9 +110,15 @@ class Priorities:
         w = (np.maximum(p, 1e-12) * max(1, stored)) ** -self.beta
         return (w / w.max()).astype(np.float32)
 
-    def update(self, slot: np.ndarray, td_abs: np.ndarray) -> None:
-        """After an update: the sampled slots' priorities from their new |TD errors|."""
+    def update(self, slot: np.ndarray, td_abs: np.ndarray, written: Optional[np.ndarray] = None) -> None:
+        """After an update: the sampled slots' priorities from their new |TD errors|. ``written``: the slots'
+        write counts when sampled; a slot written again since holds another transition and is left alone."""
         p = (np.asarray(td_abs, dtype=np.float64) + PRIORITY_FLOOR) ** self.alpha
+        if written is not None:
+            same = self.writes[slot] == written
+            slot, p = slot[same], p[same]
+            if not len(p):
+                return
         self.tree.set(slot, p)
         self.max_priority = max(self.max_priority, float(p.max()))
 
