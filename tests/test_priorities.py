@@ -85,6 +85,23 @@ def test_a_slot_written_again_since_its_sample_keeps_its_new_priority():
     assert np.allclose(buf.priorities.of(batch.slots[rewritten]), PRIORITY_FLOOR ** 0.5)
 
 
+def test_the_memory_check_and_auto_sizing_count_the_priorities():
+    from jetdqn.config import make_config
+    from jetdqn.replay.priorities import Priorities
+    from jetdqn.replay.sizing import choose_capacity
+    from jetdqn.replay.storage import META_BYTES, OBJECT_BYTES, PRIORITY_BYTES
+    for n in (1000, 1024, 1025, 50_000):   # the tree's leaves round up to a power of two: 1025 is the worst case
+        assert Priorities(n, 0.5, 0.5).nbytes <= n * PRIORITY_BYTES
+    plain = ReplayBuffer(4096, (84, 84), np.uint8, history=4)
+    ranked = ReplayBuffer(4096, (84, 84), np.uint8, history=4, prioritized=True)
+    assert ranked.nbytes - plain.nbytes == ranked.priorities.nbytes > 0
+    sizes = [choose_capacity(make_config({"game": "pong", "replay_size": 0, "replay_compress": "lz4", "prioritized": p,
+                                          "replay_memory_fraction": 0.01}), (84, 84), np.uint8, 300.0, 1,
+                             say=lambda m: None) for p in (False, True)]
+    per = 300 * 1.25 + OBJECT_BYTES + META_BYTES   # compressed frame with its margin, its object, metadata
+    assert sizes[1] < sizes[0] and abs(sizes[0] / sizes[1] - (per + PRIORITY_BYTES) / per) < 0.02
+
+
 def test_priorities_are_saved_with_the_replay(tmp_path):
     buf = replay_of(60)
     buf.update_priorities(np.arange(50), np.linspace(0.0, 5.0, 50))

@@ -68,7 +68,8 @@ class ReplayBuffer:
             raise ValueError(f"a replay on the device ({device}) keeps frames raw; --replay-compress {compress} "
                              f"is for the host replay")
         if device == "host":
-            check_fits(capacity, frame_shape, dtype, allow_large, frame_bytes if compress != "off" else None)
+            check_fits(capacity, frame_shape, dtype, allow_large, frame_bytes if compress != "off" else None,
+                       prioritized=prioritized)
         else:
             from .device import device_free_bytes
             check_fits(capacity, frame_shape, dtype, allow_large, avail=device_free_bytes(device),
@@ -110,13 +111,15 @@ class ReplayBuffer:
 
     @property
     def nbytes(self) -> int:
-        return self.frames.nbytes + sum(a.nbytes for a in (self.actions, self.rewards, self.terminal, self.first))
+        held = self.frames.nbytes + sum(a.nbytes for a in (self.actions, self.rewards, self.terminal, self.first))
+        return held + (self.priorities.nbytes if self.priorities is not None else 0)
 
     @property
     def bytes_per_transition(self) -> float:
         """Measured: for compressed frames, the bytes held per stored transition (plus metadata)."""
         if self.frames.compressed:
-            return self.frames.held_bytes / max(1, len(self)) + 8 + META_BYTES
+            ranked = self.priorities.nbytes / self.capacity if self.priorities is not None else 0
+            return self.frames.held_bytes / max(1, len(self)) + 8 + META_BYTES + ranked
         return self.nbytes / self.capacity
 
     def add(self, stream: int, frame: np.ndarray, action: int, reward: float, terminal: bool,

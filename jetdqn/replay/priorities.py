@@ -80,6 +80,10 @@ class Priorities:
         self.max_priority = 1.0   # p^alpha of the largest TD error seen: what a new transition starts with
         self.writes = np.zeros(slots, dtype=np.int64)   # transitions written into each slot so far
 
+    @property
+    def nbytes(self) -> int:
+        return self.tree.tree.nbytes + self.writes.nbytes
+
     def added(self, slot: np.ndarray) -> None:
         """New transitions in ``slot``: the largest priority so far."""
         slot = np.atleast_1d(np.asarray(slot, dtype=np.int64))

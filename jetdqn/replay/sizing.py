@@ -44,7 +44,8 @@ def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float]
     else:
         avail = available_memory_bytes()
     budget = cfg.replay_memory_fraction * avail
-    per = replay_bytes(1, frame_shape, dtype, frame_bytes * 1.25 if frame_bytes else None)
+    per = replay_bytes(1, frame_shape, dtype, frame_bytes * 1.25 if frame_bytes else None,
+                       prioritized=cfg.prioritized and cfg.replay_device == "host")
     fits = int(budget / per)
     if fits < max(10 * cfg.batch_size, 2 * streams):
         from ..config import ConfigError

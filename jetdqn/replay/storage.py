@@ -19,15 +19,20 @@ class ReplayTooLarge(RuntimeError):
 
 META_BYTES = 1 + 4 + 1 + 1          # action, reward, terminal, first
 OBJECT_BYTES = 8 + sys.getsizeof(b"")  # a compressed frame: its pointer and its bytes object's header
+# --prioritized: per slot, the sum tree's float64 leaf and inner node (32 at most, with the leaves rounded up
+# to a power of two) and an int64 write count; ~10% of an lz4 Pong transition, so the sizing counts it
+PRIORITY_BYTES = 32 + 8
 
 
-def replay_bytes(capacity: int, frame_shape: tuple, dtype, frame_bytes: Optional[float] = None) -> int:
-    """Bytes the buffer needs: one frame (raw, or ``frame_bytes`` compressed) plus metadata per transition."""
+def replay_bytes(capacity: int, frame_shape: tuple, dtype, frame_bytes: Optional[float] = None,
+                 prioritized: bool = False) -> int:
+    """Bytes the buffer needs: one frame (raw, or ``frame_bytes`` compressed) plus metadata per transition,
+    plus the priorities (host memory) with ``prioritized``."""
     if frame_bytes is None:
         frame = int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
     else:
         frame = frame_bytes + OBJECT_BYTES
-    return int(capacity * (frame + META_BYTES))
+    return int(capacity * (frame + META_BYTES + (PRIORITY_BYTES if prioritized else 0)))
 
 
 def available_memory_bytes() -> int:
@@ -43,10 +48,11 @@ def available_memory_bytes() -> int:
 
 
 def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = False,
-               frame_bytes: Optional[float] = None, avail: Optional[int] = None, where: str = "memory") -> int:
+               frame_bytes: Optional[float] = None, avail: Optional[int] = None, where: str = "memory",
+               prioritized: bool = False) -> int:
     """Refuse, before allocating, a replay that would not fit in the memory that is available now
     (``avail``: a device's free memory for a device replay; the host's by default)."""
-    need = replay_bytes(capacity, frame_shape, dtype, frame_bytes)
+    need = replay_bytes(capacity, frame_shape, dtype, frame_bytes, prioritized)
     avail = available_memory_bytes() if avail is None else avail
     if avail and need > 0.9 * avail and not allow_large:
         raise ReplayTooLarge(
