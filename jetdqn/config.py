@@ -142,8 +142,9 @@ class Config:
     eval_eps: float = _f(0.05, "Epsilon during evaluation.")
     final_eval_games: int = _f(30, "Games of the evaluation at a run's end (with --eval-episodes) and of the "
                                    "one that must confirm --target-return.")
-    save_best: bool = _f(False, "Keep the best evaluated weights (by the mean over every game played with them) "
-                                "as best.pt and best.safetensors beside model.pt.")
+    save_best: bool = _f(False, "Keep the best evaluated weights (by the mean over every game played with them; "
+                                "a new best is first confirmed over --final-eval-games more games) as best.pt and "
+                                "best.safetensors beside model.pt.")
     target_return: Optional[float] = _f(None, "End the run once an evaluation's mean return reaches this, confirmed "
                                               "over --final-eval-games new games.")
     run_dir: Optional[str] = _f(None, "Run directory (default runs/<game>-<seed>).")

@@ -266,7 +266,8 @@ def evaluation_due(cfg: Config, state: RunState) -> bool:
 def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     """Evaluate now (eval.jsonl); True when --target-return is reached, which ends the run. A mean at the
     target from fewer than --final-eval-games games is only a candidate: a confirming evaluation of that
-    many new games must agree (one lucky evaluation of 10 games no longer ends a run)."""
+    many new games must agree (one lucky evaluation of 10 games no longer ends a run). So is, with
+    --save-best, weights that would become the best on fewer games: best.pt is chosen on all of them."""
     from .evaluate import evaluate_run
     state, cfg = run.state, run.cfg
     state.last_eval = evaluate_run(run.agent, cfg, state.step, state.wall_s(), run.run_dir, run.progress.line,
@@ -279,6 +280,11 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     if cfg.save_best and not confirm:  # not before a confirmation: the weights are ranked on all their games
         from .best import best_score
         scored = best_score(run.run_dir, state.step, state.last_eval["wall_s"])
+        if scored is not None and scored["games"] < cfg.final_eval_games and kind == "periodic":
+            n = scored["games"]
+            run.progress.line(f"the best weights so far over {n} game{'s' * (n != 1)} ({scored['return_mean']:.2f}); "
+                              f"confirming over {cfg.final_eval_games} before keeping them")
+            return evaluate(run, cfg.final_eval_games, "confirming")
         if scored is not None:
             run.checkpointer.save_model(state.step, "best", scored)
     if not reached:

@@ -48,13 +48,23 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
     assert not_a_run.returncode == 2 and "not a directory" in not_a_run.stderr and not_a_run.stderr.count("\n") == 1
 
 
-def test_a_run_ends_with_the_final_evaluation(tmp_path):
+def test_a_run_ends_with_the_final_evaluation_and_a_new_best_is_confirmed_before_it_is_kept(tmp_path):
     run = tmp_path / "run"
     out = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
                      "--eval-every", "200", "--eval-episodes", "1", "--final-eval-games", "2",
-                     "--max-episode-steps", "40").stdout
+                     "--max-episode-steps", "40", "--save-best").stdout
     evals = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
-    assert [(e["step"], e["kind"], e["games"]) for e in evals] == [(200, "periodic", 1), (300, "final", 2)]
+    # the weights at 200 are the best so far over 1 game: 2 more games before best.pt keeps them
+    assert [(e["step"], e["kind"], e["games"]) for e in evals] == [(200, "periodic", 1), (200, "confirming", 2),
+                                                                   (300, "final", 2)]
+    assert "the best weights so far over 1 game (" in out and "confirming over 2 before keeping them" in out
+    best = json.loads((run / "best.json").read_text())
+    at_200 = np.mean(evals[0]["returns"] + evals[1]["returns"])
+    if best["step"] == 200:       # the final weights replace them only by a higher mean (2 games: enough)
+        assert best["evaluated"]["games"] == 3 and np.isclose(best["evaluated"]["return_mean"], at_200)
+        assert evals[2]["return_mean"] <= at_200
+    else:
+        assert best["step"] == 300 and best["evaluated"]["games"] == 2 and evals[2]["return_mean"] > at_200
     # the evaluation and the checkpoint at step 200 fall in the interval that ends at 300: its record (wall clock,
     # all of it) says how much of it they took, and so does its console line
     records = {r["step"]: r for r in map(json.loads, (run / "log.jsonl").read_text().splitlines())}
