@@ -254,7 +254,7 @@ class Accelerator:
             copy_weights(self.online, self.masters[0])
             copy_weights(self.target, self.masters[1])
         self.refresh_actor()
-        if self.actors is not None:
+        if self.actors is not None and online_changed:   # a target sync leaves both acting copies as they are
             self.actors.reset(self.online)
 
     # ------------------------------------------------------------------ acting
