@@ -96,16 +96,18 @@ class Priorities:
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """n slots, one from each of n equal slices of the total mass (stratified, as Schaul et al.)."""
-        total = self.tree.total
-        if total <= 0:
+        if self.tree.total <= 0:
             raise ValueError("the replay holds no transition to sample")
-        mass = (np.arange(n) + rng.random(n)) * (total / n)
-        return self.tree.find(np.minimum(mass, np.nextafter(total, 0)))
+        return self._at((np.arange(n) + rng.random(n)) / n)
 
     def redraw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """n slots drawn independently (replacing samples the replay rejected)."""
+        return self._at(rng.random(n))
+
+    def _at(self, share: np.ndarray) -> np.ndarray:
+        """The slots at these shares of the total mass, kept below the total (rounding must not run past it)."""
         total = self.tree.total
-        return self.tree.find(np.minimum(rng.random(n) * total, np.nextafter(total, 0)))
+        return self.tree.find(np.minimum(share * total, np.nextafter(total, 0)))
 
     def weights(self, slot: np.ndarray, stored: int) -> np.ndarray:
         """(N P(i))^-beta for the sampled slots, divided by the batch's largest: at most 1, so the step size is
