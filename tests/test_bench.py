@@ -45,6 +45,7 @@ def test_bench_refuses_bad_values():
     assert empty.returncode == 2 and "matches no case" in empty.stderr and "Traceback" not in empty.stderr
 
 
+@pytest.mark.slow
 def test_a_benchmark_never_writes_over_earlier_results(tmp_path):
     import datetime
     import socket

@@ -36,6 +36,7 @@ def test_resume_continues_the_step_count(tmp_path):
     assert config["resumed_from_step"] == 200 and config["game"] == "pong"
 
 
+@pytest.mark.slow
 def test_a_resumed_run_learns_at_the_rate_it_was_given(tmp_path):
     """The saved optimiser state carries the first segment's lr and eps, and torch restores them with it: a
     resume with --lr must learn at the new rate (the one config.json records), not silently at the old one."""

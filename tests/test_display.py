@@ -70,6 +70,7 @@ def test_play_shows_the_game_in_a_window(x_display, tmp_path):
     assert result["frames_shown"] == math.ceil(600 / 3) == 200
 
 
+@pytest.mark.slow
 def test_recorded_video_has_the_shown_frames(tmp_path):
     import cv2
     video = tmp_path / "pong.mp4"
@@ -135,6 +136,7 @@ def test_a_display_nobody_answers_ends_the_window_not_the_run():
     assert "the X display :58 does not answer" in nobody.stdout
 
 
+@pytest.mark.slow
 def test_losing_the_x_server_ends_the_window_not_the_run(tmp_path):
     """A real Xvfb killed mid-run, and a DISPLAY nobody answers. Qt ends the process that draws when its X
     connection breaks (exit 1 from inside waitKey, 1 run in 3 when the window was drawn in-process): the

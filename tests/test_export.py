@@ -117,6 +117,7 @@ def readme_api_example() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
+@pytest.mark.slow
 def test_the_readme_api_example_runs(tmp_path):
     proc = subprocess.run([sys.executable, "-c", readme_api_example()], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})

@@ -67,6 +67,7 @@ def test_double_buffered_training_stores_every_step_and_holds_the_replay_ratio(t
     assert bad.returncode == 2 and "does not split into --env-groups 2 equal groups" in bad.stderr
 
 
+@pytest.mark.slow
 def test_vector_env_threads_are_found_and_attributed(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "2", "--run-dir", str(run), "--telemetry", "procfs",

@@ -169,7 +169,7 @@ def test_cartpole_learns_with_prioritized_replay(tmp_path):
     assert json.loads((run / "config.json").read_text())["prioritized"] is True
 
 
-@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_pong_with_prioritized_replay_saves_its_priorities_and_resumes_with_them(tmp_path, compiled):
     """Real Pong frames in an lz4 replay of 2 streams, the paired target pass (compiled: as the presets run),
     the replay saved with the checkpoint and a resume that loads it."""

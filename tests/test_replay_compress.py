@@ -126,6 +126,7 @@ def test_kill_9_then_resume_restores_the_same_replay_and_counters(tmp_path):
     assert records[-1]["step"] == step + 100 and records[-1]["replay_transitions"] == step + 100
 
 
+@pytest.mark.slow
 def test_replay_size_auto_logs_its_choice(tmp_path):
     run = tmp_path / "run"
     out = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--replay-size", "auto",

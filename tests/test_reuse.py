@@ -80,6 +80,7 @@ def breakout_stacks(n: int) -> np.ndarray:
 COMMITTED = ROOT / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt"
 
 
+@pytest.mark.slow
 def test_nature_cnn_reusing_activations_gives_the_full_pass_on_real_pong():
     """The committed Pong network: Q-values within 1e-5 of torch's full pass and the same greedy actions on
     1,000 consecutive real Pong stacks and then resets and jumps, and on Breakout stacks across lives lost (one

@@ -62,6 +62,7 @@ def test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes(tmp_path, sig):
     assert json.loads((run / "config.json").read_text())["preset"] == "smoke"  # the resumed run still says so
 
 
+@pytest.mark.slow
 def test_one_process_per_run_dir(tmp_path):
     run = tmp_path / "run"
     first = start_training(run)
@@ -278,6 +279,7 @@ def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Read-only file system" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_cpp_compiler_that_fails_under_compile_is_one_sentence(tmp_path):
     proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(tmp_path / "run"), "--telemetry", "off",
                       "--compile", "--progress", "off", check=False, env={"CXX": "/bin/false"})
