@@ -160,6 +160,7 @@ def test_prioritized_replay_and_a_learner_stream_are_refused():
         make_config({"prioritized": True, "priority_alpha": 1.5})
 
 
+@pytest.mark.slow   # ~19 s; make test keeps test_dqn_solves_cartpole (learning) and the Pong resume below (the PER path)
 def test_cartpole_learns_with_prioritized_replay(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "cartpole", "--prioritized", "--run-dir", str(run), "--eval-episodes", "20",

@@ -113,6 +113,7 @@ def test_overwrite_with_a_bad_flag_keeps_the_old_run(tmp_path):
     assert [r["step"] for r in records(run)] == [100]      # the new run alone
 
 
+@pytest.mark.slow   # ~13 s; test_checkpoint_mistakes_are_named_for_what_they_are checks the refusal in make test
 def test_resume_refuses_a_change_the_checkpoint_cannot_follow(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "200")
@@ -201,9 +202,9 @@ def test_play_records_every_frame_when_nothing_is_shown_and_plot_skips_non_recor
 
 
 def test_checkpoint_mistakes_are_named_for_what_they_are(tmp_path):
-    """A run dir given as a checkpoint, a checkpoint of another game, a dueling mismatch, a checkpoint with parts
-    missing, a truncated one: each one sentence that says what is wrong (not "corrupt" for what is not, not two
-    networks that read the same). One smoke run serves them all."""
+    """A run dir given as a checkpoint, a checkpoint of another game, a resume that changes what it cannot, a
+    dueling mismatch, a checkpoint with parts missing, a truncated one: each one sentence that says what is
+    wrong (not "corrupt" for what is not, not two networks that read the same). One smoke run serves them all."""
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "100")
     as_dir = run_module("jetdqn.play", "--checkpoint", str(run), "--display-freq", "0", "--max-steps", "5", check=False)
@@ -211,6 +212,10 @@ def test_checkpoint_mistakes_are_named_for_what_they_are(tmp_path):
     other_game = run_module("jetdqn.play", "--checkpoint", str(run / "checkpoints" / "latest.pt"), "--game",
                             "breakout", "--display-freq", "0", "--max-steps", "10", check=False)
     assert other_game.returncode == 2 and "trained on 'pong', not 'breakout'" in other_game.stderr
+    config = (run / "config.json").read_bytes()
+    changed = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--optimizer", "rmsprop", check=False)
+    assert changed.returncode == 2 and "cannot change --optimizer (the run has 'adam', asked 'rmsprop')" in changed.stderr
+    assert (run / "config.json").read_bytes() == config
     payload = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)
     from jetdqn.config import make_config
     from jetdqn.learn import DQNAgent
