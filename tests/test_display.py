@@ -47,7 +47,9 @@ def test_play_shows_the_game_in_a_window(x_display, tmp_path):
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     best = 0
     shot = None
-    deadline = time.monotonic() + 30
+    # screenshots for as long as the player runs: its start (torch, OpenCV, the emulator) once took most of a
+    # 30 s deadline on a loaded VM, and the window came up after the last screenshot (0 Pong pixels)
+    deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
         image = np.asarray(ImageGrab.grab(xdisplay=x_display).convert("RGB"))
