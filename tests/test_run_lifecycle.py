@@ -100,6 +100,8 @@ def test_kill_9_then_resume_keeps_the_records_in_order(tmp_path):
     assert not [p.name for p in (run / "checkpoints").rglob("*") if ".tmp" in p.name]
 
 
+@pytest.mark.slow   # ~30 s; make test checks that a refused start leaves the run's files alone in
+# test_checkpoint_mistakes_are_named_for_what_they_are (a refused --resume, config.json byte for byte)
 def test_overwrite_with_a_bad_flag_keeps_the_old_run(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "200")
