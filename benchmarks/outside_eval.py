@@ -1,0 +1,103 @@
+"""Play committed Atari weights outside jetdqn: gymnasium's own Atari pipeline and a network written here.
+
+Why: a score measured by the code that trained the weights can share that code's mistakes (a preprocessing
+step, a scaling, a head). This script uses none of jetdqn: ALE through gymnasium with DeepMind's preprocessing
+(AtariPreprocessing: up to 30 no-ops, 4-frame skip with max-pooling, 84x84 grey, full games, no reward
+clipping), a 4-frame stack, and the Nature CNN rebuilt from the weight names in the .safetensors file.
+
+    python benchmarks/outside_eval.py benchmarks/results/breakout-1m/run/model.safetensors --game breakout
+
+Prints one line: mean, standard error and the number of games at epsilon 0.05.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import deque
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+
+def network(weights: dict[str, torch.Tensor]) -> nn.Module:
+    """The Nature CNN; a dueling head when the file has a value stream (Q = V + A - mean A)."""
+    conv = nn.Sequential(nn.Conv2d(4, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(),
+                         nn.Conv2d(64, 64, 3, 1), nn.ReLU(), nn.Flatten())
+    n_actions = weights["head.adv.2.weight"].shape[0]
+    mlp = lambda: nn.Sequential(nn.Linear(3136, 512), nn.ReLU(), nn.Linear(512, n_actions))
+    adv = mlp()
+    dueling = "head.value.2.weight" in weights
+    value = nn.Sequential(nn.Linear(3136, 512), nn.ReLU(), nn.Linear(512, 1)) if dueling else None
+    for i, j in ((0, 0), (2, 2), (4, 4)):
+        conv[j].weight.data.copy_(weights[f"features.{i}.weight"])
+        conv[j].bias.data.copy_(weights[f"features.{i}.bias"])
+    for k in (0, 2):
+        adv[k].weight.data.copy_(weights[f"head.adv.{k}.weight"])
+        adv[k].bias.data.copy_(weights[f"head.adv.{k}.bias"])
+        if dueling:
+            value[k].weight.data.copy_(weights[f"head.value.{k}.weight"])
+            value[k].bias.data.copy_(weights[f"head.value.{k}.bias"])
+
+    class Q(nn.Module):
+        def forward(self, x):
+            h = conv(x.float() / 255.0)
+            a = adv(h)
+            return value(h) + a - a.mean(dim=1, keepdim=True) if dueling else a
+    return Q().eval()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("weights", help="a .safetensors file written by jetdqn (model.safetensors, best.safetensors)")
+    p.add_argument("--game", default="breakout")
+    p.add_argument("--games", type=int, default=30)
+    p.add_argument("--eps", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=100)
+    args = p.parse_args()
+    try:
+        weights = load_file(args.weights)
+    except (OSError, ValueError) as exc:
+        print(f"cannot read {args.weights} as safetensors weights ({exc}).", file=sys.stderr)
+        return 2
+    if "features.0.weight" not in weights or "head.adv.2.weight" not in weights:
+        print(f"{args.weights} does not hold a Nature CNN's weights (features.*, head.adv.*).", file=sys.stderr)
+        return 2
+    torch.set_num_threads(2)
+    q = network(weights)
+    gym.register_envs(ale_py)
+    name = "".join(part.capitalize() for part in args.game.split("_"))
+    env = gym.make(f"ALE/{name}-v5", frameskip=1, repeat_action_probability=0.0, full_action_space=False,
+                   max_num_frames_per_episode=108_000)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True,
+                                          terminal_on_life_loss=False, scale_obs=False)
+    rng = np.random.default_rng(args.seed)
+    returns = []
+    for game in range(args.games):
+        obs, _ = env.reset(seed=args.seed + game)
+        frames = deque([obs] * 4, maxlen=4)
+        total, done = 0.0, False
+        while not done:
+            if rng.random() < args.eps:
+                action = int(rng.integers(env.action_space.n))
+            else:
+                with torch.no_grad():
+                    action = int(q(torch.from_numpy(np.stack(frames))[None]).argmax())
+            obs, reward, terminated, truncated, _ = env.step(action)
+            frames.append(obs)
+            total += reward
+            done = terminated or truncated
+        returns.append(total)
+    r = np.array(returns)
+    print(f"{args.game}, {args.weights}, outside jetdqn (gymnasium AtariPreprocessing): return {r.mean():.2f} +- "
+          f"{r.std(ddof=1) / np.sqrt(len(r)):.2f} (standard error) over {len(r)} games, eps {args.eps:g}; "
+          f"returns {' '.join(f'{x:g}' for x in r)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
