@@ -20,35 +20,36 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 
 
 def network(weights: dict[str, torch.Tensor]) -> nn.Module:
-    """The Nature CNN; a dueling head when the file has a value stream (Q = V + A - mean A)."""
-    conv = nn.Sequential(nn.Conv2d(4, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(),
-                         nn.Conv2d(64, 64, 3, 1), nn.ReLU(), nn.Flatten())
+    """The Nature CNN under the file's own weight names, so load_state_dict(strict) checks every tensor; a
+    dueling head when the file has a value stream (Q = V + A - mean A)."""
     n_actions = weights["head.adv.2.weight"].shape[0]
-    mlp = lambda: nn.Sequential(nn.Linear(3136, 512), nn.ReLU(), nn.Linear(512, n_actions))
-    adv = mlp()
-    dueling = "head.value.2.weight" in weights
-    value = nn.Sequential(nn.Linear(3136, 512), nn.ReLU(), nn.Linear(512, 1)) if dueling else None
-    for i, j in ((0, 0), (2, 2), (4, 4)):
-        conv[j].weight.data.copy_(weights[f"features.{i}.weight"])
-        conv[j].bias.data.copy_(weights[f"features.{i}.bias"])
-    for k in (0, 2):
-        adv[k].weight.data.copy_(weights[f"head.adv.{k}.weight"])
-        adv[k].bias.data.copy_(weights[f"head.adv.{k}.bias"])
-        if dueling:
-            value[k].weight.data.copy_(weights[f"head.value.{k}.weight"])
-            value[k].bias.data.copy_(weights[f"head.value.{k}.bias"])
+    stream = lambda out: nn.Sequential(nn.Linear(3136, 512), nn.ReLU(), nn.Linear(512, out))
 
     class Q(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Conv2d(4, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(),
+                                          nn.Conv2d(64, 64, 3, 1), nn.ReLU(), nn.Flatten())
+            self.head = nn.Module()
+            self.head.adv = stream(n_actions)
+            self.dueling = "head.value.2.weight" in weights
+            if self.dueling:
+                self.head.value = stream(1)
+
         def forward(self, x):
-            h = conv(x.float() / 255.0)
-            a = adv(h)
-            return value(h) + a - a.mean(dim=1, keepdim=True) if dueling else a
-    return Q().eval()
+            h = self.features(x.float() / 255.0)
+            a = self.head.adv(h)
+            return self.head.value(h) + a - a.mean(dim=1, keepdim=True) if self.dueling else a
+
+    q = Q()
+    q.load_state_dict(weights)
+    return q.eval()
 
 
 def main() -> int:
@@ -61,14 +62,15 @@ def main() -> int:
     args = p.parse_args()
     try:
         weights = load_file(args.weights)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, SafetensorError) as exc:
         print(f"cannot read {args.weights} as safetensors weights ({exc}).", file=sys.stderr)
         return 2
-    if "features.0.weight" not in weights or "head.adv.2.weight" not in weights:
+    try:
+        q = network(weights)
+    except (KeyError, RuntimeError):
         print(f"{args.weights} does not hold a Nature CNN's weights (features.*, head.adv.*).", file=sys.stderr)
         return 2
     torch.set_num_threads(2)
-    q = network(weights)
     gym.register_envs(ale_py)
     name = "".join(part.capitalize() for part in args.game.split("_"))
     env = gym.make(f"ALE/{name}-v5", frameskip=1, repeat_action_probability=0.0, full_action_space=False,
