@@ -57,6 +57,10 @@ class Config:
     train_freq: int = _f(4, "Env steps per update (the replay ratio is 1/train_freq).")
     target_update: int = _f(10_000, "Env steps between target-network syncs.")
     gamma: float = _f(0.99, "Discount factor.")
+    target_eps: float = _f(0.0, "Bootstrap the TD target under an epsilon-greedy policy with this epsilon (expected "
+                                "SARSA: (1 - eps) Q(s', a*) + eps mean Q(s', .)) instead of the greedy max, so the "
+                                "values count what random actions cost; the evaluation's epsilon (0.05) learns for "
+                                "the protocol. 0 = Q-learning.")
     n_step: int = _f(1, "Rewards of this many steps summed into one target (n-step returns, as in Rainbow); "
                         "cut at a game's end.")
     # --- optimiser and loss
@@ -180,7 +184,7 @@ class Config:
                      "eps_decay_steps", "final_eval_games"]:
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(self, name)}.")
-        for name in ["eps_start", "eps_end", "eval_eps", "sticky_actions", "priority_alpha", "priority_beta"]:
+        for name in ["eps_start", "eps_end", "eval_eps", "target_eps", "sticky_actions", "priority_alpha", "priority_beta"]:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be between 0 and 1, got {getattr(self, name)}.")
         if self.env_groups < 1:

@@ -110,9 +110,10 @@ def test_async_learner_holds_the_replay_ratio_on_pong(tmp_path):
 # all 50k (~4 min), so that one is slow; `test_async_learner_holds_the_replay_ratio_on_pong` stays in make test.
 # --amp behind slow too since make test grew past 9 minutes on this VM; test_learning.py's CartPole run stays
 @pytest.mark.parametrize("flag", [pytest.param("--async-learner", marks=pytest.mark.slow),
-                                  pytest.param("--amp", marks=pytest.mark.slow)])
+                                  pytest.param("--amp", marks=pytest.mark.slow),
+                                  pytest.param("--target-eps", marks=pytest.mark.slow)])
 def test_cartpole_still_learns_on_the_fast_path(tmp_path, flag):
-    extra = [flag] if flag != "--amp" else ["--amp", "bf16"]
+    extra = {"--amp": ["--amp", "bf16"], "--target-eps": ["--target-eps", "0.05"]}.get(flag, [flag])
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--eval-episodes", "20", "--final-eval-games", "20",
                "--target-return", "195", "--telemetry", "off", *extra, timeout=400)
@@ -259,9 +260,11 @@ def test_compile_without_a_cpp_compiler_is_one_sentence(tmp_path):
     assert "--compile" in out.stderr and "/nonexistent/g++" in out.stderr
 
 
-def test_compiled_adam_with_clipping_matches_eager_on_cartpole():
+@pytest.mark.parametrize("target_eps", [0.0, 0.05])
+def test_compiled_adam_with_clipping_matches_eager_on_cartpole(target_eps):
     """--compile with the MLP, Adam and gradient clipping (the cartpole preset): the compiled forward and
-    backward passes give the weights of the eager ones after 5 updates on real CartPole transitions."""
+    backward passes give the weights of the eager ones after 5 updates on real CartPole transitions, with the
+    Q-learning target and with the expected-SARSA one (--target-eps)."""
     import gymnasium as gym
     env = gym.make("CartPole-v1")
     obs, _ = env.reset(seed=0)
@@ -278,7 +281,8 @@ def test_compiled_adam_with_clipping_matches_eager_on_cartpole():
     agents = []
     for compile_ in (False, True):
         torch.manual_seed(0)
-        agent = DQNAgent(make_config({"preset": "cartpole", "compile": compile_}), (4,), 2, torch.device("cpu"))
+        agent = DQNAgent(make_config({"preset": "cartpole", "compile": compile_, "target_eps": target_eps}), (4,), 2,
+                         torch.device("cpu"))
         for _ in range(5):
             agent.train_step(o, a, r, d, n)
         agents.append(agent)

@@ -2,6 +2,11 @@
 
 import json
 
+import pytest
+import torch
+
+from jetdqn.learn import td_target
+from jetdqn.learn.network import NatureCNN, build_network
 from conftest import run_module
 
 
@@ -14,3 +19,32 @@ def test_dqn_solves_cartpole(tmp_path):
     assert all(e["step"] <= 50_000 for e in evals)
     best = max(e["return_mean"] for e in evals)
     assert best >= 195, f"best evaluation {best:.1f} after {evals[-1]['step']} steps"
+
+
+@pytest.mark.parametrize("kind", ["max", "double", "paired"])
+def test_expected_sarsa_target_bootstraps_from_the_epsilon_greedy_policy(kind):
+    """--target-eps e: V(s') = (1 - e) Q_target(s', a*) + e mean_a Q_target(s', a), a* the kind's choice (the
+    online net's argmax for Double DQN, the target's own for Nature DQN); e = 0 is the Q-learning target."""
+    torch.manual_seed(0)
+    if kind == "paired":
+        online, target = NatureCNN(4, 6), NatureCNN(4, 6)
+        next_obs = torch.randint(0, 256, (16, 4, 84, 84), dtype=torch.uint8)
+    else:
+        online, target = build_network((4,), 3, False), build_network((4,), 3, False)
+        next_obs = torch.randn(16, 4)
+    rewards, discounts = torch.randn(16), torch.full((16,), 0.99 ** 3)
+    discounts[3] = 0.0                                          # a game's end: the reward alone
+    with torch.no_grad():
+        q_online, q_target = online(next_obs).float(), target(next_obs).float()
+        pick = (q_target if kind == "max" else q_online).argmax(dim=1, keepdim=True)
+        greedy = q_target.gather(1, pick).squeeze(1)
+        assert torch.allclose(td_target(online, target, next_obs, rewards, discounts, kind),
+                              rewards + discounts * greedy, atol=1e-5)
+        for e in (0.05, 1.0):
+            want = rewards + discounts * ((1 - e) * greedy + e * q_target.mean(dim=1))
+            got = td_target(online, target, next_obs, rewards, discounts, kind, e)
+            assert torch.allclose(got, want, atol=1e-5)
+            assert got[3] == rewards[3]
+        if kind == "max":   # mean <= max: the random actions' share can only lower a Nature DQN target
+            lower = td_target(online, target, next_obs, rewards, discounts, kind, 0.05) < rewards + discounts * greedy
+            assert lower[discounts > 0].all()

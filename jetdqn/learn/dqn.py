@@ -23,17 +23,29 @@ from .accel import Accelerator
 from .network import NatureCNN, build_network, describe, paired_q
 
 
-def td_target(online, target, next_obs, rewards, discounts, kind: str) -> torch.Tensor:
-    """r + gamma^n * Q_target(s', a'), with a' = argmax Q_online(s') ("double", or "paired": both networks
-    in one pass, see ``paired_q``) or the target's own max ("max", Nature DQN). ``discounts`` is 0 at a
-    game's end."""
+def td_target(online, target, next_obs, rewards, discounts, kind: str, explore: float = 0.0) -> torch.Tensor:
+    """r + gamma^n * V(s'), with V(s') = Q_target(s', a') and a' = argmax Q_online(s') ("double", or
+    "paired": both networks in one pass, see ``paired_q``) or the target's own max ("max", Nature DQN).
+    ``discounts`` is 0 at a game's end.
+
+    ``explore`` (--target-eps) > 0 bootstraps from an epsilon-greedy policy instead of the greedy one
+    (expected SARSA): V(s') = (1 - eps) Q_target(s', a') + eps * mean_a Q_target(s', a). Q-learning's max
+    values a state as if every later action were greedy, so it never learns what a random action costs
+    there; an agent scored at epsilon 0.05 (the evaluation protocol) loses points to exactly that. With
+    eps = the evaluation's epsilon the values are those of the policy the protocol plays, and states where
+    one random action loses a point are worth less (Sutton and Barto's cliff walk)."""
     if kind == "paired":
         next_online, next_target = paired_q(online, target, next_obs)
-        next_q = next_target.float().gather(1, next_online.argmax(dim=1, keepdim=True)).squeeze(1)
+        next_target = next_target.float()
+        next_q = next_target.gather(1, next_online.argmax(dim=1, keepdim=True)).squeeze(1)
     elif kind == "double":
-        next_q = target(next_obs).float().gather(1, online(next_obs).argmax(dim=1, keepdim=True)).squeeze(1)
+        next_target = target(next_obs).float()
+        next_q = next_target.gather(1, online(next_obs).argmax(dim=1, keepdim=True)).squeeze(1)
     else:
-        next_q = target(next_obs).float().max(dim=1).values
+        next_target = target(next_obs).float()
+        next_q = next_target.max(dim=1).values
+    if explore:
+        next_q = (1.0 - explore) * next_q + explore * next_target.mean(dim=1)
     return rewards + discounts * next_q
 
 
@@ -139,7 +151,8 @@ class DQNAgent:
         run = self.accel
         with run.autocast():
             with torch.no_grad():
-                target = self.td_target(run.online, run.target, next_obs, rewards, discounts, self.target_kind)
+                target = self.td_target(run.online, run.target, next_obs, rewards, discounts, self.target_kind,
+                                         self.cfg.target_eps)
             if weights is None:
                 loss, q_mean = self.td_loss(run.online, obs, actions, target, self.cfg.loss == "huber")
             else:
