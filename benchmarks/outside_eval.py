@@ -6,6 +6,8 @@ step, a scaling, a head). This script uses none of jetdqn: ALE through gymnasium
 clipping), a 4-frame stack, and the Nature CNN rebuilt from the weight names in the .safetensors file.
 
     python benchmarks/outside_eval.py benchmarks/results/breakout-1m/run/model.safetensors --game breakout
+    python benchmarks/outside_eval.py benchmarks/results/pong-sticky/run/model.safetensors --game pong \
+        --sticky-actions 0.25
 
 Prints one line: mean, standard error and the number of games at epsilon 0.05.
 """
@@ -59,6 +61,8 @@ def main() -> int:
     p.add_argument("--games", type=int, default=30)
     p.add_argument("--eps", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=100)
+    p.add_argument("--sticky-actions", type=float, default=0.0,
+                   help="ALE's repeat_action_probability (0.25: Machado et al. 2018, the ALE v5 default)")
     args = p.parse_args()
     try:
         weights = load_file(args.weights)
@@ -73,7 +77,7 @@ def main() -> int:
     torch.set_num_threads(2)
     gym.register_envs(ale_py)
     name = "".join(part.capitalize() for part in args.game.split("_"))
-    env = gym.make(f"ALE/{name}-v5", frameskip=1, repeat_action_probability=0.0, full_action_space=False,
+    env = gym.make(f"ALE/{name}-v5", frameskip=1, repeat_action_probability=args.sticky_actions, full_action_space=False,
                    max_num_frames_per_episode=108_000)
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True,
                                           terminal_on_life_loss=False, scale_obs=False)
@@ -96,7 +100,8 @@ def main() -> int:
         returns.append(total)
     r = np.array(returns)
     print(f"{args.game}, {args.weights}, outside jetdqn (gymnasium AtariPreprocessing): return {r.mean():.2f} +- "
-          f"{r.std(ddof=1) / np.sqrt(len(r)):.2f} (standard error) over {len(r)} games, eps {args.eps:g}; "
+          f"{r.std(ddof=1) / np.sqrt(len(r)):.2f} (standard error) over {len(r)} games, eps {args.eps:g}, "
+          f"sticky {args.sticky_actions:g}; "
           f"returns {' '.join(f'{x:g}' for x in r)}")
     return 0
 
