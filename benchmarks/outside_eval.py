@@ -64,6 +64,8 @@ def main() -> int:
     p.add_argument("--sticky-actions", type=float, default=0.0,
                    help="ALE's repeat_action_probability (0.25: Machado et al. 2018, the ALE v5 default)")
     args = p.parse_args()
+    if not 0.0 <= args.sticky_actions <= 1.0:
+        p.error(f"--sticky-actions is a probability, in [0, 1]; got {args.sticky_actions:g}")
     try:
         weights = load_file(args.weights)
     except (OSError, ValueError, SafetensorError) as exc:
