@@ -58,13 +58,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     #  batch 32), changed only where Breakout differs from Pong:
     #    epsilon to 0.01 over 250k steps, not 100k: a paddle must learn to reach a ball anywhere across the
     #    width, and the reward for it comes later than Pong's (Dopamine's Rainbow also decays over 250k);
-    #    replay 400k (lz4, ~0.2 GB), not 200k: Breakout's states drift more as the wall empties, and the
-    #    older transitions keep the early wall in the batches;
+    #    replay 1M (lz4, ~0.6 GB), not 200k: Breakout's states drift more as the wall empties, and the
+    #    older transitions keep the early wall in the batches. Two runs with 400k ended at 80.1 and 33.6
+    #    (benchmarks/results/breakout, breakout-per); the same preset with 1M and nothing else changed
+    #    reached 112.6 over 30 games at 1.7M (breakout-1m), and both runs are identical until 400k;
     #    8 envs with the compiled update and the paired target pass in fp32 (bf16 where AMX has it, --amp auto):
     #    the fastest learning loop on this CPU (~6 s per 1000 steps on a 2-core VM without AMX);
     #    evaluation every 100k steps (10 games), stopping at a mean of 100 confirmed over 30 new games.
     #  A lost life ends the episode for learning (Config's default, as in DeepMind's Nature DQN), not for scoring.
-    "breakout": dict(game="breakout", total_steps=2_000_000, learn_start=20_000, replay_size=400_000,
+    "breakout": dict(game="breakout", total_steps=2_000_000, learn_start=20_000, replay_size=1_000_000,
                      replay_compress="lz4", checkpoint_replay=True, batch_size=32, train_freq=4,
                      target_update=2_000, optimizer="adam", lr=1e-4, adam_eps=1.5e-4, grad_clip=10.0,
                      eps_start=1.0, eps_end=0.01, eps_decay_steps=250_000, num_envs=8, amp="auto", n_step=3,
