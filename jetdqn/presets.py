@@ -58,10 +58,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     #  batch 32), changed only where Breakout differs from Pong:
     #    epsilon to 0.01 over 250k steps, not 100k: a paddle must learn to reach a ball anywhere across the
     #    width, and the reward for it comes later than Pong's (Dopamine's Rainbow also decays over 250k);
-    #    replay 1M (lz4, ~0.6 GB), not 200k: Breakout's states drift more as the wall empties, and the
-    #    older transitions keep the early wall in the batches. Two runs with 400k ended at 80.1 and 33.6
-    #    (benchmarks/results/breakout, breakout-per); the same preset with 1M and nothing else changed
-    #    reached 112.6 over 30 games at 1.7M (breakout-1m), and both runs are identical until 400k;
+    #    replay 1M (lz4, ~0.6 GB), not pong-fast's 200k: Breakout's states drift more as the wall empties,
+    #    and the older transitions keep the early wall in the batches. Two runs with 400k ended at 80.1 and
+    #    33.6 (benchmarks/results/breakout, breakout-per); the same preset with 1M and nothing else changed
+    #    reached 112.6 over 30 games at 1.7M (breakout-1m), repeating the first run record for record to 400k;
     #    8 envs with the compiled update and the paired target pass in fp32 (bf16 where AMX has it, --amp auto):
     #    the fastest learning loop on this CPU (~6 s per 1000 steps on a 2-core VM without AMX);
     #    evaluation every 100k steps (10 games), stopping at a mean of 100 confirmed over 30 new games.
