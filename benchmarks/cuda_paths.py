@@ -104,8 +104,10 @@ def check_device_replay() -> dict:
             "max_param_diff": diff, "learner_stream": graphed.accel.learn_stream is not None}
 
 
-def time_sample_and_update(label: str, device: str, n: int = 300, **overrides) -> dict:
-    """Updates/s including the replay's sampling (host gather + copy, or device gather)."""
+def time_sample_and_update(label: str, device: str, n: int = 300, together: int = 1, **overrides) -> dict:
+    """Updates/s including the replay's sampling (host gather + copy, or device gather); ``together``
+    updates' batches drawn in one sample as the training loop's learner does (``learners.learn_many``)."""
+    from jetdqn.learn.learners import learn_many
     host, dev = filled_replays(1500)
     replay = dev if device == "cuda" else host
     agent = agent_for(cudnn_benchmark=True, **overrides)
@@ -114,8 +116,8 @@ def time_sample_and_update(label: str, device: str, n: int = 300, **overrides) -
     agent.accel.settle()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    for _ in range(n):
-        agent.update(replay.sample(32))
+    for _ in range(n // together):
+        learn_many(agent, replay, 32, together)
     agent.accel.settle()
     torch.cuda.synchronize()
     dt = time.perf_counter() - t0
@@ -156,7 +158,9 @@ def main() -> int:
         rows.append(time_updates(label, **over))
     rows.append(check_device_replay())
     for label, device, over in [("sample + update: host replay, CUDA graphs", "host", {"cuda_graphs": True}),
-                                ("sample + update: CUDA replay, CUDA graphs", "cuda", {"cuda_graphs": True})]:
+                                ("sample + update: CUDA replay, CUDA graphs", "cuda", {"cuda_graphs": True}),
+                                ("sample 4 batches at once + 4 updates: CUDA replay, CUDA graphs", "cuda",
+                                 {"cuda_graphs": True, "together": 4})]:
         rows.append(time_sample_and_update(label, device, **over))
     for r in rows:
         print(json.dumps(r), flush=True)

@@ -1,35 +1,62 @@
 #!/usr/bin/env bash
-# What was run on a CUDA machine to check and time jetdqn's GPU paths (see benchmarks/results/cuda-*).
-# Expects the Python wheels jetdqn needs in .whl/ when they are not installed there.
-#   benchmarks/gpu_check.sh            checks, CartPole on each CUDA path, the bench pong GPU rows
+# What is run on a CUDA machine to check and time jetdqn's GPU paths (see benchmarks/results/cuda-*).
+# Wheels for the Python modules missing there go in .whl/ (the device machine has torch but no internet).
+#   benchmarks/gpu_check.sh            CUDA tests, path checks, speed window + profile, the bench pong GPU rows
+#   benchmarks/gpu_check.sh speed [FLAGS]  only the speed window (SPEED_SECONDS of pong-gpu) and the profile
 #   benchmarks/gpu_check.sh pong       the pong-gpu learning run (about 10 minutes on an H100)
 set -uo pipefail
 out="${OUT:-benchmarks/results/cuda}"
 mkdir -p "$out"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH="/tmp/site:${PWD}"
+need=""
+for pair in ale_py:ale-py gymnasium:gymnasium farama_notifications:farama-notifications cloudpickle:cloudpickle \
+    typing_extensions:typing-extensions lz4:lz4 psutil:psutil safetensors:safetensors pynvml:nvidia-ml-py \
+    pytest:pytest iniconfig:iniconfig pluggy:pluggy packaging:packaging pygments:pygments; do
+  python3 -c "import ${pair%%:*}" 2>/dev/null || need="$need ${pair#*:}"
+done
+if [ -n "$need" ]; then
+  echo "installing from .whl/:$need"
+  # shellcheck disable=SC2086
+  python3 -m pip install -q --no-index --no-deps --no-compile --find-links .whl --target /tmp/site $need
 fi
-export PYTHONUNBUFFERED=1
+export PYTHONPATH="/tmp/site:${PWD}" PYTHONUNBUFFERED=1
+# a window of pong-gpu stopped by SIGTERM: no evaluations, a checkpoint without the replay
+speed_flags=(--preset pong-gpu --no-checkpoint-replay --checkpoint-every 100000000 --eval-every 100000000
+             --total-steps 100000000 --progress off --telemetry procfs --overwrite)
+
+speed() {   # medians over the window's learning records (NVML sampled many times), then the loop's profile
+  timeout -s TERM "${SPEED_SECONDS:-60}" python3 -m jetdqn.train "${speed_flags[@]}" --run-dir /tmp/speed "$@" \
+    > /tmp/speed.txt 2>&1
+  python3 benchmarks/log_summary.py /tmp/speed --label "pong-gpu $*" | tee -a "$out/speed.jsonl"
+  timeout -s TERM "${PROFILE_SECONDS:-50}" python3 benchmarks/profile_loop.py --out "$out/profile.json" -- \
+    "${speed_flags[@]}" --learn-start 2000 --run-dir /tmp/profile "$@" > "$out/profile.txt" 2>&1
+  tail -22 "$out/profile.txt"
+}
+
 if [ "${1:-}" = "pong" ]; then
   run="${RUN_DIR:-/tmp/pong-gpu}"
   # a stop by the time limit is a SIGTERM: the run saves a checkpoint and `--resume` continues it
   # shellcheck disable=SC2086
   timeout -s TERM "${PONG_SECONDS:-560}" python3 -m jetdqn.train --preset pong-gpu --run-dir "$run" \
     --progress lines --telemetry procfs ${RESUME:+--resume} 2>&1 | grep -vE "^ *step" | tail -40
-  grep -h '"step"' "$run/log.jsonl" | awk 'NR % 100 == 0' | cut -c1-400 | tail -15
+  python3 benchmarks/log_summary.py "$run" --label pong-gpu
   mkdir -p "$out/pong-gpu"
   cp "$run"/config.json "$run"/log.jsonl "$run"/eval.jsonl "$run"/model.pt "$out/pong-gpu/" 2>/dev/null
   exit 0
 fi
-nvidia-smi -L | tee "$out/device.txt"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,power.limit,driver_version --format=csv \
+  | tee "$out/device.txt"
+if [ "${1:-}" = "speed" ]; then
+  speed "${@:2}"   # extra train flags after the word: gpu_check.sh speed --prioritized
+  exit 0
+fi
+python3 -m pytest -q -rs tests/test_cuda.py 2>&1 | tail -12 | tee "$out/pytest-cuda.txt"
 python3 benchmarks/cuda_paths.py --out "$out" 2>&1 | tail -22
-for flags in "--cuda-graphs" "--cuda-graphs --learner-stream" "--cuda-graphs --replay-device cuda" "--async-learner" \
-             "--amp bf16 --cuda-graphs"; do
+for flags in "--cuda-graphs" "--cuda-graphs --learner-stream" "--async-learner" "--amp bf16 --cuda-graphs"; do
   echo "== CartPole on CUDA with $flags"
   # shellcheck disable=SC2086
   python3 -m jetdqn.train --preset cartpole --device cuda --run-dir /tmp/cp --overwrite --eval-episodes 20 \
     --target-return 195 --telemetry off $flags 2>&1 | grep -E "target|eval at|done|rror" | tail -2
 done
+speed "${@:2}"
 python3 -m jetdqn.bench pong --repeats 1 --out "$out" --telemetry procfs \
   --cases "${CASES:-cudnn,jetdqn}" 2>&1 | tail -20

@@ -103,3 +103,26 @@ def test_runs_go_in_rounds_so_drift_hits_every_row_alike():
     assert order == [(base.name, 0), (two_envs.name, 0), (ray.name, 0), (base.name, 1), (two_envs.name, 1),
                      (base.name, 2), (two_envs.name, 2)]
     assert rounds([], 3) == []
+
+
+def test_log_summary_gives_the_committed_gpu_runs_medians():
+    """benchmarks/log_summary.py on the H100 pong-gpu run's log: the numbers its README reports."""
+    out = run_module("benchmarks.log_summary", "benchmarks/results/cuda-h100/gpu-pipeline-2026-11-23/pong-gpu").stdout
+    got = json.loads(out)
+    assert got["records"] > 1900 and got["replay_ratio"] == 0.25
+    assert got["s_per_1000_steps"] == pytest.approx(0.31, abs=0.005) and got["gpu_load"] == 59.0
+    assert got["j_per_1000_steps"] == pytest.approx(56, abs=1) and got["num_envs"] == 15
+
+
+def test_loop_profile_puts_the_loops_time_in_its_phases(tmp_path):
+    """benchmarks/profile_loop.py on a short real Pong run: most of the loop's time lands in named phases,
+    updating among them, and the shares add up to the whole."""
+    out_file = tmp_path / "profile.json"
+    run_module("benchmarks.profile_loop", "--out", str(out_file), "--", "--preset", "smoke", "--total-steps", "600",
+               "--run-dir", str(tmp_path / "run"), "--telemetry", "off", "--progress", "off")
+    got = json.loads(out_file.read_text())
+    assert got["rc"] == 0 and got["samples"] > 100
+    share = got["share"]
+    assert sum(share.values()) == pytest.approx(1.0, abs=0.01)
+    assert share["updating (staging copies, update / graph replay, GPU waits)"] > 0.05
+    assert share["emulators (waiting for recv)"] > 0 and share["the loop's own Python"] < 0.5

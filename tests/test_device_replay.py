@@ -70,6 +70,35 @@ def test_stores_of_a_rollout_step_at_once_equal_one_at_a_time(experience):
     assert batched.dirty == single.dirty
 
 
+def test_batches_drawn_together_are_the_rows_of_one_sample_in_order(experience):
+    """learn_many draws several updates' batches in one sample (uniform replay): split hands them out in
+    order, device stacks and host arrays alike."""
+    big = filled(experience, device="cpu").sample(96)
+    parts = big.split(32)
+    assert len(parts) == 3 and all(part.weights is None for part in parts)
+    for k, part in enumerate(parts):
+        rows = slice(32 * k, 32 * (k + 1))
+        assert torch.equal(part.obs, big.obs[rows]) and torch.equal(part.next_obs, big.next_obs[rows])
+        for name in ("actions", "rewards", "dones", "steps"):
+            assert np.array_equal(getattr(part, name), getattr(big, name)[rows]), name
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_learn_many_runs_each_update_and_a_prioritised_replay_gets_every_batchs_errors(experience, prioritized):
+    from jetdqn.config import make_config
+    from jetdqn.learn import DQNAgent
+    from jetdqn.learn.learners import learn_many
+    replay = filled(experience, device="cpu", prioritized=prioritized)
+    assert replay.uniform is not prioritized
+    torch.manual_seed(0)
+    agent = DQNAgent(make_config({"game": "pong", "device": "cpu"}), (4, 84, 84), 6, torch.device("cpu"))
+    before = replay.saved_priorities().copy() if prioritized else None
+    learn_many(agent, replay, 32, 3)
+    assert agent.updates == 3
+    if prioritized:   # new priorities from the updates' |TD errors| on the sampled slots
+        assert (replay.saved_priorities() != before).sum() > 0
+
+
 def test_a_saved_device_replay_loads_into_a_host_replay_and_back(tmp_path, experience):
     dev = filled(experience, device="cpu")
     manifest = save_replay(dev, tmp_path / "replay", None)

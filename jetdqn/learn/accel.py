@@ -51,12 +51,17 @@ def centered_rmsprop_(params, grads, square_avgs, grad_avgs, steps, copies, lr: 
 
 
 class PinnedStaging:
-    """Host array -> device tensor. On CUDA through a pinned buffer kept per slot (allocating pinned memory
-    costs more than the copy) and a non-blocking copy that overlaps compute; elsewhere a plain ``.to``."""
+    """Host array -> device tensor. On CUDA through pinned buffers kept per slot (allocating pinned memory
+    costs more than the copy) and non-blocking copies that overlap compute; elsewhere a plain ``.to``.
 
-    def __init__(self, device: torch.device):
+    Each slot has a ring of ``depth`` buffers: a buffer is overwritten only after the copy out of it has run,
+    so with one buffer the CPU could queue at most one update ahead of the GPU and waited at every update of
+    a step's run of updates; with a ring it queues them all and goes back to the emulators."""
+
+    def __init__(self, device: torch.device, depth: int = 8):
         self.device = device
         self.pinned = device.type == "cuda"
+        self.depth = depth
         self._buffers: dict = {}
 
     def to_device(self, array, slot: str) -> torch.Tensor:
@@ -70,12 +75,17 @@ class PinnedStaging:
         return out
 
     def copy_into(self, slot: str, t: torch.Tensor, out: torch.Tensor) -> None:
-        """host tensor -> pinned staging buffer -> ``out`` on the device, without blocking on the copy."""
+        """host tensor -> the slot's next pinned staging buffer -> ``out`` on the device, without blocking on
+        the copy (only on the one made ``depth`` copies ago from the same buffer, if it has not run yet)."""
         key = (slot, tuple(t.shape), t.dtype)
-        entry = self._buffers.get(key)
-        if entry is None:
-            entry = self._buffers[key] = (torch.empty(t.shape, dtype=t.dtype).pin_memory(), torch.cuda.Event())
-        buf, copied = entry
+        ring = self._buffers.get(key)
+        if ring is None:
+            ring = self._buffers[key] = [0, []]
+        turn, entries = ring
+        if len(entries) < self.depth:
+            entries.append((torch.empty(t.shape, dtype=t.dtype).pin_memory(), torch.cuda.Event()))
+        buf, copied = entries[turn % len(entries)]
+        ring[0] = (turn + 1) % self.depth
         copied.synchronize()  # the previous copy out of this buffer has finished: safe to overwrite
         buf.copy_(t)
         out.copy_(buf, non_blocking=True)

@@ -36,6 +36,12 @@ class Batch:
         steps = np.ones(len(self.dones), np.float32) if self.steps is None else self.steps.astype(np.float32)
         return (np.float32(gamma) ** steps * (1.0 - self.dones)).astype(np.float32)
 
+    def split(self, batch_size: int) -> list["Batch"]:
+        """Consecutive batches of ``batch_size`` rows (views: numpy slices, device tensor slices)."""
+        fields = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return [Batch(**{k: None if v is None else v[a:a + batch_size] for k, v in fields.items()})
+                for a in range(0, len(self.dones), batch_size)]
+
 
 class ReplayBuffer:
     """Uniform replay over ``num_streams`` interleaved env streams (one ring each).
@@ -295,6 +301,12 @@ class ReplayBuffer:
     def sample(self, batch_size: int) -> Batch:
         with self.lock:
             return self._sample(batch_size)
+
+    @property
+    def uniform(self) -> bool:
+        """Whether every transition is equally likely (not prioritised): then the batches of several updates
+        in a row may be drawn in one ``sample`` (nothing they would change decides what is drawn)."""
+        return self.priorities is None
 
     def update_priorities(self, slots: np.ndarray, td_abs: np.ndarray, written: Optional[np.ndarray] = None) -> None:
         """The |TD errors| an update found for the slots a batch was sampled from (prioritised replay); with

@@ -1,0 +1,110 @@
+"""The CUDA paths against their eager forms, on real Pong frames: a CUDA-graph update leaves the eager
+update's weights (rounding level), graph-captured acting picks the eager actions, the CUDA replay samples the
+host replay's batches, and CartPole learns with the replay in GPU memory. They need a CUDA device and are
+skipped without one; ``benchmarks/gpu_check.sh`` runs them on a GPU machine."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import run_module
+from jetdqn import runtime
+from jetdqn.config import make_config
+from jetdqn.learn import DQNAgent
+from jetdqn.learn.learners import learn_many
+from jetdqn.replay import ReplayBuffer
+from test_device_replay import pong_steps
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture(scope="module")
+def experience():
+    return pong_steps(n_envs=4, steps=300)
+
+
+def filled(experience, prioritized: bool = False, **kw) -> ReplayBuffer:
+    buf = ReplayBuffer(600, (84, 84), num_streams=4, seed=5, n_step=3, prioritized=prioritized, **kw)
+    for exp in experience:
+        exp.store(buf)
+    return buf
+
+
+def agent_for(**overrides) -> DQNAgent:
+    cfg = make_config({"game": "pong", "device": "cuda", "cudnn_deterministic": True, **overrides})
+    runtime.apply(cfg)
+    torch.manual_seed(0)
+    return DQNAgent(cfg, (4, 84, 84), 6, torch.device("cuda"))
+
+
+def max_diff(a: DQNAgent, b: DQNAgent) -> float:
+    a.accel.settle()
+    b.accel.settle()
+    torch.cuda.synchronize()
+    return max((x - y).abs().max().item() for x, y in zip(a.online.parameters(), b.online.parameters()))
+
+
+@pytest.mark.parametrize("flags", [{}, {"target_eps": 0.05}, {"dueling": True}, {"prioritized": True},
+                                   {"learner_stream": True}])
+def test_graph_captured_updates_leave_the_eager_weights(experience, flags):
+    """12 updates on the same batches: the first 3 run eagerly (warm-up), then one is captured and the rest are
+    replays of it. With --prioritized the batches carry importance weights and the |TD errors| come back."""
+    prioritized = flags.get("prioritized", False)
+    replay = filled(experience, prioritized=prioritized)
+    eager = agent_for(**{k: v for k, v in flags.items() if k != "learner_stream"})   # a graphs-only flag
+    graphed = agent_for(cuda_graphs=True, **flags)
+    graphed.load_state_dict(eager.state_dict())
+    for _ in range(12):
+        batch = replay.sample(32)
+        td_eager = eager.update(batch)
+        td_graph = graphed.update(batch)
+        if prioritized:
+            assert np.allclose(td_eager, td_graph, atol=1e-4)
+            replay.update_priorities(batch.slots, td_graph, batch.written)
+    assert graphed.accel.graph_captured
+    assert max_diff(eager, graphed) < 1e-5
+    assert abs(eager.pop_metrics()["loss"] - graphed.pop_metrics()["loss"]) < 1e-5
+
+
+def test_graph_captured_acting_picks_the_eager_actions(experience):
+    replay = filled(experience)
+    eager, graphed = agent_for(), agent_for(cuda_graphs=True)
+    for _ in range(5):   # trained weights: near-ties between actions are rarer than at initialisation
+        batch = replay.sample(32)
+        eager.update(batch)
+    graphed.load_weights(eager.online.state_dict())
+    rng = np.random.default_rng(0)
+    for _ in range(3):   # the first call captures, the next ones replay
+        obs = replay.sample(15).obs
+        assert np.array_equal(eager.act(obs, 0.0, rng), graphed.act(obs, 0.0, rng))
+
+
+def test_the_cuda_replay_samples_the_host_replays_batches_and_updates_alike(experience):
+    host, dev = filled(experience), filled(experience, device="cuda")
+    eager = agent_for()
+    graphed = agent_for(cuda_graphs=True)
+    graphed.load_state_dict(eager.state_dict())
+    for _ in range(6):
+        a, b = host.sample(32), dev.sample(32)
+        assert b.obs.device.type == "cuda"
+        assert np.array_equal(a.obs, b.obs.cpu().numpy()) and np.array_equal(a.next_obs, b.next_obs.cpu().numpy())
+        eager.update(a)
+        graphed.update(b)
+    # batches drawn together (learn_many) from both replays: the same rows again
+    learn_many(eager, host, 32, 4)
+    learn_many(graphed, dev, 32, 4)
+    assert eager.updates == graphed.updates == 10
+    assert max_diff(eager, graphed) < 1e-5
+
+
+def test_cartpole_learns_with_the_replay_in_gpu_memory(tmp_path):
+    run = tmp_path / "cp"
+    run_module("jetdqn.train", "--preset", "cartpole", "--device", "cuda", "--replay-device", "cuda",
+               "--cuda-graphs", "--run-dir", str(run), "--eval-episodes", "20", "--target-return", "195",
+               "--telemetry", "off", timeout=600)
+    config = json.loads((run / "config.json").read_text())
+    assert config["replay_device"] == "cuda" and config["runtime"]["device"] == "cuda"
+    evals = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
+    assert max(e["return_mean"] for e in evals) >= 195
