@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # What is run on a CUDA machine to check and time jetdqn's GPU paths (see benchmarks/results/cuda-*).
 # Wheels for the Python modules missing there go in .whl/ (the device machine has torch but no internet).
+# Make them where pip has an index, for the Python version there (3.12 on the 2026-11-26 H200), e.g.
+#   pip download -d .whl --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
+#     ale-py lz4 psutil safetensors gymnasium farama-notifications cloudpickle typing-extensions nvidia-ml-py pytest
 #   benchmarks/gpu_check.sh            CUDA tests, path checks, speed window + profile, the bench pong GPU rows
 #   benchmarks/gpu_check.sh speed [FLAGS]  only the speed window (SPEED_SECONDS of pong-gpu) and the profile
 #   benchmarks/gpu_check.sh pong       the pong-gpu learning run (about 10 minutes on an H100)
