@@ -22,15 +22,16 @@ if [ -n "$need" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --find-links .whl --target /tmp/site $need
 fi
 export PYTHONPATH="/tmp/site:${PWD}" PYTHONUNBUFFERED=1
-# a window of pong-gpu stopped by SIGTERM: no evaluations, a checkpoint without the replay
+# a window of pong-gpu stopped by SIGTERM: no evaluations, a checkpoint without the replay; SIGKILL 20 s later
+# if it has not stopped (--learner-stream hung in a native wait on the H200, where no signal handler runs)
 speed_flags=(--preset pong-gpu --no-checkpoint-replay --checkpoint-every 100000000 --eval-every 100000000
              --total-steps 100000000 --progress off --telemetry procfs --overwrite)
 
 speed() {   # medians over the window's learning records (NVML sampled many times), then the loop's profile
-  timeout -s TERM "${SPEED_SECONDS:-60}" python3 -m jetdqn.train "${speed_flags[@]}" --run-dir /tmp/speed "$@" \
+  timeout -k 20 -s TERM "${SPEED_SECONDS:-60}" python3 -m jetdqn.train "${speed_flags[@]}" --run-dir /tmp/speed "$@" \
     > /tmp/speed.txt 2>&1
   python3 benchmarks/log_summary.py /tmp/speed --label "pong-gpu $*" | tee -a "$out/speed.jsonl"
-  timeout -s TERM "${PROFILE_SECONDS:-50}" python3 benchmarks/profile_loop.py --out "$out/profile.json" -- \
+  timeout -k 20 -s TERM "${PROFILE_SECONDS:-50}" python3 benchmarks/profile_loop.py --out "$out/profile.json" -- \
     "${speed_flags[@]}" --learn-start 2000 --run-dir /tmp/profile "$@" > "$out/profile.txt" 2>&1
   tail -22 "$out/profile.txt"
 }
@@ -57,7 +58,7 @@ python3 benchmarks/cuda_paths.py --out "$out" 2>&1 | tail -22
 for flags in "--cuda-graphs" "--cuda-graphs --learner-stream" "--async-learner" "--amp bf16 --cuda-graphs"; do
   echo "== CartPole on CUDA with $flags"
   # shellcheck disable=SC2086
-  python3 -m jetdqn.train --preset cartpole --device cuda --run-dir /tmp/cp --overwrite --eval-episodes 20 \
+  timeout -k 10 180 python3 -m jetdqn.train --preset cartpole --device cuda --run-dir /tmp/cp --overwrite --eval-episodes 20 \
     --target-return 195 --telemetry off $flags 2>&1 | grep -E "target|eval at|done|rror" | tail -2
 done
 speed "${@:2}"
