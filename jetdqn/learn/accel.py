@@ -84,7 +84,7 @@ class PinnedStaging:
         turn, entries = ring
         if len(entries) < self.depth:
             entries.append((torch.empty(t.shape, dtype=t.dtype).pin_memory(), torch.cuda.Event()))
-        buf, copied = entries[turn % len(entries)]
+        buf, copied = entries[turn]   # the ring grows one buffer a turn until it holds ``depth``
         ring[0] = (turn + 1) % self.depth
         copied.synchronize()  # the previous copy out of this buffer has finished: safe to overwrite
         buf.copy_(t)

@@ -37,7 +37,10 @@ class Batch:
         return (np.float32(gamma) ** steps * (1.0 - self.dones)).astype(np.float32)
 
     def split(self, batch_size: int) -> list["Batch"]:
-        """Consecutive batches of ``batch_size`` rows (views: numpy slices, device tensor slices)."""
+        """Consecutive batches of ``batch_size`` rows (views: numpy slices, device tensor slices); a batch of
+        at most ``batch_size`` rows is itself (one update a step, the CPU's usual case: no copy of the fields)."""
+        if len(self.dones) <= batch_size:
+            return [self]
         fields = {k: getattr(self, k) for k in self.__dataclass_fields__}
         return [Batch(**{k: None if v is None else v[a:a + batch_size] for k, v in fields.items()})
                 for a in range(0, len(self.dones), batch_size)]
