@@ -2,10 +2,16 @@
 
 Training returns (mean of the last 100 games, from log.jsonl) and evaluation returns (eval.jsonl, with
 their spread) against env steps and against wall-clock hours, every resumed segment included.
+
+``--against OTHER_RUN`` (repeatable) draws other runs on the same axes: an ablation (one flag changed) is
+read as the gap between two curves at equal steps and equal hours, not from two PNGs with their own scales.
+A compared run shows its training return and its evaluations with the most games (the 30-game ones where it
+has them: with --target-return its 10-game screens are optimistic by selection), each in one colour.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -24,34 +30,72 @@ def evaluation_series(evals: list) -> dict:
     return series
 
 
-def plot_learning(run_dir: Path, out: Optional[Path] = None) -> Path:
+def read_run(run_dir: Path) -> tuple[list, list]:
+    """A run's log records that carry a training return, and its evaluation records."""
+    if not run_dir.is_dir():
+        raise ValueError(f"{run_dir} is not a run directory (it should hold log.jsonl and eval.jsonl)")
+    log = [r for r in read_jsonl(run_dir / "log.jsonl") if r.get("return_mean") is not None] \
+        if (run_dir / "log.jsonl").exists() else []
+    evals = read_jsonl(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").exists() else []
+    if not log and not evals:
+        raise ValueError(f"{run_dir} has no episode returns yet (log.jsonl / eval.jsonl)")
+    return log, evals
+
+
+def run_name(run_dir: Path) -> str:
+    """The name a run was trained under (config.json's run_dir): a committed copy of its files sits in a
+    folder of another name (benchmarks/results/<run>/run/)."""
+    try:
+        return Path(json.loads((run_dir / "config.json").read_text())["run_dir"]).name or run_dir.name
+    except (OSError, ValueError, KeyError, TypeError):
+        return run_dir.name
+
+
+def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()) -> Path:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    log = [r for r in read_jsonl(run_dir / "log.jsonl") if r.get("return_mean") is not None]
-    evals = read_jsonl(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").exists() else []
-    if not log and not evals:
-        raise ValueError(f"{run_dir} has no episode returns yet (log.jsonl / eval.jsonl)")
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    log, evals = read_run(run_dir)
+    others = [(Path(o), *read_run(Path(o))) for o in against]
+    name = run_name(run_dir)
+    prefix = f"{name}: " if others else ""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2 + 0.3 * len(others)), sharey=True)
     for ax, key, scale, label in ((axes[0], "step", 1e6, "env steps (millions)"),
                                   (axes[1], "wall_s", 3600.0, "wall-clock hours")):
         if log:
             ax.plot([r[key] / scale for r in log], [r["return_mean"] for r in log], color="tab:gray", lw=1,
-                    label="training (mean of last 100 games)")
+                    label=f"{prefix}training (mean of last 100 games)")
         colors = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange")
         for i, ((games, eps), points) in enumerate(evaluation_series(evals).items()):
             # a sixth kind of evaluation reuses a colour with another marker, rather than vanish
             color, marker = colors[i % len(colors)], "os^Dv"[i // len(colors) % 5]
             ax.errorbar([e[key] / scale for e in points], [e["return_mean"] for e in points],
                         yerr=[e["return_std"] for e in points], color=color, marker=marker, ms=3, lw=1.5, capsize=2,
-                        label=f"evaluation ({games} games, eps {eps}; bars: std)")
+                        label=f"{prefix}evaluation ({games} games, eps {eps}; bars: std)")
+        for j, (other, other_log, other_evals) in enumerate(others):
+            _draw_compared(ax, key, scale, run_name(other), other_log, other_evals, ("tab:brown", "tab:olive",
+                                                                                "tab:cyan", "tab:pink")[j % 4])
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("return")
-    axes[0].legend(loc="upper left", fontsize=8)
-    fig.suptitle(f"{run_dir.name}: learning curve", fontsize=10)
+    axes[0].legend(loc="lower right" if others else "upper left", fontsize=8)   # curves rise: lower right is free
+    title = f"{name}: learning curve" + (" against " + ", ".join(run_name(o) for o, _, _ in others) if others else "")
+    fig.suptitle(title, fontsize=10)
     return save_figure(fig, out or (run_dir / "learning_curve.png"))
+
+
+def _draw_compared(ax, key: str, scale: float, name: str, log: list, evals: list, color: str) -> None:
+    """Another run in one colour: its training return dashed, its evaluations with the most games as points."""
+    if log:
+        ax.plot([r[key] / scale for r in log], [r["return_mean"] for r in log], color=color, lw=1, ls="--",
+                label=f"{name}: training (mean of last 100 games)")
+    series = evaluation_series(evals)
+    if series:
+        (games, eps), points = max(series.items(), key=lambda item: (item[0][0], len(item[1])))
+        ax.errorbar([e[key] / scale for e in points], [e["return_mean"] for e in points],
+                    yerr=[e["return_std"] for e in points], color=color, marker="s", ms=3, lw=1, capsize=2,
+                    label=f"{name}: evaluation ({games} games, eps {eps}; bars: std)")
 
 
 def save_figure(fig, path: Path) -> Path:
@@ -67,9 +111,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog="python -m jetdqn.plot", description=__doc__.splitlines()[0])
     p.add_argument("run_dir")
     p.add_argument("--out", default=None)
+    p.add_argument("--against", action="append", default=[], metavar="OTHER_RUN",
+                   help="Another run directory drawn on the same axes (repeatable).")
     args = p.parse_args(argv)
     try:
-        print(plot_learning(Path(args.run_dir), Path(args.out) if args.out else None))
+        print(plot_learning(Path(args.run_dir), Path(args.out) if args.out else None, tuple(args.against)))
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -122,6 +122,22 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
     series = evaluation_series([{"step": s, "games": g, "episodes": g, "eps": 0.05} for s, g in
                                 ((100, 10), (200, 10), (200, 30), (300, 10))])
     assert {k: [e["step"] for e in v] for k, v in series.items()} == {(10, 0.05): [100, 200, 300], (30, 0.05): [200]}
+    # another run on the same axes: a committed copy (benchmarks/results/<run>/run/) named as it was trained
+    import shutil
+    from jetdqn.plot import main as plot_main, run_name
+    copy = tmp_path / "results" / "run"
+    copy.mkdir(parents=True)
+    for name in ("config.json", "log.jsonl", "eval.jsonl"):
+        shutil.copy(run / name, copy / name)
+    assert run_name(copy) == "run" == run_name(run) and run_name(tmp_path) == tmp_path.name
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "run_dir": "runs/smoke-ablation"}))
+    assert run_name(copy) == "smoke-ablation"
+    both = plot_learning(run, tmp_path / "both.png", against=(copy,))
+    with Image.open(both) as im, Image.open(curve) as alone:
+        assert im.size[1] > alone.size[1]   # the taller figure that leaves the legend room for the other run
+    assert plot_main([str(run), "--against", str(tmp_path / "missing"), "--out", str(tmp_path / "x.png")]) == 2
+    assert not (tmp_path / "x.png").exists()
     proc = run_module("jetdqn.play", "--checkpoint", str(run / "model.pt"), "--display-freq", "0", "--max-steps", "30",
                       env={"DISPLAY": ""})
     assert "playing pong with" in proc.stdout
