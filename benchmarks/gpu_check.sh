@@ -6,6 +6,7 @@
 #     ale-py lz4 psutil safetensors gymnasium farama-notifications cloudpickle typing-extensions nvidia-ml-py pytest
 #   benchmarks/gpu_check.sh            CUDA tests, path checks, speed window + profile, the bench pong GPU rows
 #   benchmarks/gpu_check.sh speed [FLAGS]  only the speed window (SPEED_SECONDS of pong-gpu) and the profile
+#                                      (speed --learner-stream: if it hangs, its stacks go to speed-stacks.txt)
 #   benchmarks/gpu_check.sh pong       the pong-gpu learning run (about 10 minutes on an H100)
 set -uo pipefail
 out="${OUT:-benchmarks/results/cuda}"
@@ -22,16 +23,31 @@ if [ -n "$need" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --find-links .whl --target /tmp/site $need
 fi
 export PYTHONPATH="/tmp/site:${PWD}" PYTHONUNBUFFERED=1
-# a window of pong-gpu stopped by SIGTERM: no evaluations, a checkpoint without the replay; SIGKILL 20 s later
-# if it has not stopped (--learner-stream hung in a native wait on the H200, where no signal handler runs)
+
+bounded() {   # bounded SECONDS CMD...: SIGTERM at the limit (a run saves and ends); if it is still there 20 s
+  # later, SIGUSR1 (every thread's Python stack to stderr: where a native wait hangs) and then SIGKILL.
+  # --learner-stream hung that way on the H200: no Python signal handler runs while a native wait blocks.
+  local limit=$1 pid watcher rc; shift
+  "$@" & pid=$!
+  ( sleep "$limit"; kill -TERM "$pid" 2>/dev/null || exit 0; sleep 20
+    kill -USR1 "$pid" 2>/dev/null || exit 0; sleep 3; echo "bounded: killed $*" >&2; kill -KILL "$pid" ) &
+  watcher=$!
+  wait "$pid"; rc=$?
+  { pkill -P "$watcher" sleep; kill "$watcher"; wait "$watcher"; } 2>/dev/null
+  return $rc
+}
+
+# a window of pong-gpu stopped by SIGTERM: no evaluations, a checkpoint without the replay
 speed_flags=(--preset pong-gpu --no-checkpoint-replay --checkpoint-every 100000000 --eval-every 100000000
              --total-steps 100000000 --progress off --telemetry procfs --overwrite)
 
 speed() {   # medians over the window's learning records (NVML sampled many times), then the loop's profile
-  timeout -k 20 -s TERM "${SPEED_SECONDS:-60}" python3 -m jetdqn.train "${speed_flags[@]}" --run-dir /tmp/speed "$@" \
+  bounded "${SPEED_SECONDS:-60}" python3 -m jetdqn.train "${speed_flags[@]}" --run-dir /tmp/speed "$@" \
     > /tmp/speed.txt 2>&1
+  # a window that had to be killed leaves its threads' stacks (bounded's SIGUSR1): keep them
+  grep -q "most recent call first" /tmp/speed.txt && cp /tmp/speed.txt "$out/speed-stacks.txt"
   python3 benchmarks/log_summary.py /tmp/speed --label "pong-gpu $*" | tee -a "$out/speed.jsonl"
-  timeout -k 20 -s TERM "${PROFILE_SECONDS:-50}" python3 benchmarks/profile_loop.py --out "$out/profile.json" -- \
+  bounded "${PROFILE_SECONDS:-50}" python3 benchmarks/profile_loop.py --out "$out/profile.json" -- \
     "${speed_flags[@]}" --learn-start 2000 --run-dir /tmp/profile "$@" > "$out/profile.txt" 2>&1
   tail -22 "$out/profile.txt"
 }
@@ -40,7 +56,7 @@ if [ "${1:-}" = "pong" ]; then
   run="${RUN_DIR:-/tmp/pong-gpu}"
   # a stop by the time limit is a SIGTERM: the run saves a checkpoint and `--resume` continues it
   # shellcheck disable=SC2086
-  timeout -s TERM "${PONG_SECONDS:-560}" python3 -m jetdqn.train --preset pong-gpu --run-dir "$run" \
+  bounded "${PONG_SECONDS:-560}" python3 -m jetdqn.train --preset pong-gpu --run-dir "$run" \
     --progress lines --telemetry procfs ${RESUME:+--resume} 2>&1 | grep -vE "^ *step" | tail -40
   python3 benchmarks/log_summary.py "$run" --label pong-gpu
   mkdir -p "$out/pong-gpu"
@@ -58,7 +74,7 @@ python3 benchmarks/cuda_paths.py --out "$out" 2>&1 | tail -22
 for flags in "--cuda-graphs" "--cuda-graphs --learner-stream" "--async-learner" "--amp bf16 --cuda-graphs"; do
   echo "== CartPole on CUDA with $flags"
   # shellcheck disable=SC2086
-  timeout -k 10 180 python3 -m jetdqn.train --preset cartpole --device cuda --run-dir /tmp/cp --overwrite --eval-episodes 20 \
+  bounded 180 python3 -m jetdqn.train --preset cartpole --device cuda --run-dir /tmp/cp --overwrite --eval-episodes 20 \
     --target-return 195 --telemetry off $flags 2>&1 | grep -E "target|eval at|done|rror" | tail -2
 done
 speed "${@:2}"

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import faulthandler
 import math
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -324,12 +326,18 @@ def finish(run: Run, log: RunLog) -> None:
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, docker stop / systemd, a closed terminal
+STACKS_SIGNAL = signal.SIGUSR1   # kill -USR1 PID (docker kill -s USR1): every thread's Python stack to stderr
 
 
 @contextlib.contextmanager
 def stop_on_signals(state: RunState):
     """Ctrl-C, SIGTERM and SIGHUP end the loop after the current step; the run then saves as at its end.
-    The handlers stay in place until the save is done, so a second signal cannot cut it short."""
+    The handlers stay in place until the save is done, so a second signal cannot cut it short.
+
+    SIGUSR1 prints where every thread is (faulthandler) and the run goes on. A Python handler runs only when
+    the main thread is back in the interpreter, so a run stuck in a native wait (a CUDA event that never
+    completes) ignores SIGTERM; faulthandler's handler is C and answers anyway, with the Python line the wait
+    was called from."""
     def on_signal(signum, frame):
         state.interrupted = state.interrupted or signal.Signals(signum).name
     if threading.current_thread() is not threading.main_thread():
@@ -337,8 +345,15 @@ def stop_on_signals(state: RunState):
         return
     old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     try:
+        faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True)
+        stacks = True
+    except (AttributeError, ValueError, OSError):   # a stderr without a file descriptor (captured, closed)
+        stacks = False
+    try:
         yield
     finally:
+        if stacks:
+            faulthandler.unregister(STACKS_SIGNAL)
         for s, handler in old.items():
             if handler is not None:  # None: installed outside Python, nothing to put back
                 signal.signal(s, handler)

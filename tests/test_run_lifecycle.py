@@ -43,15 +43,19 @@ def wait_for_records(run: Path, proc: subprocess.Popen, count: int, timeout: flo
 @pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGHUP, marks=pytest.mark.slow)])
 def test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes(tmp_path, sig):
     """docker stop (SIGTERM) and a closed terminal (SIGHUP) end the run like Ctrl-C: a checkpoint at the step
-    it stopped, a line saying how to resume; a second signal during the save changes nothing."""
+    it stopped, a line saying how to resume; a second signal during the save changes nothing. Before that,
+    SIGUSR1 prints every thread's stack (the loop's included) and the run goes on."""
     run = tmp_path / "run"
     proc = start_training(run)
     wait_for_records(run, proc, 3)
+    proc.send_signal(signal.SIGUSR1)   # where every thread is, and the run goes on
+    wait_for_records(run, proc, 5)
     proc.send_signal(sig)
     time.sleep(0.05)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and "Traceback" not in err, err
+    assert "(most recent call first)" in err and "in run_loop" in err, err
     stopped = int(out.split(f"stopped by {sig.name} at step ")[1].split(";")[0].replace(",", ""))
     assert f"--resume --run-dir {run}" in out
     assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == stopped
