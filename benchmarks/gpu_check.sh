@@ -7,7 +7,8 @@
 #   benchmarks/gpu_check.sh            CUDA tests, path checks, speed window + profile, the bench pong GPU rows
 #   benchmarks/gpu_check.sh speed [FLAGS]  only the speed window (SPEED_SECONDS of pong-gpu) and the profile
 #                                      (speed --learner-stream: if it hangs, its stacks go to speed-stacks.txt)
-#   benchmarks/gpu_check.sh pong       the pong-gpu learning run (about 10 minutes on an H100)
+#   benchmarks/gpu_check.sh pong [FLAGS]  the pong-gpu learning run (about 14 minutes on an H100: two calls,
+#                                      the second with RESUME=1), e.g. pong --dueling
 set -uo pipefail
 out="${OUT:-benchmarks/results/cuda}"
 mkdir -p "$out"
@@ -57,8 +58,8 @@ if [ "${1:-}" = "pong" ]; then
   # a stop by the time limit is a SIGTERM: the run saves a checkpoint and `--resume` continues it
   # shellcheck disable=SC2086
   bounded "${PONG_SECONDS:-560}" python3 -m jetdqn.train --preset pong-gpu --run-dir "$run" \
-    --progress lines --telemetry procfs ${RESUME:+--resume} 2>&1 | grep -vE "^ *step" | tail -40
-  python3 benchmarks/log_summary.py "$run" --label pong-gpu
+    --progress lines --telemetry procfs ${RESUME:+--resume} "${@:2}" 2>&1 | grep -vE "^ *step" | tail -40
+  python3 benchmarks/log_summary.py "$run" --label "pong-gpu ${*:2}"
   mkdir -p "$out/pong-gpu"
   cp "$run"/config.json "$run"/log.jsonl "$run"/eval.jsonl "$run"/model.pt "$out/pong-gpu/" 2>/dev/null
   exit 0
