@@ -57,7 +57,7 @@ def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()
     import matplotlib.pyplot as plt
 
     log, evals = read_run(run_dir)
-    others = [(Path(o), *read_run(Path(o))) for o in against]
+    others = [(run_name(Path(o)), *read_run(Path(o))) for o in against]   # named once, drawn on both axes
     name = run_name(run_dir)
     prefix = f"{name}: " if others else ""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2 + 0.3 * len(others)), sharey=True)
@@ -74,13 +74,13 @@ def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()
                         yerr=[e["return_std"] for e in points], color=color, marker=marker, ms=3, lw=1.5, capsize=2,
                         label=f"{prefix}evaluation ({games} games, eps {eps}; bars: std)")
         for j, (other, other_log, other_evals) in enumerate(others):
-            _draw_compared(ax, key, scale, run_name(other), other_log, other_evals, ("tab:brown", "tab:olive",
-                                                                                "tab:cyan", "tab:pink")[j % 4])
+            _draw_compared(ax, key, scale, other, other_log, other_evals,
+                           ("tab:brown", "tab:olive", "tab:cyan", "tab:pink")[j % 4])
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("return")
     axes[0].legend(loc="lower right" if others else "upper left", fontsize=8)   # curves rise: lower right is free
-    title = f"{name}: learning curve" + (" against " + ", ".join(run_name(o) for o, _, _ in others) if others else "")
+    title = f"{name}: learning curve" + (" against " + ", ".join(o for o, _, _ in others) if others else "")
     fig.suptitle(title, fontsize=10)
     return save_figure(fig, out or (run_dir / "learning_curve.png"))
 
