@@ -151,9 +151,10 @@ def run_loop(run: Run) -> dict:
     from .learn.learners import make_learner
 
     cfg, state, acting, agent, replay = run.cfg, run.state, run.acting, run.agent, run.replay
-    if run.payload is not None:
-        resume(run)
-    write_run_config(run)
+    from .rundir import record_segment
+    filled = resume(run) if run.payload is not None else "new"
+    record_segment(run_dir=run.run_dir, cfg=cfg, step=state.step, wall_s=state.wall_s(), replay=filled)
+    write_run_config(run)   # after the segment's record: it compares the settings with config.json's
     run.sampler.mark_threads("emulator", acting.emulator_threads)
     renderer = make_renderer(cfg.display_freq, f"jetdqn train: {cfg.env_name}", run.progress.line)
     learner = make_learner(cfg, agent, replay, run.clock, state.step, acting.num_streams)
@@ -231,9 +232,10 @@ def save_checkpoint(run: Run) -> None:
         run.checkpointer.save(run.state.counters(run.schedule))
 
 
-def resume(run: Run) -> None:
+def resume(run: Run) -> str:
     """Continue from checkpoints/latest.pt: the agent, the counters, the generators, and the replay when it
-    was saved (learning goes on at once) or else a refill of --learn-start steps before learning again."""
+    was saved (learning goes on at once) or else a refill of --learn-start steps before learning again.
+    Returns what became of the replay: "restored" or "refilled"."""
     try:
         counters = run.payload["counters"]
         run.state.restore(counters)
@@ -244,13 +246,16 @@ def resume(run: Run) -> None:
         run.schedule.learn_from = int(counters.get("learn_from", run.cfg.learn_start))
         run.schedule.updates_at_learn = int(counters.get("updates_at_learn", 0))
         how = f"the replay is restored ({len(run.replay):,} transitions); learning goes on at once"
+        filled = "restored"
     else:
         run.schedule.learn_from = run.state.step + run.cfg.learn_start
         run.schedule.updates_at_learn = run.agent.updates
         how = f"the replay starts empty and refills for {run.cfg.learn_start:,} steps before learning goes on"
+        filled = "refilled"
     from .rundir import tidy_for_resume
     tidy_for_resume(run.run_dir, run.state.step)
     run.progress.line(f"resumed {run.run_dir} at step {run.state.step:,}; {how}")
+    return filled
 
 
 def write_run_config(run: Run) -> None:

@@ -1,7 +1,9 @@
 """``python -m jetdqn.plot RUN_DIR``: the learning curve of a run as a PNG.
 
 Training returns (mean of the last 100 games, from log.jsonl) and evaluation returns (eval.jsonl, with
-their spread) against env steps and against wall-clock hours, every resumed segment included.
+their spread) against env steps and against wall-clock hours, every resumed segment included. A resume
+that changed a setting (a lower --lr) or began with an empty replay is a dotted line labelled with what
+changed (segments.jsonl), so a rise after it is read against its cause.
 
 ``--against OTHER_RUN`` (repeatable) draws other runs on the same axes: an ablation (one flag changed) is
 read as the gap between two curves at equal steps and equal hours, not from two PNGs with their own scales.
@@ -42,6 +44,26 @@ def read_run(run_dir: Path) -> tuple[list, list]:
     return log, evals
 
 
+def segment_marks(run_dir: Path) -> list[tuple[dict, str]]:
+    """The resumes worth marking on a curve, each with its label: those that changed a setting other than
+    --total-steps (how far a run goes changes nothing up to there) or refilled the replay from empty."""
+    path = run_dir / "segments.jsonl"
+    marks = []
+    for seg in read_jsonl(path) if path.exists() else []:
+        if not seg.get("resumed"):
+            continue
+        words = [f"{k} {_short(a)} -> {_short(b)}" for k, (a, b) in seg.get("changed", {}).items() if k != "total_steps"]
+        if seg.get("replay") == "refilled":
+            words.append("replay refilled")
+        if words:
+            marks.append((seg, "; ".join(words)))
+    return marks
+
+
+def _short(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def run_name(run_dir: Path) -> str:
     """The name a run was trained under (config.json's run_dir): a committed copy of its files sits in a
     folder of another name (benchmarks/results/<run>/run/)."""
@@ -57,6 +79,7 @@ def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()
     import matplotlib.pyplot as plt
 
     log, evals = read_run(run_dir)
+    marks = segment_marks(run_dir)
     others = [(run_name(Path(o)), *read_run(Path(o))) for o in against]   # named once, drawn on both axes
     name = run_name(run_dir)
     prefix = f"{name}: " if others else ""
@@ -76,6 +99,12 @@ def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()
         for j, (other, other_log, other_evals) in enumerate(others):
             _draw_compared(ax, key, scale, other, other_log, other_evals,
                            ("tab:brown", "tab:olive", "tab:cyan", "tab:pink")[j % 4])
+        for seg, words in marks:
+            x = seg[key] / scale
+            ax.axvline(x, color="black", ls=":", lw=1)
+            # at the foot of the line: learning curves rise, so late in a run the bottom is free
+            ax.annotate(words, (x, 0.0), xycoords=("data", "axes fraction"), xytext=(-3, 4),
+                        textcoords="offset points", rotation=90, ha="right", va="bottom", fontsize=7)
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("return")

@@ -1,8 +1,8 @@
 """Run directories: where a run lives, the rules for starting, resuming and overwriting one, and its
 config.json.
 
-A run directory holds config.json, log.jsonl, eval.jsonl, checkpoints/ (latest.pt and, with
---checkpoint-replay, the replay's chunks) and model.pt. A run that wrote a checkpoint is never lost by
+A run directory holds config.json, log.jsonl, eval.jsonl, segments.jsonl (one line per start or resume),
+checkpoints/ (latest.pt and, with --checkpoint-replay, the replay's chunks) and model.pt. A run that wrote a checkpoint is never lost by
 accident: a new run there needs --resume (continue) or --overwrite (start over), and even then nothing on
 disk is touched until the new run's parts are built (``claim_run_dir`` checks and locks; ``start_fresh``
 or ``tidy_for_resume`` change files only after that). One process per run directory: an OS lock on
@@ -11,6 +11,7 @@ or ``tidy_for_resume`` change files only after that). One process per run direct
 
 from __future__ import annotations
 
+import datetime
 import fcntl
 import json
 import os
@@ -20,7 +21,7 @@ from pathlib import Path
 from .config import Config, ConfigError, config_from_json
 from .presets import PRESETS
 
-RUN_FILES = ("config.json", "log.jsonl", "eval.jsonl", "checkpoints", "model.pt")
+RUN_FILES = ("config.json", "log.jsonl", "eval.jsonl", "segments.jsonl", "checkpoints", "model.pt")
 # Settings a resumed run cannot change: the checkpoint's network, optimiser state and game depend on them.
 FIXED_ON_RESUME = ("game", "env", "history", "dueling", "optimizer", "frame_skip", "full_action_space")
 # With --checkpoint-replay the saved replay has one stream per env: these fix the number of streams too.
@@ -91,8 +92,9 @@ def start_fresh(run_dir: Path) -> None:
 def tidy_for_resume(run_dir: Path, step: int) -> None:
     """Make the records agree with the checkpoint being resumed: log.jsonl and eval.jsonl keep the records
     up to its step (a run killed later wrote some that the resumed run will write again), a torn last
-    line is dropped, and temporary files of saves that were cut short are removed."""
-    for name in ("log.jsonl", "eval.jsonl"):
+    line is dropped, and temporary files of saves that were cut short are removed. segments.jsonl keeps the
+    segments that began before that step (one that began at it is begun again now)."""
+    for name, last in (("log.jsonl", step), ("eval.jsonl", step), ("segments.jsonl", step - 1)):
         path = run_dir / name
         if not path.exists():
             continue
@@ -102,7 +104,7 @@ def tidy_for_resume(run_dir: Path, step: int) -> None:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
+            if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= last:
                 kept.append(line + "\n")
         tmp = path.with_name(f".{name}.tmp")
         tmp.write_text("".join(kept))
@@ -143,6 +145,34 @@ def config_for_resume(explicit: dict) -> dict:
     saved["overwrite"] = False
     saved.update({k: v for k, v in explicit.items() if k != "preset"})
     return saved
+
+
+# Settings that say how a run is driven or watched, not what it learns: a resume changing them is no event.
+NOT_A_CHANGE = ("resume", "overwrite", "run_dir")
+
+
+def record_segment(run_dir: Path, cfg: Config, step: int, wall_s: float, replay: str) -> dict:
+    """Append this segment's start to segments.jsonl: its step, the run's wall clock then, the UTC time, what
+    the replay began with ("new", "restored" from the checkpoint, or "refilled" from empty) and every setting
+    that differs from the segment before's (config.json, read before this segment rewrites it), as
+    ``{name: [before, now]}``. A curve that spans a lowered learning rate or a refilled replay then says so
+    (``jetdqn.plot`` marks it) from the run's own record, not from a table kept by hand."""
+    changed = {}
+    path = Path(run_dir) / "config.json"
+    if cfg.resume and path.exists():
+        try:
+            before = json.loads(path.read_text())
+        except (OSError, ValueError):
+            before = {}
+        now = json.loads(json.dumps(cfg.to_dict(), default=str))
+        changed = {k: [before[k], v] for k, v in now.items()
+                   if k in before and k not in NOT_A_CHANGE and before[k] != v}
+    record = {"step": int(step), "wall_s": round(float(wall_s), 3),
+              "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "resumed": bool(cfg.resume), "replay": replay, "changed": changed}
+    with open(Path(run_dir) / "segments.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+    return record
 
 
 def write_config(run_dir: Path, cfg: Config, **facts) -> None:

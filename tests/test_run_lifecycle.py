@@ -60,10 +60,19 @@ def test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes(tmp_path, sig):
     assert f"--resume --run-dir {run}" in out
     assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == stopped
     assert records(run)[-1]["step"] == stopped and f"done: {stopped:,} steps" in out
-    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", str(stopped + 200))
+    lr = json.loads((run / "config.json").read_text())["lr"]
+    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", str(stopped + 200), "--lr", "5e-5")
     steps = [r["step"] for r in records(run)]
     assert steps == sorted(set(steps)) and steps[-1] == stopped + 200
     assert json.loads((run / "config.json").read_text())["preset"] == "smoke"  # the resumed run still says so
+    # each segment's start on record, with what the resume changed; the curve marks the change
+    first, second = records(run, "segments.jsonl")
+    assert (first["step"], first["resumed"], first["replay"], first["changed"]) == (0, False, "new", {})
+    assert (second["step"], second["resumed"], second["replay"]) == (stopped, True, "refilled")
+    assert second["changed"] == {"lr": [lr, 5e-5], "total_steps": [1000000, stopped + 200]}
+    assert second["wall_s"] > first["wall_s"] >= 0
+    from jetdqn.plot import segment_marks
+    assert [words for _, words in segment_marks(run)] == [f"lr {lr:g} -> 5e-05; replay refilled"]
 
 
 @pytest.mark.slow
@@ -101,6 +110,8 @@ def test_kill_9_then_resume_keeps_the_records_in_order(tmp_path):
     run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", str(saved + 300))
     steps = [r["step"] for r in records(run)]
     assert all(a < b for a, b in zip(steps, steps[1:])) and steps[-1] == saved + 300
+    assert [(r["step"], r["replay"], r["changed"]) for r in records(run, "segments.jsonl")] == \
+        [(0, "new", {}), (saved, "restored", {"total_steps": [1000000, saved + 300]})]
     assert not [p.name for p in (run / "checkpoints").rglob("*") if ".tmp" in p.name]
 
 
