@@ -307,3 +307,20 @@ def test_a_cpp_compiler_that_fails_under_compile_is_one_sentence(tmp_path):
                       "--compile", "--progress", "off", check=False, env={"CXX": "/bin/false"})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "--compile failed while compiling the update" in proc.stderr and "without --compile" in proc.stderr
+
+
+def test_a_segment_begun_again_replaces_the_one_a_kill_cut_short(tmp_path):
+    """A resume at step S that died before its first checkpoint is resumed at S again: segments.jsonl keeps
+    the segments before S and the new one, compared against the settings in config.json."""
+    from jetdqn.config import make_config
+    from jetdqn.rundir import record_segment, tidy_for_resume, write_config
+    fresh = make_config({"preset": "smoke", "run_dir": str(tmp_path)})
+    record_segment(tmp_path, fresh, 0, 0.0, "new")
+    write_config(tmp_path, fresh)
+    resumed = make_config({"preset": "smoke", "run_dir": str(tmp_path), "resume": True, "lr": 1e-5})
+    record_segment(tmp_path, resumed, 200, 3.5, "refilled")   # killed before it saved past 200
+    tidy_for_resume(tmp_path, 200)
+    record_segment(tmp_path, resumed, 200, 3.5, "refilled")
+    segments = records(tmp_path, "segments.jsonl")
+    assert [(s["step"], s["resumed"], s["changed"]) for s in segments] == \
+        [(0, False, {}), (200, True, {"lr": [fresh.lr, 1e-5]})]
