@@ -52,7 +52,8 @@ def segment_marks(run_dir: Path) -> list[tuple[dict, str]]:
     for seg in read_jsonl(path) if path.exists() else []:
         if not seg.get("resumed"):
             continue
-        words = [f"{k} {_short(a)} -> {_short(b)}" for k, (a, b) in seg.get("changed", {}).items() if k != "total_steps"]
+        words = [f"{k} {_short(a)} -> {_short(b)}" for k, (a, b) in seg.get("changed", {}).items()
+                 if k != "total_steps"]
         if seg.get("replay") == "refilled":
             words.append("replay refilled")
         if words:

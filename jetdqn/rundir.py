@@ -2,11 +2,11 @@
 config.json.
 
 A run directory holds config.json, log.jsonl, eval.jsonl, segments.jsonl (one line per start or resume),
-checkpoints/ (latest.pt and, with --checkpoint-replay, the replay's chunks) and model.pt. A run that wrote a checkpoint is never lost by
-accident: a new run there needs --resume (continue) or --overwrite (start over), and even then nothing on
-disk is touched until the new run's parts are built (``claim_run_dir`` checks and locks; ``start_fresh``
-or ``tidy_for_resume`` change files only after that). One process per run directory: an OS lock on
-``.lock``, which the kernel releases when the process ends, kill -9 included.
+checkpoints/ (latest.pt and, with --checkpoint-replay, the replay's chunks) and model.pt. A run that wrote a
+checkpoint is never lost by accident: a new run there needs --resume (continue) or --overwrite (start over),
+and even then nothing on disk is touched until the new run's parts are built (``claim_run_dir`` checks and
+locks; ``start_fresh`` or ``tidy_for_resume`` change files only after that). One process per run directory:
+an OS lock on ``.lock``, which the kernel releases when the process ends, kill -9 included.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def config_for_resume(explicit: dict) -> dict:
     return saved
 
 
-# Settings that say how a run is driven or watched, not what it learns: a resume changing them is no event.
+# Flags of one invocation, not settings of the run: a resume always differs from the segment before in them.
 NOT_A_CHANGE = ("resume", "overwrite", "run_dir")
 
 
