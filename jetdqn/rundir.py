@@ -170,8 +170,10 @@ def record_segment(run_dir: Path, cfg: Config, step: int, wall_s: float, replay:
     record = {"step": int(step), "wall_s": round(float(wall_s), 3),
               "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "resumed": bool(cfg.resume), "replay": replay, "changed": changed}
-    with open(Path(run_dir) / "segments.jsonl", "a") as f:
-        f.write(json.dumps(record) + "\n")
+    from .records import JsonlWriter
+    writer = JsonlWriter(Path(run_dir) / "segments.jsonl")
+    writer.write(record)
+    writer.close()
     return record
 
 
