@@ -44,16 +44,22 @@ def read_run(run_dir: Path) -> tuple[list, list]:
     return log, evals
 
 
+# Settings a resume may change without changing what is learnt: how far the run goes (nothing up to there
+# changes) and what it shows or logs. segments.jsonl records them; the curve does not mark them.
+UNMARKED = ("total_steps", "progress", "display_freq", "display_start", "telemetry", "tegrastats_path",
+            "telemetry_interval_ms", "log_every", "tensorboard")
+
+
 def segment_marks(run_dir: Path) -> list[tuple[dict, str]]:
-    """The resumes worth marking on a curve, each with its label: those that changed a setting other than
-    --total-steps (how far a run goes changes nothing up to there) or refilled the replay from empty."""
+    """The resumes worth marking on a curve, each with its label: those that changed a setting that shapes
+    learning (any but UNMARKED) or refilled the replay from empty."""
     path = run_dir / "segments.jsonl"
     marks = []
     for seg in read_jsonl(path) if path.exists() else []:
         if not seg.get("resumed"):
             continue
         words = [f"{k} {_short(a)} -> {_short(b)}" for k, (a, b) in seg.get("changed", {}).items()
-                 if k != "total_steps"]
+                 if k not in UNMARKED]
         if seg.get("replay") == "refilled":
             words.append("replay refilled")
         if words:

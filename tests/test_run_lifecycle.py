@@ -61,7 +61,8 @@ def test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes(tmp_path, sig):
     assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == stopped
     assert records(run)[-1]["step"] == stopped and f"done: {stopped:,} steps" in out
     lr = json.loads((run / "config.json").read_text())["lr"]
-    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", str(stopped + 200), "--lr", "5e-5")
+    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", str(stopped + 200), "--lr", "5e-5",
+               "--progress", "lines")
     steps = [r["step"] for r in records(run)]
     assert steps == sorted(set(steps)) and steps[-1] == stopped + 200
     assert json.loads((run / "config.json").read_text())["preset"] == "smoke"  # the resumed run still says so
@@ -69,9 +70,10 @@ def test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes(tmp_path, sig):
     first, second = records(run, "segments.jsonl")
     assert (first["step"], first["resumed"], first["replay"], first["changed"]) == (0, False, "new", {})
     assert (second["step"], second["resumed"], second["replay"]) == (stopped, True, "refilled")
-    assert second["changed"] == {"lr": [lr, 5e-5], "total_steps": [1000000, stopped + 200]}
+    assert second["changed"] == {"lr": [lr, 5e-5], "total_steps": [1000000, stopped + 200],
+                                 "progress": ["auto", "lines"]}
     assert second["wall_s"] > first["wall_s"] >= 0
-    from jetdqn.plot import segment_marks
+    from jetdqn.plot import segment_marks   # how far it goes and how it shows progress change no learning
     assert [words for _, words in segment_marks(run)] == [f"lr {lr:g} -> 5e-05; replay refilled"]
 
 
