@@ -44,10 +44,11 @@ def read_run(run_dir: Path) -> tuple[list, list]:
     return log, evals
 
 
-# Settings a resume may change without changing what is learnt: how far the run goes (nothing up to there
-# changes) and what it shows or logs. segments.jsonl records them; the curve does not mark them.
-UNMARKED = ("total_steps", "progress", "display_freq", "display_start", "telemetry", "tegrastats_path",
-            "telemetry_interval_ms", "log_every", "tensorboard")
+# Settings a resume may change without changing what is learnt: how far the run goes (a step total or a
+# return that ends it; nothing up to there changes) and what it shows or logs. segments.jsonl records them;
+# the curve does not mark them.
+UNMARKED = ("total_steps", "target_return", "progress", "display_freq", "display_start", "telemetry",
+            "tegrastats_path", "telemetry_interval_ms", "log_every", "tensorboard")
 
 
 def segment_marks(run_dir: Path) -> list[tuple[dict, str]]:
@@ -81,6 +82,16 @@ def run_name(run_dir: Path) -> str:
 
 
 def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()) -> Path:
+    """Write the learning curve (by default RUN_DIR/learning_curve.png) and return its path."""
+    fig, legend_inches = learning_figure(run_dir, against)
+    return save_figure(fig, out or (run_dir / "learning_curve.png"), bottom_inches=legend_inches)
+
+
+def learning_figure(run_dir: Path, against: tuple = ()):
+    """The figure and the height (inches) of the legend strip under its axes. The legend sits below the
+    axes, not on them: a long run's plateau fills the top of the plot and its resume marks the foot, so no
+    corner inside stays free. The training line is drawn over the evaluation bars, which hide it once
+    the return is flat."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -90,12 +101,12 @@ def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()
     others = [(run_name(Path(o)), *read_run(Path(o))) for o in against]   # named once, drawn on both axes
     name = run_name(run_dir)
     prefix = f"{name}: " if others else ""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2 + 0.3 * len(others)), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
     for ax, key, scale, label in ((axes[0], "step", 1e6, "env steps (millions)"),
                                   (axes[1], "wall_s", 3600.0, "wall-clock hours")):
         if log:
-            ax.plot([r[key] / scale for r in log], [r["return_mean"] for r in log], color="tab:gray", lw=1,
-                    label=f"{prefix}training (mean of last 100 games)")
+            ax.plot([r[key] / scale for r in log], [r["return_mean"] for r in log], color="black", lw=1.2,
+                    zorder=3, label=f"{prefix}training (mean of last 100 games)")
         colors = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange")
         for i, ((games, eps), points) in enumerate(evaluation_series(evals).items()):
             # a sixth kind of evaluation reuses a colour with another marker, rather than vanish
@@ -115,10 +126,14 @@ def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("return")
-    axes[0].legend(loc="lower right" if others else "upper left", fontsize=8)   # curves rise: lower right is free
+    handles, labels = axes[0].get_legend_handles_labels()
+    rows = -(-len(labels) // 2)
+    legend_inches = 0.2 * rows + 0.05
+    fig.set_size_inches(12, 4.2 + legend_inches)
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
     title = f"{name}: learning curve" + (" against " + ", ".join(o for o, _, _ in others) if others else "")
     fig.suptitle(title, fontsize=10)
-    return save_figure(fig, out or (run_dir / "learning_curve.png"))
+    return fig, legend_inches
 
 
 def _draw_compared(ax, key: str, scale: float, name: str, log: list, evals: list, color: str) -> None:
@@ -134,10 +149,11 @@ def _draw_compared(ax, key: str, scale: float, name: str, log: list, evals: list
                     label=f"{name}: evaluation ({games} games, eps {eps}; bars: std)")
 
 
-def save_figure(fig, path: Path) -> Path:
-    """Lay out, write as PNG at 100 dpi, and free the figure (pyplot keeps every open one)."""
+def save_figure(fig, path: Path, bottom_inches: float = 0.0) -> Path:
+    """Lay out (leaving a strip of ``bottom_inches`` for a figure legend), write as PNG at 100 dpi, and free
+    the figure (pyplot keeps every open one)."""
     import matplotlib.pyplot as plt
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, bottom_inches / fig.get_size_inches()[1], 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

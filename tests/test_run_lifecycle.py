@@ -75,6 +75,11 @@ def test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes(tmp_path, sig):
     assert second["wall_s"] > first["wall_s"] >= 0
     from jetdqn.plot import segment_marks   # how far it goes and how it shows progress change no learning
     assert [words for _, words in segment_marks(run)] == [f"lr {lr:g} -> 5e-05; replay refilled"]
+    # nor does a return that ends the run (a run stopped at its --target-return, resumed to its step total)
+    with open(run / "segments.jsonl", "a") as f:
+        f.write(json.dumps({**second, "step": stopped + 200, "replay": "restored",
+                            "changed": {"target_return": [18.0, 21.0]}}) + "\n")
+    assert [words for _, words in segment_marks(run)] == [f"lr {lr:g} -> 5e-05; replay refilled"]
 
 
 @pytest.mark.slow
