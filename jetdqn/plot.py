@@ -83,13 +83,11 @@ def run_name(run_dir: Path) -> str:
 
 def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()) -> Path:
     """Write the learning curve (by default RUN_DIR/learning_curve.png) and return its path."""
-    fig, legend_inches = learning_figure(run_dir, against)
-    return save_figure(fig, out or (run_dir / "learning_curve.png"), bottom_inches=legend_inches)
+    return save_figure(learning_figure(run_dir, against), out or (run_dir / "learning_curve.png"))
 
 
 def learning_figure(run_dir: Path, against: tuple = ()):
-    """The figure and the height (inches) of the legend strip under its axes. The legend sits below the
-    axes, not on them: a long run's plateau fills the top of the plot and its resume marks the foot, so no
+    """The figure, its legend below the axes, not on them: a long run's plateau fills the top of the plot and its resume marks the foot, so no
     corner inside stays free. The training line is drawn over the evaluation bars, which hide it once
     the return is flat."""
     import matplotlib
@@ -126,14 +124,10 @@ def learning_figure(run_dir: Path, against: tuple = ()):
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("return")
-    handles, labels = axes[0].get_legend_handles_labels()
-    rows = -(-len(labels) // 2)
-    legend_inches = 0.2 * rows + 0.05
-    fig.set_size_inches(12, 4.2 + legend_inches)
-    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8, frameon=False)
     title = f"{name}: learning curve" + (" against " + ", ".join(o for o, _, _ in others) if others else "")
     fig.suptitle(title, fontsize=10)
-    return fig, legend_inches
+    return fig
 
 
 def _draw_compared(ax, key: str, scale: float, name: str, log: list, evals: list, color: str) -> None:
@@ -149,11 +143,18 @@ def _draw_compared(ax, key: str, scale: float, name: str, log: list, evals: list
                     label=f"{name}: evaluation ({games} games, eps {eps}; bars: std)")
 
 
-def save_figure(fig, path: Path, bottom_inches: float = 0.0) -> Path:
-    """Lay out (leaving a strip of ``bottom_inches`` for a figure legend), write as PNG at 100 dpi, and free
-    the figure (pyplot keeps every open one)."""
+def save_figure(fig, path: Path) -> Path:
+    """Lay out, write as PNG at 100 dpi, and free the figure (pyplot keeps every open one). A figure legend
+    at the foot (the learning curve's) gets a strip of its own height added below the axes."""
     import matplotlib.pyplot as plt
-    fig.tight_layout(rect=(0, bottom_inches / fig.get_size_inches()[1], 1, 1))
+    bottom = 0.0
+    if fig.legends:
+        fig.canvas.draw()
+        strip = max(legend.get_window_extent().y1 for legend in fig.legends) / fig.dpi   # inches
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width, height + strip)
+        bottom = strip / (height + strip)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -119,8 +119,8 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
             assert im.size[0] > 600 and im.getextrema()[0][0] < im.getextrema()[0][1]   # drawn, not blank
     assert (run / "model.pt").exists()
     from jetdqn.plot import learning_figure, save_figure   # the legend below both axes, covering neither
-    fig, legend_inches = learning_figure(run)
-    save_figure(fig, tmp_path / "laid-out.png", bottom_inches=legend_inches)
+    fig = learning_figure(run)
+    save_figure(fig, tmp_path / "laid-out.png")
     legend = fig.legends[0].get_window_extent()
     assert legend.height > 0 and all(legend.y1 < ax.get_tightbbox().y0 for ax in fig.axes)
     from jetdqn.plot import evaluation_series   # a 10-game line and 30-game confirmations are drawn apart
