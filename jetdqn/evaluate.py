@@ -130,10 +130,11 @@ def _one_by_one(agent, cfg: Config, games: int, eps: float, seed: int, rng) -> t
 
 def model_of(path: Path, best: bool = False) -> Path:
     """The file to evaluate: a model file as it is; for a run directory its best.pt (``best``), its
-    model.pt, or its last checkpoint."""
+    model.pt, or its last checkpoint. The safetensors twins come next: a run's committed results keep
+    best.safetensors and model.safetensors (no pickled code, a tenth of a checkpoint's size) but no .pt."""
     if not path.is_dir():
         return path
-    names = ["best.pt"] if best else ["model.pt", "checkpoints/latest.pt"]
+    names = ["best.pt", "best.safetensors"] if best else ["model.pt", "model.safetensors", "checkpoints/latest.pt"]
     for name in names:
         if (path / name).exists():
             return path / name
@@ -163,7 +164,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--eps", type=probability, default=0.05, help="Epsilon (default 0.05).")
     p.add_argument("--sticky-actions", type=probability, default=None,
                    help="ALE's repeat_action_probability (default: what the model was trained with).")
-    p.add_argument("--best", action="store_true", help="A run directory's best.pt (written with --save-best).")
+    p.add_argument("--best", action="store_true", help="A run directory's best weights (best.pt or best.safetensors, "
+                   "written with --save-best).")
     p.add_argument("--seed", type=count, default=0, help="Seed of the no-op starts and epsilon (default 0).")
     p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
     p.add_argument("--json", action="store_true", help="Print the result as one JSON object.")

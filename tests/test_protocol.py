@@ -2,6 +2,7 @@
 python -m jetdqn.evaluate, --save-best and the confirming stop rule."""
 
 import json
+import shutil
 
 import numpy as np
 
@@ -46,6 +47,14 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     not_a_run = run_module("jetdqn.evaluate", str(run / "model.pt"), "--record", check=False)
     assert not_a_run.returncode == 2 and "not a directory" in not_a_run.stderr and not_a_run.stderr.count("\n") == 1
+    # a committed results directory keeps the safetensors weights but no .pt: --best plays best.safetensors
+    results = tmp_path / "results"
+    results.mkdir()
+    for name in ("best.safetensors", "best.json"):
+        shutil.copy(run / name, results / name)
+    shipped = json.loads(run_module("jetdqn.evaluate", str(results), "--best", "--games", "1", "--json").stdout)
+    assert shipped["model"].endswith("best.safetensors") and shipped["trained_steps"] == 100
+    assert shipped["sticky_actions"] == 0.25
 
 
 def test_a_run_ends_with_the_final_evaluation_and_a_new_best_is_confirmed_before_it_is_kept(tmp_path):
