@@ -131,7 +131,7 @@ def _one_by_one(agent, cfg: Config, games: int, eps: float, seed: int, rng) -> t
 def model_of(path: Path, best: bool = False) -> Path:
     """The file to evaluate: a model file as it is; for a run directory its best.pt (``best``), its
     model.pt, or its last checkpoint. The safetensors twins come next: a run's committed results keep
-    best.safetensors and model.safetensors (no pickled code, a tenth of a checkpoint's size) but no .pt."""
+    best.safetensors and model.safetensors (weights with no pickled code, which other tools read) but no .pt."""
     if not path.is_dir():
         return path
     names = ["best.pt", "best.safetensors"] if best else ["model.pt", "model.safetensors", "checkpoints/latest.pt"]
