@@ -87,9 +87,9 @@ def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()
 
 
 def learning_figure(run_dir: Path, against: tuple = ()):
-    """The figure, its legend below the axes, not on them: a long run's plateau fills the top of the plot and its resume marks the foot, so no
-    corner inside stays free. The training line is drawn over the evaluation bars, which hide it once
-    the return is flat."""
+    """The figure, its legend below the axes, not on them: a long run's plateau fills the top of the plot
+    and its resume marks the foot, so no corner inside stays free. The training line is drawn over the
+    evaluation bars, which hide it once the return is flat."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
