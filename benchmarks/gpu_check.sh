@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # What is run on a CUDA machine to check and time jetdqn's GPU paths (see benchmarks/results/cuda-*).
 # Wheels for the Python modules missing there go in .whl/ (the device machine has torch but no internet).
-# Make them where pip has an index, for the Python version there (3.12 on the 2026-11-26 H200), e.g.
+# Make them where pip has an index, for the Python version there (3.12 on the H200 and H100 of 2026-11-26/27), e.g.
 #   pip download -d .whl --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
-#     ale-py lz4 psutil safetensors gymnasium farama-notifications cloudpickle typing-extensions nvidia-ml-py pytest
+#     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 ale-py lz4 psutil safetensors gymnasium \
+#     farama-notifications cloudpickle typing-extensions nvidia-ml-py pytest iniconfig pluggy packaging pygments
 #   benchmarks/gpu_check.sh            CUDA tests, path checks, speed window + profile, the bench pong GPU rows
 #   benchmarks/gpu_check.sh speed [FLAGS]  only the speed window (SPEED_SECONDS of pong-gpu) and the profile
 #                                      (speed --learner-stream: if it hangs, its stacks go to speed-stacks.txt)
+#   benchmarks/gpu_check.sh profile [FLAGS]  only the profile (PROFILE_SECONDS of pong-gpu; SPEED_SECONDS=0 in speed
+#                                      skips the window, PROFILE_SECONDS=0 the profile)
 #   benchmarks/gpu_check.sh pong [FLAGS]  the pong-gpu learning run (about 14 minutes on an H100: two calls,
 #                                      the second with RESUME=1), e.g. pong --dueling
 set -uo pipefail
@@ -43,11 +46,19 @@ speed_flags=(--preset pong-gpu --no-checkpoint-replay --checkpoint-every 1000000
              --total-steps 100000000 --progress off --telemetry procfs --overwrite)
 
 speed() {   # medians over the window's learning records (NVML sampled many times), then the loop's profile
+  [ "${SPEED_SECONDS:-60}" = 0 ] || window "$@"
+  [ "${PROFILE_SECONDS:-50}" = 0 ] || profile "$@"
+}
+
+window() {
   bounded "${SPEED_SECONDS:-60}" python3 -m jetdqn.train "${speed_flags[@]}" --run-dir /tmp/speed "$@" \
     > /tmp/speed.txt 2>&1
   # a window that had to be killed leaves its threads' stacks (bounded's SIGUSR1): keep them
   grep -q "most recent call first" /tmp/speed.txt && cp /tmp/speed.txt "$out/speed-stacks.txt"
   python3 benchmarks/log_summary.py /tmp/speed --label "pong-gpu $*" | tee -a "$out/speed.jsonl"
+}
+
+profile() {
   bounded "${PROFILE_SECONDS:-50}" python3 benchmarks/profile_loop.py --out "$out/profile.json" -- \
     "${speed_flags[@]}" --learn-start 2000 --run-dir /tmp/profile "$@" > "$out/profile.txt" 2>&1
   tail -22 "$out/profile.txt"
@@ -61,13 +72,18 @@ if [ "${1:-}" = "pong" ]; then
     --progress lines --telemetry procfs ${RESUME:+--resume} "${@:2}" 2>&1 | grep -vE "^ *step" | tail -40
   python3 benchmarks/log_summary.py "$run" --label "pong-gpu ${*:2}"
   mkdir -p "$out/pong-gpu"
-  cp "$run"/config.json "$run"/log.jsonl "$run"/eval.jsonl "$run"/model.pt "$out/pong-gpu/" 2>/dev/null
+  # the run's records and weights (not checkpoints/: the learning state, to --resume on that machine)
+  cp "$run"/*.json "$run"/*.jsonl "$run"/*.pt "$run"/*.safetensors "$out/pong-gpu/" 2>/dev/null
   exit 0
 fi
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,power.limit,driver_version --format=csv \
   | tee "$out/device.txt"
 if [ "${1:-}" = "speed" ]; then
   speed "${@:2}"   # extra train flags after the word: gpu_check.sh speed --prioritized
+  exit 0
+fi
+if [ "${1:-}" = "profile" ]; then
+  profile "${@:2}"
   exit 0
 fi
 python3 -m pytest -q -rs tests/test_cuda.py 2>&1 | tail -12 | tee "$out/pytest-cuda.txt"

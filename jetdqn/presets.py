@@ -45,13 +45,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Pong on a CUDA machine (the "GPU pipeline" issue's run): pong-fast's learning settings (the same Adam,
     #  3-step returns, target period, epsilon schedule and replay ratio 1/4), on the fastest GPU path: an env on
     #  every core but one (--num-envs auto), the replay raw in GPU memory, the update and acting captured in
-    #  CUDA graphs with the learner on its own stream, fp32 (on an H100, bf16 graphs are no faster: 0.71 vs
-    #  0.68 ms an update). Evaluations every 150k steps over 30 games, stopping at a mean of 18.
+    #  CUDA graphs on one stream (--learner-stream hangs: benchmarks/results/cuda-h100/2026-11-27), fp32 (on an
+    #  H100, bf16 graphs are no faster: 0.71 vs 0.68 ms an update). Evaluations of 30 games every 250k steps,
+    #  stopping at a mean of 18: on the H100 a 30-game evaluation takes 9-21 s (its games run to 5,800 steps)
+    #  against ~70 s for 250k training steps, and every 150k they were 29% of a run's wall clock (2026-11-27).
     "pong-gpu": dict(game="pong", total_steps=2_000_000, learn_start=20_000, replay_size=200_000,
                      replay_device="cuda", checkpoint_replay=True, batch_size=32, train_freq=4,
                      target_update=2_000, optimizer="adam", lr=1e-4, adam_eps=1.5e-4, grad_clip=10.0,
                      eps_start=1.0, eps_end=0.01, eps_decay_steps=100_000, num_envs=0, n_step=3,
-                     cuda_graphs=True, cudnn_benchmark=True, eval_every=150_000, eval_episodes=30, eval_eps=0.05,
+                     cuda_graphs=True, cudnn_benchmark=True, eval_every=250_000, eval_episodes=30, eval_eps=0.05,
                      target_return=18.0, checkpoint_every=100_000),
     # Breakout within 2M agent steps on a 2-core CPU (the "Learning you can trust" issue). pong-fast's learning
     #  settings (Adam 1e-4, Double DQN, 3-step returns, target sync every 2,000 steps, replay ratio 1/4,
