@@ -10,8 +10,11 @@
 #                                      (speed --learner-stream: if it hangs, its stacks go to speed-stacks.txt)
 #   benchmarks/gpu_check.sh profile [FLAGS]  only the profile (PROFILE_SECONDS of pong-gpu; SPEED_SECONDS=0 in speed
 #                                      skips the window, PROFILE_SECONDS=0 the profile)
-#   benchmarks/gpu_check.sh pong [FLAGS]  the pong-gpu learning run (about 14 minutes on an H100: two calls,
-#                                      the second with RESUME=1), e.g. pong --dueling
+#   benchmarks/gpu_check.sh pong [FLAGS]  the pong-gpu learning run, stopped by SIGTERM after PONG_SECONDS (it
+#                                      saves its checkpoint and replay); RESUME=1 continues it in a later call.
+#                                      On an H100 1.35M steps took 521 s (2026-11-27). With 15 minutes of device
+#                                      time, the start included: PONG_SECONDS=530 and then RESUME=1
+#                                      PONG_SECONDS=200 on the same warm machine, e.g. pong --lr-cuts 1M:2.5e-5
 set -uo pipefail
 out="${OUT:-benchmarks/results/cuda}"
 mkdir -p "$out"

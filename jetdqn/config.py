@@ -65,7 +65,10 @@ class Config:
                         "cut at a game's end.")
     # --- optimiser and loss
     optimizer: str = _f("adam", "Optimiser.", ("adam", "rmsprop"))
-    lr: float = _f(1e-4, "Learning rate.")
+    lr: float = _f(1e-4, "Learning rate (before the first of --lr-cuts).")
+    lr_cuts: Optional[str] = _f(None, "Change the learning rate during the run: STEP:LR[,STEP:LR...], e.g. "
+                                      "1M:2.5e-5 (from env step STEP on, the rate is LR). A cut after the "
+                                      "return stops rising is what lifted sticky Pong (docs/facts.md).")
     adam_eps: float = _f(1.5e-4, "Adam epsilon (Rainbow/Dopamine's value, scaled for batch 32).")
     rmsprop_alpha: float = _f(0.95, "RMSProp squared-gradient decay (DeepMind: 0.95).")
     rmsprop_eps: float = _f(0.01, "RMSProp epsilon (DeepMind's centered RMSProp: 0.01).")
@@ -170,6 +173,19 @@ class Config:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def lr_at(self, step: int) -> float:
+        """The learning rate for updates earned at env step ``step``: --lr, or the last of --lr-cuts at or
+        before ``step``."""
+        lr = self.lr
+        for at, cut in parse_lr_cuts(self.lr_cuts):
+            if at <= step:
+                lr = cut
+        return lr
+
+    def next_lr_cut(self, step: int) -> Optional[int]:
+        """The env step of the first of --lr-cuts after ``step`` (None when there is none)."""
+        return next((at for at, _ in parse_lr_cuts(self.lr_cuts) if at > step), None)
+
     def validate(self) -> "Config":
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
@@ -199,6 +215,7 @@ class Config:
         for name in ["lr", "adam_eps", "rmsprop_eps"]:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}.")
+        parse_lr_cuts(self.lr_cuts)
         if not 0.0 < self.rmsprop_alpha < 1.0:
             raise ConfigError(f"--rmsprop-alpha must be in (0, 1), got {self.rmsprop_alpha}.")
         if self.grad_clip < 0:
@@ -244,6 +261,29 @@ class Config:
         if self.telemetry_interval_ms < 50:
             raise ConfigError("--telemetry-interval-ms must be at least 50.")
         return self
+
+
+def parse_lr_cuts(text: Optional[str]) -> list[tuple[int, float]]:
+    """``--lr-cuts`` as (env step, learning rate) pairs, steps rising; a ConfigError saying what is wrong."""
+    if text is None or not str(text).strip():
+        return []
+    cuts: list[tuple[int, float]] = []
+    for part in str(text).split(","):
+        step_text, sep, lr_text = part.strip().partition(":")
+        try:
+            if not sep:
+                raise ValueError
+            step, lr = _int_like(step_text), float(lr_text)
+        except (ValueError, argparse.ArgumentTypeError):
+            raise ConfigError(f"--lr-cuts takes STEP:LR pairs separated by commas (e.g. 1M:2.5e-5,1.5M:1e-5); "
+                              f"{part.strip()!r} is not one.") from None
+        if step <= 0 or not math.isfinite(lr) or lr <= 0:
+            raise ConfigError(f"--lr-cuts needs a positive step and a positive learning rate in each pair; "
+                              f"{part.strip()!r} is not.")
+        if cuts and step <= cuts[-1][0]:
+            raise ConfigError(f"--lr-cuts must list its steps in rising order; {step:,} comes after {cuts[-1][0]:,}.")
+        cuts.append((step, lr))
+    return cuts
 
 
 def _flag(name: str) -> str:

@@ -170,12 +170,15 @@ def run_loop(run: Run) -> dict:
             log = RunLog(run.run_dir / "log.jsonl", cfg.log_every, cfg.total_steps, run.progress, run.sampler,
                          run.clock, state.step, agent.updates, state.episodes)
             checkpoints = Every(cfg.checkpoint_every, state.step)
+            next_cut = follow_lr_cuts(run, None)
             while state.step < cfg.total_steps and not (state.interrupted or state.diverged):
                 exp = acting.next(state.step)        # act, step the envs, per-stream bookkeeping
                 exp.store(replay)                    # each frame once, in its env's stream
                 state.count(exp.steps, exp.returns)
                 log.games_ended(exp.returns)
                 acting.show(renderer, state.step)    # 1 of every --display-freq frames
+                if next_cut is not None and state.step >= next_cut:
+                    next_cut = follow_lr_cuts(run, next_cut)
                 learner.learn(state.step, run.schedule.earned(state.step, len(replay), agent.updates))
                 acting.after_learning(agent.updates)  # Ray: new weights to the actors now and then
                 if run.progress.mode == "bar":
@@ -206,6 +209,17 @@ def run_loop(run: Run) -> dict:
             run.mirror.close()
     return {**summary, "run_dir": str(run.run_dir), "frames_shown": shown, "interrupted": state.interrupted,
             "reached_target": state.reached_target, "last_eval": state.last_eval, "steps_done": state.step}
+
+
+def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:
+    """The learning rate --lr-cuts gives the current step, for the updates earned from it on (at the start,
+    ``cut`` None: a resumed run's checkpoint carried --lr); returns the step of the next cut."""
+    cfg, step = run.cfg, run.state.step
+    lr = cfg.lr_at(step)
+    if cut is not None or lr != run.agent.lr:
+        run.agent.set_lr(lr)
+        run.progress.line(f"learning rate {lr:g} from step {step:,} (--lr-cuts)")
+    return cfg.next_lr_cut(step)
 
 
 def write_record(run: Run, log: RunLog, renderer) -> dict:

@@ -160,7 +160,7 @@ class RunLog:
             "env_steps_per_s": round(dsteps / max(1e-9, dt), 2),
             "updates": agent.updates, "updates_per_s": round((agent.updates - self.updates) / max(1e-9, dt), 2),
             "replay_ratio": schedule.replay_ratio(step, agent.updates), "learning": schedule.learning(step),
-            **agent.pop_metrics(),
+            **agent.pop_metrics(), "lr": agent.lr,
             "epsilon": round(epsilon, 5), "episodes": episodes, "episodes_in_interval": episodes - self.episodes,
             "return_mean": float(np.mean(returns)) if returns else None,
             "return_interval_mean": float(np.mean(self.returns)) if self.returns else None,

@@ -68,6 +68,26 @@ def test_graph_captured_updates_leave_the_eager_weights(experience, flags):
     assert abs(eager.pop_metrics()["loss"] - graphed.pop_metrics()["loss"]) < 1e-5
 
 
+def test_a_learning_rate_cut_captures_the_update_anew(experience):
+    """--lr-cuts with CUDA graphs: a captured update holds the rate as a constant of its kernels, so a cut drops
+    the graph and the next update captures it again. 6 updates, a cut from 1e-4 to 1e-5, 6 more: the weights of
+    the eager agent (the old rate kept would leave them ~5e-4 apart)."""
+    replay = filled(experience)
+    eager, graphed = agent_for(), agent_for(cuda_graphs=True)
+    graphed.load_state_dict(eager.state_dict())
+    for i in range(12):
+        if i == 6:
+            assert graphed.accel.graph_captured
+            for agent in (eager, graphed):
+                agent.set_lr(1e-5)
+            assert not graphed.accel.graph_captured
+        batch = replay.sample(32)
+        eager.update(batch)
+        graphed.update(batch)
+    assert graphed.accel.graph_captured and graphed.lr == 1e-5
+    assert max_diff(eager, graphed) < 1e-5
+
+
 def test_graph_captured_acting_picks_the_eager_actions(experience):
     replay = filled(experience)
     eager, graphed = agent_for(), agent_for(cuda_graphs=True)

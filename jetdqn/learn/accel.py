@@ -255,6 +255,13 @@ class Accelerator:
     def graph_captured(self) -> bool:
         return self._graph is not None
 
+    def set_lr(self, lr: float) -> None:
+        """The learning rate of the updates from now on. A captured update holds the old rate as a constant
+        of its kernels, so it is dropped and the next update captures it anew (its warm-up is done)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self._graph = None
+
     def refresh_copies(self, online_changed: bool = True) -> None:
         """After the masters changed outside an update (target sync, a loaded checkpoint): copies follow.
         ``online_changed`` False (a target sync): the acting weights are as they were."""

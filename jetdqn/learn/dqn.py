@@ -177,6 +177,16 @@ class DQNAgent:
             self._n += 1
             return None if batch.weights is None else self.td_abs.float().cpu().numpy()
 
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def set_lr(self, lr: float) -> None:
+        """--lr-cuts: the rate of every update after this call (an update in flight keeps the old one)."""
+        with self.update_lock:
+            self.accel.settle()
+            self.accel.set_lr(lr)
+
     def sync_target(self) -> None:
         """target <- online, in place (a captured graph keeps reading the same tensors)."""
         with self.update_lock, torch.no_grad():
