@@ -1,4 +1,4 @@
-"""THE training loop, top to bottom: act -> store -> learn -> record -> evaluate -> checkpoint.
+"""THE training loop, top to bottom: receive -> store -> draw -> act -> learn -> record -> evaluate -> checkpoint.
 
 ``train(cfg)`` prepares the run directory, builds the run's parts (``build_run``) and runs ``run_loop``.
 Acting is the only part that differs between paths: ``rollout.LocalActing`` steps the envs in this
@@ -6,6 +6,10 @@ process (C++ emulator threads with --num-envs > 1, in groups with --env-groups) 
 ``distributed.actors.RayActing`` gathers what Ray actors collected. Both hand the loop ``Experience``;
 storing, learning (inline or in the learner thread), the log record, evaluation and checkpoints are the
 same code for every path. The replay ratio is held at 1/train_freq by counting updates against env steps.
+A step's batches are drawn before its forward pass and updated on after it: acting waits for the updates
+queued before it on a GPU, so the sampler's CPU work overlaps them instead of following that wait. The
+batches and the weights acting reads are those of drawing after acting (the same weights, bit for bit, on a
+CPU); only the order of the CPU's work changes.
 """
 
 from __future__ import annotations
@@ -172,14 +176,17 @@ def run_loop(run: Run) -> dict:
             checkpoints = Every(cfg.checkpoint_every, state.step)
             next_cut = follow_lr_cuts(run, None)
             while state.step < cfg.total_steps and not (state.interrupted or state.diverged):
-                exp = acting.next(state.step)        # act, step the envs, per-stream bookkeeping
+                exp = acting.receive(state.step)     # the envs' results, per-stream bookkeeping
                 exp.store(replay)                    # each frame once, in its env's stream
                 state.count(exp.steps, exp.returns)
                 log.games_ended(exp.returns)
+                earned = run.schedule.earned(state.step, len(replay), agent.updates)
+                learner.draw(earned)                 # this step's batches, while a GPU runs the last step's updates
+                acting.send_next(state.step)         # act (after those updates), the envs step meanwhile
                 acting.show(renderer, state.step)    # 1 of every --display-freq frames
                 if next_cut is not None and state.step >= next_cut:
                     next_cut = follow_lr_cuts(run, next_cut)
-                learner.learn(state.step, run.schedule.earned(state.step, len(replay), agent.updates))
+                learner.learn(state.step, earned)
                 acting.after_learning(agent.updates)  # Ray: new weights to the actors now and then
                 if run.progress.mode == "bar":
                     run.progress.update(state.step, log.rate(state.step), state.returns[-1] if state.returns

@@ -102,11 +102,11 @@ class Rollout:
 
 class LocalActing:
     """Acting in this process: the envs (one vector env, or groups stepped in turn) and the agent's batched
-    forward pass. ``next`` takes one group's results and sends that group's next actions before it returns,
-    so whatever the loop does next (store, learn) overlaps the group's emulation in ale-py's C++ threads.
+    forward pass. ``receive`` takes one group's results; ``send_next`` sends that group's next actions, and
+    whatever the loop does after it (the updates) overlaps the group's emulation in ale-py's C++ threads.
 
-    The same interface as ``distributed.actors.RayActing``: ``num_streams``, ``frame_shape``,
-    ``frame_dtype``, ``n_actions``, ``emulator_threads``, ``start``, ``next``, ``epsilon``, ``show``,
+    The same interface as ``distributed.actors.RayActing``: ``num_streams``, ``frame_shape``, ``frame_dtype``,
+    ``n_actions``, ``emulator_threads``, ``start``, ``receive``, ``send_next``, ``epsilon``, ``show``,
     ``after_learning``, ``record_extra``, ``close``.
     """
 
@@ -147,8 +147,10 @@ class LocalActing:
         self.clock.stop("learner")
         env.send(self.rollout.actions[sl])
 
-    def next(self, step: int) -> Experience:
-        """One rollout step of the next group: receive its results, observe them, send its next actions."""
+    def receive(self, step: int) -> Experience:
+        """One rollout step of the next group: receive its results and observe them. Its next actions go
+        out with ``send_next``, after the loop has stored these transitions and drawn the step's batches:
+        on a GPU that CPU work then overlaps the last step's updates, which the forward pass waits for."""
         env, sl = self.groups[self.turn]
         self.turn = (self.turn + 1) % len(self.groups)
         self.clock.start()
@@ -156,9 +158,15 @@ class LocalActing:
         self.clock.stop("emulator")
         exp = self.rollout.observe(res, sl)
         self.showing_stream0 = sl.start == 0
-        if step + exp.steps < self.cfg.total_steps:
-            self._act_and_send(env, sl, step + exp.steps)
+        self._received = (env, sl)
         return exp
+
+    def send_next(self, step: int) -> None:
+        """The received group's next actions (one batched forward pass) to its emulators, unless ``step``
+        is the run's last."""
+        env, sl = self._received
+        if step < self.cfg.total_steps:
+            self._act_and_send(env, sl, step)
 
     def show(self, renderer, step: int) -> None:
         """Offer env 0's screen to the display (it draws 1 of every --display-freq)."""

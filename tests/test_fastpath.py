@@ -290,3 +290,34 @@ def test_compiled_adam_with_clipping_matches_eager_on_cartpole(target_eps):
     assert agents[0].td_loss is td_loss
     for (name, w), w2 in zip(agents[0].online.state_dict().items(), agents[1].online.state_dict().values()):
         assert torch.allclose(w, w2, atol=1e-6), name
+
+
+def test_batches_drawn_before_acting_update_as_those_drawn_after():
+    """The loop draws a step's batches before it acts (on a GPU the sampler then overlaps the last step's
+    updates) and updates after: the same batches, so the same weights, as drawing them after acting, for a
+    run of updates longer than one joint draw (DRAWN_TOGETHER) and with acting in between."""
+    from jetdqn.learn.learners import DRAWN_TOGETHER, InlineLearner
+    from jetdqn.telemetry import PhaseClock
+    from jetdqn.replay import ReplayBuffer
+    from test_device_replay import pong_steps
+
+    experience = pong_steps(n_envs=4, steps=120)
+    obs = np.stack([np.stack([exp.frames[0]] * 4) for exp in experience[-4:]])
+    weights = []
+    for drawn_first in (False, True):
+        replay = ReplayBuffer(600, (84, 84), num_streams=4, seed=5, n_step=3)
+        for exp in experience:
+            exp.store(replay)
+        torch.manual_seed(0)
+        agent = DQNAgent(make_config({"game": "pong", "amp": "off"}), (4, 84, 84), 6, torch.device("cpu"))
+        learner = InlineLearner(agent, replay, 32, 10_000, PhaseClock(), 0)
+        rng = np.random.default_rng(1)
+        for earned in (3, 3 + DRAWN_TOGETHER + 2):
+            if drawn_first:
+                learner.draw(earned)
+                assert len(learner.drawn) == earned - agent.updates
+            agent.act(obs, 0.0, rng)        # acting between: a forward pass, the replay untouched
+            learner.learn(100, earned)
+        assert agent.updates == 3 + DRAWN_TOGETHER + 2 and not learner.drawn
+        weights.append([p.detach().clone() for p in agent.online.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*weights))

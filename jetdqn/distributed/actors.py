@@ -113,7 +113,10 @@ class RayActing:
         for a in self.actors:
             a.set_weights.remote(self.weights_ref, self.version)
 
-    def next(self, step: int) -> Experience:
+    def send_next(self, step: int) -> None:
+        pass  # each actor acts in its own process; receive asks it for its next segment
+
+    def receive(self, step: int) -> Experience:
         """The next segment any actor finished (a dead actor is restarted and asked again)."""
         from ..replay import Codec
         ray = self.ray

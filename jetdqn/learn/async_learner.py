@@ -50,6 +50,9 @@ class AsyncLearner:
     def threads(self) -> list[int]:
         return [self.native_id] if self.native_id is not None else []
 
+    def draw(self, earned) -> None:
+        pass  # the learner thread draws its own batches
+
     def learn(self, step: int, earned) -> None:
         """``earned``: the updates the env steps so far allow in total (None before learning starts)."""
         if earned is not None:

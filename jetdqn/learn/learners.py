@@ -62,11 +62,18 @@ def learn_many(agent, replay, batch_size: int, n: int) -> None:
         for _ in range(n):
             learn_once(agent, replay, batch_size)
         return
+    for batch in draw_batches(replay, batch_size, n):
+        agent.update(batch)
+
+
+def draw_batches(replay, batch_size: int, n: int) -> list:
+    """The batches of ``n`` updates from a uniform replay, drawn ``DRAWN_TOGETHER`` at a time."""
+    batches = []
     while n > 0:
         k = min(n, DRAWN_TOGETHER)
-        for batch in replay.sample(k * batch_size).split(batch_size):
-            agent.update(batch)
+        batches.extend(replay.sample(k * batch_size).split(batch_size))
         n -= k
+    return batches
 
 
 class InlineLearner:
@@ -81,14 +88,30 @@ class InlineLearner:
         self.target_update = target_update
         self.clock = clock
         self.next_target = (step // target_update + 1) * target_update
+        self.drawn: list = []
 
     def start(self) -> None:
         pass
 
+    def draw(self, earned: Optional[int]) -> None:
+        """The batches of the updates earned now, drawn before the loop acts (a uniform replay's; a
+        prioritised one draws each after the update before). On a GPU the sampler's CPU work then runs while
+        the last step's updates do, instead of after the forward pass has waited for them. They are the
+        batches ``learn`` would draw after acting: acting does not change the replay."""
+        if earned is not None and earned > self.agent.updates and self.replay.uniform:
+            self.clock.start()
+            self.drawn = draw_batches(self.replay, self.batch_size, earned - self.agent.updates)
+            self.clock.stop("learner")
+
     def learn(self, step: int, earned: Optional[int]) -> None:
         if earned is not None and earned > self.agent.updates:
             self.clock.start()
-            learn_many(self.agent, self.replay, self.batch_size, earned - self.agent.updates)
+            if self.drawn:
+                for batch in self.drawn:
+                    self.agent.update(batch)
+                self.drawn = []
+            else:
+                learn_many(self.agent, self.replay, self.batch_size, earned - self.agent.updates)
             self.clock.stop("learner")
         if step >= self.next_target:
             self.agent.sync_target()
