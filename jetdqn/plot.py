@@ -3,7 +3,8 @@
 Training returns (mean of the last 100 games, from log.jsonl) and evaluation returns (eval.jsonl, with
 their spread) against env steps and against wall-clock hours, every resumed segment included. A resume
 that changed a setting (a lower --lr) or began with an empty replay is a dotted line labelled with what
-changed (segments.jsonl), so a rise after it is read against its cause.
+changed (segments.jsonl), and so is a cut of the learning rate inside a segment (--lr-cuts, from the log
+records' lr), so a rise after it is read against its cause.
 
 ``--against OTHER_RUN`` (repeatable) draws other runs on the same axes: an ablation (one flag changed) is
 read as the gap between two curves at equal steps and equal hours, not from two PNGs with their own scales.
@@ -68,6 +69,22 @@ def segment_marks(run_dir: Path) -> list[tuple[dict, str]]:
     return marks
 
 
+def lr_cut_marks(run_dir: Path) -> list[tuple[dict, str]]:
+    """Where the learning rate changed inside a segment (--lr-cuts), from the log records' ``lr``: the first
+    record at the new rate, labelled. A change at a resume is that resume's mark already."""
+    path, segments = run_dir / "log.jsonl", run_dir / "segments.jsonl"
+    resumes = [seg["step"] for seg in read_jsonl(segments) if seg.get("resumed")] if segments.exists() else []
+    marks, before = [], None
+    for record in read_jsonl(path) if path.exists() else []:
+        lr = record.get("lr")
+        if lr is None:
+            continue
+        if before is not None and lr != before[1] and not any(before[0] <= s < record["step"] for s in resumes):
+            marks.append((record, f"lr {_short(before[1])} -> {_short(lr)}"))
+        before = (record["step"], lr)
+    return marks
+
+
 def _short(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -95,7 +112,7 @@ def learning_figure(run_dir: Path, against: tuple = ()):
     import matplotlib.pyplot as plt
 
     log, evals = read_run(run_dir)
-    marks = segment_marks(run_dir)
+    marks = segment_marks(run_dir) + lr_cut_marks(run_dir)
     others = [(run_name(Path(o)), *read_run(Path(o))) for o in against]   # named once, drawn on both axes
     name = run_name(run_dir)
     prefix = f"{name}: " if others else ""

@@ -68,3 +68,6 @@ def test_a_run_learns_at_the_rate_of_its_step_and_a_resume_keeps_it(tmp_path):
     assert "learning rate 2e-05 from step 4,000 (--lr-cuts)" in out
     last = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
     assert (last["step"], last["lr"]) == (5000, 2e-5)
+    from jetdqn.plot import lr_cut_marks, plot_learning   # the curve marks where the rate changed, once
+    assert [(r["step"], words) for r, words in lr_cut_marks(run)] == [(3000, "lr 0.0005 -> 2e-05")]
+    assert plot_learning(run).stat().st_size > 10_000
