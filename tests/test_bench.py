@@ -114,6 +114,24 @@ def test_log_summary_gives_the_committed_gpu_runs_medians():
     assert got["j_per_1000_steps"] == pytest.approx(56, abs=1) and got["num_envs"] == 15
 
 
+def test_log_summary_gives_the_2026_11_27_h100_runs_medians():
+    """The same on the 2026-11-27 H100 run: 0.282 s per 1000 steps, the GPU 65% busy, 55.2 J per 1000 steps."""
+    run = "benchmarks/results/cuda-h100/2026-11-27/pong-gpu/run"
+    got = json.loads(run_module("benchmarks.log_summary", run).stdout)
+    assert (got["s_per_1000_steps"], got["gpu_load"], got["j_per_1000_steps"]) == (0.282, 65.0, 55.2)
+    assert got["replay_ratio"] == 0.25 and got["emulator_cores_per_gpu"] == 15
+
+
+def test_update_cost_times_a_presets_update_on_real_pong_frames():
+    """benchmarks/update_cost.py: one line per preset, the update's ms and the minutes it implies."""
+    out = run_module("benchmarks.update_cost", "--presets", "pong-fast", "--updates", "3", "--steps", "1000000").stdout
+    line = next(l for l in out.splitlines() if l.startswith("pong-fast:"))
+    ms = float(line.split(": ")[1].split(" ms")[0])
+    minutes = float(line.rsplit(": ", 1)[1].split(" min")[0])
+    per_1000_steps = ms / 1000 * 1000 / 4           # seconds: one update every 4 steps (pong-fast)
+    assert ms > 0 and minutes == pytest.approx(per_1000_steps * 1000 / 60, abs=1)   # 1M steps
+
+
 def test_loop_profile_puts_the_loops_time_in_its_phases(tmp_path):
     """benchmarks/profile_loop.py on a short real Pong run: most of the loop's time lands in named phases,
     updating among them, and the shares add up to the whole."""
