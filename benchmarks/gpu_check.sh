@@ -14,7 +14,8 @@
 #                                      saves its checkpoint and replay); RESUME=1 continues it in a later call.
 #                                      On an H100 1.35M steps took 521 s (2026-11-27). With 15 minutes of device
 #                                      time, the start included: PONG_SECONDS=530 and then RESUME=1
-#                                      PONG_SECONDS=200 on the same warm machine, e.g. pong --lr-cuts 1M:2.5e-5
+#                                      PONG_SECONDS=200 on the same warm machine (the resume keeps the first
+#                                      call's flags), e.g. pong --lr-cuts 1M:2.5e-5 --total-steps 3M
 set -uo pipefail
 out="${OUT:-benchmarks/results/cuda}"
 mkdir -p "$out"
