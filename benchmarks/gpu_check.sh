@@ -15,7 +15,7 @@
 #                                      On an H100 1.35M steps took 521 s (2026-11-27). With 15 minutes of device
 #                                      time, the start included: PONG_SECONDS=530 and then RESUME=1
 #                                      PONG_SECONDS=200 on the same warm machine (the resume keeps the first
-#                                      call's flags), e.g. pong --lr-cuts 1M:2.5e-5 --total-steps 3M
+#                                      call's flags), e.g. pong --eps-end 0.05 --total-steps 3M
 set -uo pipefail
 out="${OUT:-benchmarks/results/cuda}"
 mkdir -p "$out"
