@@ -10,6 +10,8 @@
 #                                      (speed --learner-stream: if it hangs, its stacks go to speed-stacks.txt)
 #   benchmarks/gpu_check.sh profile [FLAGS]  only the profile (PROFILE_SECONDS of pong-gpu; SPEED_SECONDS=0 in speed
 #                                      skips the window, PROFILE_SECONDS=0 the profile)
+#   benchmarks/gpu_check.sh streams   --learner-stream alone (~1.5 min): its two CUDA tests (the update and
+#                                      acting graphs on streams of their own), then a SPEED_SECONDS (25) window
 #   benchmarks/gpu_check.sh pong [FLAGS]  the pong-gpu learning run, stopped by SIGTERM after PONG_SECONDS (it
 #                                      saves its checkpoint and replay); RESUME=1 continues it in a later call.
 #                                      On an H100 1.35M steps took 521 s (2026-11-27). With 15 minutes of device
@@ -68,6 +70,12 @@ profile() {
   tail -22 "$out/profile.txt"
 }
 
+if [ "${1:-}" = "streams" ]; then
+  bounded 150 python3 -m pytest -q -rs tests/test_cuda.py -k "learners_stream or cut" 2>&1 | tail -12 \
+    | tee "$out/pytest-streams.txt"
+  SPEED_SECONDS="${SPEED_SECONDS:-25}" window --learner-stream "${@:2}"
+  exit 0
+fi
 if [ "${1:-}" = "pong" ]; then
   run="${RUN_DIR:-/tmp/pong-gpu}"
   # a stop by the time limit is a SIGTERM: the run saves a checkpoint and `--resume` continues it
@@ -90,7 +98,7 @@ if [ "${1:-}" = "profile" ]; then
   profile "${@:2}"
   exit 0
 fi
-python3 -m pytest -q -rs tests/test_cuda.py 2>&1 | tail -12 | tee "$out/pytest-cuda.txt"
+bounded 600 python3 -m pytest -q -rs tests/test_cuda.py 2>&1 | tail -12 | tee "$out/pytest-cuda.txt"
 python3 benchmarks/cuda_paths.py --out "$out" 2>&1 | tail -22
 for flags in "--cuda-graphs" "--cuda-graphs --learner-stream" "--async-learner" "--amp bf16 --cuda-graphs"; do
   echo "== CartPole on CUDA with $flags"

@@ -75,6 +75,7 @@ def test_a_learning_rate_cut_captures_the_update_anew(experience):
     replay = filled(experience)
     eager, graphed = agent_for(), agent_for(cuda_graphs=True)
     graphed.load_state_dict(eager.state_dict())
+    rng = np.random.default_rng(0)
     for i in range(12):
         if i == 6:
             assert graphed.accel.graph_captured
@@ -84,7 +85,32 @@ def test_a_learning_rate_cut_captures_the_update_anew(experience):
         batch = replay.sample(32)
         eager.update(batch)
         graphed.update(batch)
+        if i >= 5:   # an acting graph captured before the cut outlives the update graph the cut destroys
+            obs = replay.sample(15).obs
+            assert np.array_equal(eager.act(obs, 0.0, rng), graphed.act(obs, 0.0, rng))
     assert graphed.accel.graph_captured and graphed.lr == 1e-5
+    assert max_diff(eager, graphed) < 1e-5
+
+
+def test_acting_between_updates_on_the_learners_stream_leaves_the_eager_weights(experience):
+    """The loop's pattern with --learner-stream: a graphed forward pass for acting on the loop's stream
+    between graphed updates on the learner's, each acting batch size captured as it comes (1-15 rows), the
+    acting copies refreshed every update. Both kinds of graph run at once, so if they shared a cuBLAS
+    workspace (graphs captured on one stream; ``GraphStreams``) the updates' GEMMs would read the acting
+    passes' partial sums, or wait on their counters: the weights must still be the eager agent's."""
+    replay = filled(experience)
+    eager = agent_for()
+    graphed = agent_for(cuda_graphs=True, learner_stream=True, actor_refresh=1)
+    graphed.load_state_dict(eager.state_dict())
+    streams = graphed.accel.graph_streams
+    handles = {s.cuda_stream for s in (streams.update, streams.act, streams.warmup, graphed.accel.learn_stream)}
+    assert len(handles) == 4
+    rng = np.random.default_rng(1)
+    for i in range(60):
+        batch = replay.sample(32)
+        eager.update(batch)
+        graphed.update(batch)
+        graphed.act(replay.sample(1 + i % 15).obs, 0.0, rng)
     assert max_diff(eager, graphed) < 1e-5
 
 

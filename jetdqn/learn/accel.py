@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ..config import ConfigError
-from .streams import ActorPair, copy_weights
+from .streams import ActorPair, GraphStreams, copy_weights
 
 
 def centered_rmsprop_(params, grads, square_avgs, grad_avgs, steps, copies, lr: float, alpha: float,
@@ -128,6 +128,7 @@ class Accelerator:
         streamed = self.cuda_graphs and cfg.learner_stream
         self.learn_stream = torch.cuda.Stream() if streamed else None
         self.actors = ActorPair(self.online) if streamed else None
+        self.graph_streams = GraphStreams(self.learn_stream) if self.cuda_graphs else None
         self.actor_refresh = max(1, cfg.actor_refresh)
         self._updates_run = 0
         self.staging = PinnedStaging(device)
@@ -237,7 +238,7 @@ class Accelerator:
             return
         if self._eager_updates < 3:
             # warm up on a side stream (cuBLAS/cuDNN workspaces, optimiser state) before capturing
-            side = torch.cuda.Stream()
+            side = self.graph_streams.warmup
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 step(**self._static)
@@ -246,7 +247,7 @@ class Accelerator:
             return
         self.optimizer.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=self.graph_streams.update):
             step(**self._static)
         self._graph = graph
         graph.replay()  # capturing records the update; replaying runs it
@@ -260,6 +261,8 @@ class Accelerator:
         of its kernels, so it is dropped and the next update captures it anew (its warm-up is done)."""
         for group in self.optimizer.param_groups:
             group["lr"] = lr
+        if self._graph is not None:
+            torch.cuda.synchronize()   # its replays in flight have run before it and its workspace are freed
         self._graph = None
 
     def refresh_copies(self, online_changed: bool = True) -> None:
@@ -311,14 +314,14 @@ class Accelerator:
 
     def _capture_act(self, net: torch.nn.Module, obs: np.ndarray, key: tuple):
         static_in = torch.zeros(obs.shape, dtype=torch.from_numpy(obs[:1]).dtype, device=self.device)
-        side = torch.cuda.Stream()
+        side = self.graph_streams.warmup
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side), self.autocast():
             for _ in range(3):
                 net(static_in).argmax(dim=1)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph), self.autocast():
+        with torch.cuda.graph(graph, stream=self.graph_streams.act), self.autocast():
             static_out = net(static_in).argmax(dim=1)
         self._act_graphs[key] = (static_in, static_out, graph)
         return self._act_graphs[key]

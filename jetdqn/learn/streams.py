@@ -9,6 +9,9 @@ the online network (``ActorPair``): every ``--actor-refresh`` updates the learne
 weights into the copy acting is not using, after the last forward pass that read it (an event on the GPU;
 the CPU never waits), and acting switches to that copy once its refresh event has completed. Acting is
 at most a few updates behind the learner, as with the asynchronous learner's actor copy.
+
+Captured graphs need streams of their own too (``GraphStreams``): a graph keeps the cuBLAS workspace of the
+stream it was captured on, so the update and acting graphs must not share one (``docs/facts.md``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,40 @@ def copy_weights(dst: torch.nn.Module, src: torch.nn.Module) -> None:
     with torch.no_grad():
         for d, s in zip(dst.parameters(), src.parameters()):
             d.copy_(s)
+
+
+def distinct_streams(n: int, taken: tuple = ()) -> list:
+    """``n`` CUDA streams, each different from the others and from ``taken``. torch hands out streams
+    round-robin from a pool of 32 per priority, so the 33rd ``torch.cuda.Stream()`` is the first again; a
+    stream drawn that is already in use is skipped."""
+    handles = {s.cuda_stream for s in taken}
+    out = []
+    for _ in range(2 * 32):
+        if len(out) == n:
+            break
+        s = torch.cuda.Stream()
+        if s.cuda_stream not in handles:
+            handles.add(s.cuda_stream)
+            out.append(s)
+    if len(out) < n:
+        raise RuntimeError(f"could not get {n} CUDA streams apart from the {len(taken)} in use")
+    return out
+
+
+class GraphStreams:
+    """The streams CUDA graphs are captured and warmed up on, one per kind of graph.
+
+    A captured cuBLAS call keeps the workspace torch keyed to its capture stream (pytorch/pytorch#193402).
+    Graphs captured on one stream therefore write one workspace: that is harmless while they replay one after
+    the other on one stream, but with ``--learner-stream`` the update replays on the learner's stream while
+    acting replays on the loop's, both writing the same memory at once. And in recent PyTorch (pull request
+    175276) destroying a graph frees its capture stream's workspaces, which the other graphs captured there
+    still use; a learning-rate cut destroys the update's graph. With the update graphs on ``update``, the
+    acting graphs on ``act`` and the eager warm-ups before a capture on ``warmup``, all apart from the
+    learner's stream, no graph shares a workspace with one that runs beside it or outlives it."""
+
+    def __init__(self, learn_stream=None):
+        self.update, self.act, self.warmup = distinct_streams(3, taken=(learn_stream,) if learn_stream else ())
 
 
 class ActorPair:
