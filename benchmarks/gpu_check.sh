@@ -14,10 +14,14 @@
 #                                      acting graphs on streams of their own), then a SPEED_SECONDS (25) window
 #   benchmarks/gpu_check.sh pong [FLAGS]  the pong-gpu learning run, stopped by SIGTERM after PONG_SECONDS (it
 #                                      saves its checkpoint and replay); RESUME=1 continues it in a later call.
-#                                      On an H100 1.35M steps took 521 s (2026-11-27). With 15 minutes of device
-#                                      time, the start included: PONG_SECONDS=530 and then RESUME=1
-#                                      PONG_SECONDS=200 on the same warm machine (the resume keeps the first
-#                                      call's flags), e.g. pong --eps-end 0.05 --total-steps 3M
+#                                      On an H100 1.35M steps took 521 s (2026-11-27). The preset stops at a
+#                                      mean of 18 confirmed over 30 games; trained down to eps 0.05 the CPU
+#                                      run got there at 800k steps (benchmarks/results/pong-eps05). With 15
+#                                      minutes of device time, the start included, one call of
+#                                      RUN_DIR=/tmp/pg PONG_SECONDS=480 ... pong, then on the same warm machine
+#                                      streams, and SPEED_SECONDS=40 PROFILE_SECONDS=0 ... speed (the loop that
+#                                      draws before acting, not yet timed on a GPU); if the run had not stopped,
+#                                      RESUME=1 PONG_SECONDS=200 ... pong first (a resume keeps its flags)
 set -uo pipefail
 out="${OUT:-benchmarks/results/cuda}"
 mkdir -p "$out"

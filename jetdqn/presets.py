@@ -43,17 +43,22 @@ PRESETS: dict[str, dict[str, Any]] = {
                       channels_last=True, eval_every=50_000, eval_episodes=10, eval_eps=0.05, target_return=18.0,
                       checkpoint_every=50_000),
     # Pong on a CUDA machine (the "GPU pipeline" issue's run): pong-fast's learning settings (the same Adam,
-    #  3-step returns, target period, epsilon schedule and replay ratio 1/4), on the fastest GPU path: an env on
-    #  every core but one (--num-envs auto), the replay raw in GPU memory, the update and acting captured in
-    #  CUDA graphs on one stream (--learner-stream hangs: benchmarks/results/cuda-h100/2026-11-27), fp32 (on an
-    #  H100, bf16 graphs are no faster: 0.71 vs 0.68 ms an update). Evaluations of 30 games every 250k steps,
-    #  stopping at a mean of 18: on the H100 a 30-game evaluation takes 9-21 s (its games run to 5,800 steps)
-    #  against ~70 s for 250k training steps, and every 150k they were 29% of a run's wall clock (2026-11-27).
+    #  3-step returns, target period and replay ratio 1/4), on the fastest GPU path: an env on every core but
+    #  one (--num-envs auto), the replay raw in GPU memory, the update and acting captured in CUDA graphs on one
+    #  stream (--learner-stream hung: benchmarks/results/cuda-h100/2026-11-27), fp32 (on an H100, bf16 graphs
+    #  are no faster: 0.71 vs 0.68 ms an update). Two changes from pong-fast:
+    #    epsilon to 0.05 (the evaluation's), not 0.01, over the first 100k steps. Two H100 runs trained to
+    #    0.01 stalled at 12-17 at eps 0.05 from ~1M steps on (18.6 at eps 0.01 on the same weights); on the
+    #    CPU, the 8-env loop trained to 0.05 was confirmed at 18.1 over 30 games at 800k steps, where its
+    #    twin trained to 0.01 was at 11.4 (benchmarks/results/pong-eps05, pong-cut);
+    #    evaluations of 10 games every 100k steps, a mean of 18 confirmed over 30 new games before stopping
+    #    (pong-fast's way): on the H100 a 30-game evaluation took 9-21 s against ~30 s for 100k training
+    #    steps, and 30-game evaluations every 150k were 29% of a run's wall clock (2026-11-27).
     "pong-gpu": dict(game="pong", total_steps=2_000_000, learn_start=20_000, replay_size=200_000,
                      replay_device="cuda", checkpoint_replay=True, batch_size=32, train_freq=4,
                      target_update=2_000, optimizer="adam", lr=1e-4, adam_eps=1.5e-4, grad_clip=10.0,
-                     eps_start=1.0, eps_end=0.01, eps_decay_steps=100_000, num_envs=0, n_step=3,
-                     cuda_graphs=True, cudnn_benchmark=True, eval_every=250_000, eval_episodes=30, eval_eps=0.05,
+                     eps_start=1.0, eps_end=0.05, eps_decay_steps=100_000, num_envs=0, n_step=3,
+                     cuda_graphs=True, cudnn_benchmark=True, eval_every=100_000, eval_episodes=10, eval_eps=0.05,
                      target_return=18.0, checkpoint_every=100_000),
     # Breakout within 2M agent steps on a 2-core CPU (the "Learning you can trust" issue). pong-fast's learning
     #  settings (Adam 1e-4, Double DQN, 3-step returns, target sync every 2,000 steps, replay ratio 1/4,

@@ -131,3 +131,14 @@ def test_best_weights_whose_record_a_resume_dropped_still_count(tmp_path):
     assert not resumed_run_evaluates(1_100_000, 80.0, 10_900.0)
     assert not resumed_run_evaluates(1_200_000, 85.0, 11_900.0)    # the same step, other weights
     assert resumed_run_evaluates(1_300_000, 95.0, 12_900.0)
+
+
+def test_the_committed_eps05_pong_weights_win_played_outside_jetdqn():
+    """benchmarks/outside_eval.py (gymnasium's DeepMind preprocessing and a network rebuilt from the weight
+    names, none of jetdqn's code) plays the weights of benchmarks/results/pong-eps05: 2 games at eps 0.05, each
+    won by at least 12 points (its 30 games there ranged from 15 to 21)."""
+    out = run_module("benchmarks.outside_eval", "benchmarks/results/pong-eps05/run/model.safetensors",
+                     "--game", "pong", "--games", "2").stdout
+    assert "over 2 games, eps 0.05" in out
+    returns = [float(x) for x in out.split("returns ")[1].split()]
+    assert len(returns) == 2 and min(returns) >= 12
