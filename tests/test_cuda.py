@@ -96,8 +96,8 @@ def test_acting_between_updates_on_the_learners_stream_leaves_the_eager_weights(
     """The loop's pattern with --learner-stream: a graphed forward pass for acting on the loop's stream
     between graphed updates on the learner's, each acting batch size captured as it comes (1-15 rows), the
     acting copies refreshed every update. Both kinds of graph run at once, so if they shared a cuBLAS
-    workspace (graphs captured on one stream; ``GraphStreams``) the updates' GEMMs would read the acting
-    passes' partial sums, or wait on their counters: the weights must still be the eager agent's."""
+    workspace (graphs captured on one stream; ``GraphStreams``) the updates' GEMMs could read the acting
+    passes' partial sums, or hang: the weights must still be the eager agent's."""
     replay = filled(experience)
     eager = agent_for()
     graphed = agent_for(cuda_graphs=True, learner_stream=True, actor_refresh=1)
