@@ -60,7 +60,7 @@ class GraphStreams:
     learner's stream, no graph shares a workspace with one that runs beside it or outlives it."""
 
     def __init__(self, learn_stream=None):
-        self.update, self.act, self.warmup = distinct_streams(3, taken=(learn_stream,) if learn_stream else ())
+        self.update, self.act, self.warmup = distinct_streams(3, taken=() if learn_stream is None else (learn_stream,))
 
 
 class ActorPair:
