@@ -18,7 +18,8 @@
 #                                      mean of 18 confirmed over 30 games; trained down to eps 0.05 the CPU
 #                                      run got there at 800k steps (benchmarks/results/pong-eps05). With 15
 #                                      minutes of device time, the start included, one call of
-#                                      RUN_DIR=/tmp/pg PONG_SECONDS=480 ... pong, then on the same warm machine
+#                                      RUN_DIR=/tmp/pg PONG_SECONDS=480 ... pong --num-envs 8 (15 envs took
+#                                      300k steps more on the CPU: pong-eps05-15envs), then on the warm machine
 #                                      streams, and SPEED_SECONDS=40 PROFILE_SECONDS=0 ... speed (the loop that
 #                                      draws before acting, not yet timed on a GPU); if the run had not stopped,
 #                                      RESUME=1 PONG_SECONDS=200 ... pong first (a resume keeps its flags)
