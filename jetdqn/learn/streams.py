@@ -60,7 +60,8 @@ class GraphStreams:
     learner's stream, no graph shares a workspace with one that runs beside it or outlives it."""
 
     def __init__(self, learn_stream=None):
-        self.update, self.act, self.warmup = distinct_streams(3, taken=() if learn_stream is None else (learn_stream,))
+        taken = () if learn_stream is None else (learn_stream,)
+        self.update, self.act, self.warmup = distinct_streams(3, taken)
 
 
 class ActorPair:
