@@ -16,11 +16,12 @@
 #                                      saves its checkpoint and replay); RESUME=1 continues it in a later call.
 #                                      On an H100 1.35M steps took 521 s (2026-11-27). The preset stops at a
 #                                      mean of 18 confirmed over 30 games; on the CPU, 8 envs got there at
-#                                      800k steps (seed 0: benchmarks/results/pong-eps05) and 1.1M (seed 1, the
-#                                      preset's own math: pong-gpu-cpu-seed1), so budget for 1.1M. With 15
-#                                      minutes of device time, the start included, one call (timeout_s 600) of
-#                                      RUN_DIR=/tmp/pg PONG_SECONDS=540 ... pong --num-envs 8 (15 envs took
-#                                      300k steps more on the CPU: pong-eps05-15envs), then on the warm machine
+#                                      800k steps (seed 0: benchmarks/results/pong-eps05), 1.1M and 1.0M (seeds
+#                                      1 and 2, the preset's own math: pong-gpu-cpu-seed1, -seed2), so budget
+#                                      for 1.1M. With 15 minutes of device time, the start included, one
+#                                      call (timeout_s 600) of RUN_DIR=/tmp/pg PONG_SECONDS=540 ... pong
+#                                      --num-envs 8 (15 envs took 300k steps more on the CPU:
+#                                      pong-eps05-15envs), then on the warm machine
 #                                      streams, and SPEED_SECONDS=40 PROFILE_SECONDS=0 ... speed (the loop that
 #                                      draws before acting, not yet timed on a GPU); if the run had not stopped,
 #                                      RESUME=1 PONG_SECONDS=200 ... pong first (a resume keeps its flags)

@@ -51,9 +51,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     #    0.01 stalled at 12-17 at eps 0.05 from ~1M steps on (18.6 at eps 0.01 on the same weights); on the
     #    CPU, the 8-env loop trained to 0.05 was confirmed at 18.1 over 30 games at 800k steps, where its
     #    twin trained to 0.01 was at 11.4 (benchmarks/results/pong-eps05, pong-cut); this preset's own math
-    #    on the CPU (fp32, the device replay's code, 8 envs, seed 1) was confirmed at 18.1 at 1.1M
-    #    (pong-gpu-cpu-seed1); with 15 envs, the count --num-envs auto gives on 16 cores, pong-eps05's
-    #    command learnt ~300k steps later (16.5 at 1.32M: pong-eps05-15envs);
+    #    on the CPU (fp32, the device replay's code, 8 envs) was confirmed at 18.1 at 1.1M with seed 1
+    #    and 18.3 at 1.0M with seed 2 (pong-gpu-cpu-seed1, -seed2); with 15 envs, the count --num-envs auto
+    #    gives on 16 cores, pong-eps05's command learnt ~300k steps later (16.5 at 1.32M: pong-eps05-15envs);
     #    evaluations of 10 games every 100k steps, a mean of 18 confirmed over 30 new games before stopping
     #    (pong-fast's way): on the H100 a 30-game evaluation took 9-21 s against ~30 s for 100k training
     #    steps, and 30-game evaluations every 150k were 29% of a run's wall clock (2026-11-27).
