@@ -65,8 +65,8 @@ def test_play_shows_the_game_in_a_window(x_display, tmp_path):
     result = json.loads(out.strip().splitlines()[-1])
     # the window is 3x the 160x210 screen; Pong's playfield fills most of it
     # a miss says what the player said and what the screen held: no window (stderr says why), a window no
-    # screenshot caught, or 0 pixels lit, a window Qt never painted (the misses of 2026-11-26 and -27 in full
-    # suites: frames_shown 200, all black; viewer.open_window now takes that loss on a first window)
+    # screenshot caught, or 0 pixels lit: a window Qt never painted (the misses of 2026-11-26 and -27 in full
+    # suites, frames_shown 200 and all black: Qt lost the window's MapNotify, docs/facts.md; not fixed)
     from PIL import Image
     if best <= 100_000 and last is not None:
         Image.fromarray(last).save(tmp_path / "last-screenshot.png")

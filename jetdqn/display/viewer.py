@@ -169,25 +169,6 @@ def quiet_qt_fonts(environ=os.environ) -> None:
     environ.setdefault("QT_LOGGING_RULES", "default.warning=false")
 
 
-def open_window(cv2, title: str) -> None:
-    """Opens the window twice: the first one only takes the start-up events that Qt may lose.
-
-    Qt 5.15's X backend (OpenCV's wheel) sometimes drops a burst of the first X events a new process gets,
-    and when the window's MapNotify is among them Qt takes the window for unexposed and never paints it:
-    the window stays black for the whole run while every frame is acknowledged as drawn (4 starts of 88 on
-    a loaded 2-core machine). Qt's event log (``QT_LOGGING_RULES=qt.qpa.events=true``) showed the loss only
-    ever in the process's first window. A first window that is closed again takes it; the second, this one,
-    was painted in 280 starts of 280 (docs/facts.md).
-    """
-    flags = cv2.WINDOW_AUTOSIZE | cv2.WINDOW_GUI_NORMAL   # no Qt toolbar
-    cv2.namedWindow(title, flags)
-    for _ in range(5):   # ~50 ms of Qt's event loop: the first window's map, and any loss, happen here
-        cv2.waitKey(10)
-    cv2.destroyWindow(title)
-    cv2.waitKey(10)
-    cv2.namedWindow(title, flags)
-
-
 def main(argv: Optional[list] = None) -> int:
     """The child: open the window, then draw each frame it is sent until its stdin ends."""
     title, scale = (argv or sys.argv[1:])[:2]
@@ -205,7 +186,7 @@ def main(argv: Optional[list] = None) -> int:
             os._exit(0)
 
     try:
-        open_window(cv2, title)
+        cv2.namedWindow(title, cv2.WINDOW_AUTOSIZE | cv2.WINDOW_GUI_NORMAL)   # no Qt toolbar
     except cv2.error:
         reply(NO_GUI)
         return 0
