@@ -39,40 +39,48 @@ def x_display(xvfb):
     return os.environ["DISPLAY"]
 
 
-def test_play_shows_the_game_in_a_window(x_display, tmp_path):
+def watch_play(x_display: str) -> dict:
+    """jetdqn.play with a window, screenshots taken while it runs: the best one for Pong's colours, how many
+    pixels were ever lit where the window opens, what the player printed."""
     from PIL import ImageGrab
     # 600 steps: the window stays up ~3 s at 60 fps (with 300, a loaded machine once took no screenshot in time)
     proc = subprocess.Popen([sys.executable, "-m", "jetdqn.play", "--display-freq", "3", "--max-steps", "600",
                              "--fps", "60", "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    best, shots, lit = 0, 0, 0
-    shot = last = None
+    seen = {"best": 0, "shots": 0, "lit": 0, "shot": None, "last": None}
     # screenshots for as long as the player runs: its start (torch, OpenCV, the emulator) once took most of a
     # 30 s deadline on a loaded VM, and the window came up after the last screenshot (0 Pong pixels)
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
         image = np.asarray(ImageGrab.grab(xdisplay=x_display).convert("RGB"))
-        shots += 1
-        count = pong_pixels(image)
-        lit = max(lit, int(image[:24 + 630, :480].any(axis=2).sum()))   # pixels drawn where the window sits
-        last = image
-        if count > best:
-            best, shot = count, image
+        seen["shots"] += 1
+        seen["lit"] = max(seen["lit"], int(image[:24 + 630, :480].any(axis=2).sum()))   # where the window sits
+        seen["last"] = image
+        if pong_pixels(image) > seen["best"]:
+            seen["best"], seen["shot"] = pong_pixels(image), image
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "QFontDatabase" not in err and "Traceback" not in err, err   # Qt's font warnings are gone
-    result = json.loads(out.strip().splitlines()[-1])
-    # the window is 3x the 160x210 screen; Pong's playfield fills most of it
-    # a miss says what the player said and what the screen held: no window (stderr says why), a window no
-    # screenshot caught, or 0 pixels lit: a window Qt never painted (the misses of 2026-11-26 and -27 in full
-    # suites, frames_shown 200 and all black: Qt lost the window's MapNotify, docs/facts.md; not fixed)
+    return {**seen, "result": json.loads(out.strip().splitlines()[-1]), "stderr": err}
+
+
+def test_play_shows_the_game_in_a_window(x_display, tmp_path):
+    seen = watch_play(x_display)
+    if seen["lit"] == 0 and seen["result"]["frames_shown"] == 200:
+        # every frame acknowledged as drawn, nothing on the screen: Qt lost the window's MapNotify and never
+        # painted it (docs/facts.md: known, not fixed; 4 starts of 88 on a loaded VM, the misses of 2026-11-26
+        # and -27 in full suites). One more start, which must show the game.
+        seen = watch_play(x_display)
+    best, shot, result = seen["best"], seen["shot"], seen["result"]
+    # the window is 3x the 160x210 screen; Pong's playfield fills most of it. A miss says what the player
+    # said and what the screen held: no window (stderr says why), a window no screenshot caught, or 0 lit
     from PIL import Image
-    if best <= 100_000 and last is not None:
-        Image.fromarray(last).save(tmp_path / "last-screenshot.png")
-    assert best > 100_000, (f"only {best} Pong-coloured pixels in {shots} screenshots, at most {lit} pixels lit "
-                            f"where the window opens (the last screenshot: {tmp_path}); player: {result}; "
-                            f"stderr: {err[-2000:]}")
+    if best <= 100_000 and seen["last"] is not None:
+        Image.fromarray(seen["last"]).save(tmp_path / "last-screenshot.png")
+    assert best > 100_000, (f"only {best} Pong-coloured pixels in {seen['shots']} screenshots, at most "
+                            f"{seen['lit']} pixels lit where the window opens (the last screenshot: {tmp_path}); "
+                            f"player: {result}; stderr: {seen['stderr'][-2000:]}")
     Image.fromarray(shot).save(tmp_path / "screenshot.png")
     # the status bar sits above the game: all 24 rows of the score band are there, 3x, digits and all
     band = score_band(shot)
