@@ -57,8 +57,9 @@ def watch_play(x_display: str) -> dict:
         seen["shots"] += 1
         seen["lit"] = max(seen["lit"], int(image[:24 + 630, :480].any(axis=2).sum()))   # where the window sits
         seen["last"] = image
-        if pong_pixels(image) > seen["best"]:
-            seen["best"], seen["shot"] = pong_pixels(image), image
+        count = pong_pixels(image)
+        if count > seen["best"]:
+            seen["best"], seen["shot"] = count, image
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "QFontDatabase" not in err and "Traceback" not in err, err   # Qt's font warnings are gone
