@@ -103,7 +103,7 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # truncated zip, random bytes, pickled code refused by weights_only
-        reason = _first_words(str(exc)) or type(exc).__name__
+        reason = _why_unloadable(path, exc)
         raise CheckpointError(f"{path} is corrupt, truncated or not a safe checkpoint ({reason}); "
                               "delete it or point to another checkpoint.") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
@@ -133,6 +133,24 @@ def _network_words(spec: dict) -> str:
     dueling = any(k.startswith("head.value") for k in spec.get("shapes", {}))
     return (f"{spec.get('class')}, {spec.get('n_actions')} actions, input {spec.get('obs_shape')}, "
             f"{'dueling' if dueling else 'plain'} head")
+
+
+def _why_unloadable(path: Path, exc: Exception) -> str:
+    """What is wrong with a file torch.load refused, in the file's terms. torch's own messages lead with
+    advice for the wrong case (re-run with weights_only=False, which is what lets a checkpoint run code)."""
+    import zipfile
+    if path.stat().st_size == 0:
+        return "the file is empty"
+    if not zipfile.is_zipfile(path):
+        return "it is not a whole zip archive, which torch.save writes: cut short, or another kind of file"
+    text = str(exc)
+    if text.startswith("Weights only load failed"):
+        boilerplate = ("Weights only load failed", "Please file an issue", "Check the documentation")
+        said = [line.strip() for line in text.splitlines()
+                if line.strip() and not line.strip().startswith(boilerplate)]
+        if said:
+            return "it holds objects a safe load refuses: " + _first_words(said[0], 120)
+    return _first_words(text) or type(exc).__name__
 
 
 def _first_words(text: str, limit: int = 160) -> str:

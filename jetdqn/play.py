@@ -62,6 +62,11 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--eps must be between 0 and 1, got {args.eps}.")
     if args.episodes == 0 and args.max_steps == 0:
         raise ConfigError("--episodes 0 with no --max-steps would play forever; give one of them.")
+    if args.record:
+        from .display.video import unwritable
+        why = unwritable(args.record)
+        if why is not None:
+            raise ConfigError(f"--record {args.record}: {why}; give a video file's path.")
 
 
 def load_player(args: argparse.Namespace, out=print):
@@ -135,14 +140,16 @@ def play(args: argparse.Namespace, out=print) -> dict:
             scores.append(score)
             out(f"episode {len(scores)}: score {score:.0f}")
     finally:
+        if renderer is not None:
+            renderer.close()   # first: a recording's errors are known once ffmpeg has finished the file
         shown = renderer.shown if renderer is not None else 0
         recorded = renderer.recorded if renderer is not None else 0
+        record_error = renderer.record_error if renderer is not None else None
         codec = renderer.video_codec if renderer is not None else None
-        if renderer is not None:
-            renderer.close()
         env.close()
     return {"episodes": len(scores), "mean_score": float(np.mean(scores)) if scores else None,
             "scores": scores, "frames_stepped": stepped, "frames_shown": shown, "frames_recorded": recorded, "video_codec": codec,
+            "record_error": record_error,
             "seconds": round(time.monotonic() - t0, 2), "checkpoint": args.model or args.checkpoint, "env": cfg.env_name,
             "eps": args.eps, "sticky_actions": cfg.sticky_actions}
 
@@ -156,7 +163,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         result = play(args, out=quiet)
     except (ConfigError, CheckpointError) as exc:
         fail(str(exc))
-    if args.record and result["frames_recorded"] == 0:
+    if args.record and result["frames_recorded"] == 0 and not result["record_error"]:
         fail(f"--record {args.record}: no video was written (the file could not be opened for writing, or no frame "
              "was played); check the path.")
     if args.json:
@@ -165,6 +172,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         mean = "-" if result["mean_score"] is None else f"{result['mean_score']:.2f}"
         print(f"episodes {result['episodes']}, mean score {mean}, frames stepped {result['frames_stepped']}, "
               f"frames shown {result['frames_shown']}")
+    if result["record_error"]:   # the games' summary above stands; the video does not
+        fail(f"--record {args.record}: the video file is incomplete ({result['record_error']}).")
     return 0
 
 

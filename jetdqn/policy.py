@@ -149,9 +149,10 @@ def _torch_policy(weights: dict, spec: dict, config: dict, env_name: str, source
                         any(k.startswith("head.value") for k in weights))
     try:
         net.load_state_dict(weights)
-    except RuntimeError as exc:
-        raise CheckpointError(f"{source}: the weights do not fit the network its spec names "
-                              f"({str(exc).splitlines()[0][:120]}).") from None
+    except RuntimeError as exc:   # torch's first line only names the class; the next says which tensor
+        lines = [l.strip() for l in str(exc).splitlines() if l.strip() and not l.startswith("Error(s) in loading")]
+        detail = (lines[0] if lines else str(exc).strip())[:200].rstrip(".")
+        raise CheckpointError(f"{source}: the weights do not fit the network its spec names ({detail}).") from None
     net = net.to(dev).eval()
 
     def q_values(obs: np.ndarray) -> np.ndarray:

@@ -127,6 +127,6 @@ def test_a_checkpoint_cannot_run_code(tmp_path):
             return (os.system, ("touch " + str(tmp_path / "pwned"),))
     path = tmp_path / "evil.pt"
     torch.save({"format": "jetdqn-checkpoint", "payload": Evil()}, path)
-    with pytest.raises(ckpt.CheckpointError, match="not a safe checkpoint|corrupt"):
+    with pytest.raises(ckpt.CheckpointError, match="a safe load refuses: .*posix.system"):
         ckpt.load(path)
     assert not (tmp_path / "pwned").exists()

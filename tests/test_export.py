@@ -80,6 +80,14 @@ def test_play_with_an_onnx_model_and_what_a_bad_model_path_says(exported, tmp_pa
             main(argv + (["--display-freq", "0"] if main is play.main else []))
         err = capsys.readouterr().err
         assert stop.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1, (argv, err)
+    spec = json.loads((exported / "pong.json").read_text())
+    spec["network"]["n_actions"] = 4                      # a spec edited by hand: weights for 6 actions
+    (tmp_path / "edited.json").write_text(json.dumps(spec))
+    (tmp_path / "edited.safetensors").write_bytes((exported / "pong.safetensors").read_bytes())
+    with pytest.raises(SystemExit):
+        play.main(["--model", str(tmp_path / "edited.safetensors"), "--display-freq", "0"])
+    err = capsys.readouterr().err   # names the tensor, not only the network's class
+    assert "do not fit the network its spec names (size mismatch for head" in err and "[6, 512]" in err, err
 
 
 def test_every_run_writes_safetensors_weights_and_a_tensorboard_mirror(tmp_path):

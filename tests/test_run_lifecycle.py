@@ -198,7 +198,9 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     (["jetdqn.telemetry", "parse", "{binary}"], "is not a text file; give a file of tegrastats lines"),
     (["jetdqn.telemetry", "watch", "--interval=-1", "--count", "1"], "--interval: '-1' is not a positive number"),
     (["jetdqn.play", "--display-freq", "0", "--max-steps", "20", "--record", "{dir}/missing/x.mp4"],
-     "no video was written"),
+     "missing does not exist"),
+    (["jetdqn.play", "--display-freq", "0", "--max-steps", "20", "--record", "{dir}/x.txt"],
+     "a video needs one of the names *.mp4"),
 ])
 def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentence(tmp_path, argv, message):
     (tmp_path / "binary").write_bytes(bytes(range(256)) * 4)
@@ -208,6 +210,26 @@ def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentenc
     proc = run_module(*args, check=False, env={"DISPLAY": ""})
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_recording_cut_short_says_so_and_exits_non_zero(tmp_path):
+    """A file-size limit (ulimit -f, standing for a disk that fills) kills ffmpeg before it finishes the file.
+    The games' summary is still printed, and then one sentence says the video is incomplete, with exit 2: the
+    recording used to end as a cut-off file and exit 0."""
+    import resource
+    pytest.importorskip("imageio_ffmpeg")
+    video = tmp_path / "cut.mp4"
+    limit = 16 * 1024
+    proc = subprocess.run([sys.executable, "-m", "jetdqn.play", "--display-freq", "0", "--max-steps", "300",
+                           "--record", str(video)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "DISPLAY": ""},
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "frames stepped 300" in proc.stdout and "incomplete" in proc.stdout
+    assert proc.stderr.strip().splitlines() == [
+        f"error: --record {video}: the video file is incomplete (ffmpeg was killed by SIGXFSZ (File size limit "
+        "exceeded))."]
+    assert video.stat().st_size == limit
 
 
 @pytest.mark.slow
@@ -258,6 +280,7 @@ def test_checkpoint_mistakes_are_named_for_what_they_are(tmp_path):
     (run / "checkpoints" / "latest.pt").write_bytes(data[: len(data) // 2])
     truncated = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "200", check=False)
     assert truncated.returncode == 2 and "corrupt, truncated" in truncated.stderr
+    assert "not a whole zip archive" in truncated.stderr and "weights_only" not in truncated.stderr
     assert "Traceback" not in truncated.stderr
 
 

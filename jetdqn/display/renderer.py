@@ -29,6 +29,8 @@ class Renderer:
         self.stepped = 0
         self.shown = 0        # frames drawn in the window
         self.recorded = 0
+        self.video_codec: Optional[str] = None    # what the recording holds, once it has started
+        self.record_error: Optional[str] = None   # why a recording that had started is incomplete
         self.viewer = None
         if display_freq > 0:
             ok, why = display_available()
@@ -42,10 +44,6 @@ class Renderer:
         self.record_all = record_all
         self.fps = fps
         self._writer = None
-
-    @property
-    def video_codec(self) -> Optional[str]:
-        return self._writer.codec if self._writer is not None else None
 
     @property
     def window(self) -> bool:
@@ -78,10 +76,13 @@ class Renderer:
             if self._writer is None:
                 self.record_path = None
                 return
+            self.video_codec = self._writer.codec
         try:
             self._writer.write(image)
-        except (OSError, BrokenPipeError) as exc:   # the disk filled, ffmpeg ended
-            self.on_event(f"display: writing {self.record_path} failed ({exc}); recording is off")
+        except OSError as exc:   # the disk filled, ffmpeg ended
+            self.record_error = str(exc) or type(exc).__name__
+            self.on_event(f"display: writing {self.record_path} failed after {self.recorded} frames "
+                          f"({self.record_error}); recording is off")
             self.record_path = None
             self._writer = None
             return
@@ -92,6 +93,9 @@ class Renderer:
             self.viewer.close()
         if self._writer is not None:
             self._writer.close()
+            if self._writer.error and not self.record_error:   # ffmpeg could not finish the file
+                self.record_error = self._writer.error
+                self.on_event(f"display: {self.record_path} is incomplete ({self.record_error})")
             self._writer = None
 
 
