@@ -55,8 +55,52 @@ def write_safetensors(weights: dict, spec: dict, out: Path) -> tuple[Path, Path]
     return out, spec_path
 
 
+class _HeldOutput:
+    """What native code wrote to file descriptors 1 and 2 while held; ``release`` writes it out after all."""
+
+    def __init__(self):
+        import tempfile
+        self.file = tempfile.TemporaryFile()
+        self.released = False
+
+    def release(self) -> None:
+        self.released = True
+
+
+class _native_output_held:
+    """Holds back what C++ writes to stdout and stderr (the exporter prints its whole graph to stdout when it
+    fails) and drops it unless ``release`` was called: an error we turn into one sentence should not come
+    with a page of IR."""
+
+    def __enter__(self) -> _HeldOutput:
+        import os
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.held = _HeldOutput()
+        self.saved = [os.dup(1), os.dup(2)]
+        os.dup2(self.held.file.fileno(), 1)
+        os.dup2(self.held.file.fileno(), 2)
+        return self.held
+
+    def __exit__(self, *exc) -> None:
+        import os
+        for fd, saved in zip((1, 2), self.saved):
+            os.dup2(saved, fd)
+            os.close(saved)
+        if self.held.released:
+            self.held.file.seek(0)
+            sys.stderr.write(self.held.file.read().decode(errors="replace"))
+        self.held.file.close()
+
+
+class OpsetError(ValueError):
+    """torch's exporter cannot write the asked opset (its message says which it can)."""
+
+
 def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) -> Path:
-    """The network as ONNX: uint8 (or float, for vector observations) input with a dynamic batch."""
+    """The network as ONNX: uint8 (or float, for vector observations) input with a dynamic batch. Written to
+    a .tmp file and renamed, like the safetensors: an export that fails leaves an earlier file whole."""
+    import os
     import warnings
 
     import onnx
@@ -69,17 +113,31 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
     net.eval()
     dtype = torch.uint8 if len(obs_shape) == 3 else torch.float32
     example = torch.zeros((2, *obs_shape), dtype=dtype)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # the TorchScript exporter's deprecation notice
-        torch.onnx.export(net, (example,), str(out), input_names=["frames"], output_names=["q_values"],
-                          dynamic_axes={"frames": {0: "batch"}, "q_values": {0: "batch"}}, opset_version=opset,
-                          dynamo=False)
-    model = onnx.load(str(out))
-    entry = model.metadata_props.add()
-    entry.key, entry.value = "jetdqn-model", json.dumps(spec)
-    onnx.checker.check_model(model)
-    onnx.save(model, str(out))
-    return Path(out)
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # the TorchScript exporter's deprecation notice
+            with _native_output_held() as held:
+                try:
+                    torch.onnx.export(net, (example,), str(tmp), input_names=["frames"], output_names=["q_values"],
+                                      dynamic_axes={"frames": {0: "batch"}, "q_values": {0: "batch"}},
+                                      opset_version=opset, dynamo=False)
+                except (RuntimeError, ValueError) as exc:
+                    if "opset" not in str(exc).lower():
+                        held.release()
+                        raise
+                    raise OpsetError(str(exc).strip().splitlines()[0]) from None
+        model = onnx.load(str(tmp))
+        entry = model.metadata_props.add()
+        entry.key, entry.value = "jetdqn-model", json.dumps(spec)
+        onnx.checker.check_model(model)
+        onnx.save(model, str(tmp))
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return out
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -117,6 +175,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                 fail("--onnx needs the onnx package: pip install onnx (or pip install -e \".[export]\").")
             print(f"wrote {write_onnx(weights, spec, Path(args.onnx), args.opset)} (opset {args.opset}, "
                   f"input uint8 [N, {', '.join(map(str, payload['network']['obs_shape']))}], dynamic N)")
+    except OpsetError as exc:
+        fail(f"--opset {args.opset}: torch's ONNX exporter cannot write it ({exc}); the default, "
+             f"{ONNX_OPSET}, is what TensorRT 10 and ONNX Runtime read.")
     except OSError as exc:
         fail(f"{exc.filename or 'the output'}: {exc.strerror or exc}; is the disk full or read-only?")
     return 0

@@ -390,6 +390,7 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
     from .autotune import resolve_auto
     from .rundir import claim_run_dir, start_fresh
     run_dir, lock = claim_run_dir(cfg)
+    started = False
     try:
         if cfg.run_dir is None:
             cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
@@ -397,6 +398,7 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
         run = build_run(cfg, run_dir, progress or Progress(cfg.total_steps, cfg.progress), tuned)
         if not cfg.resume:
             start_fresh(run_dir)  # only now: every setting was checked and the run's parts are built
+        started = True
         return run_loop(run)
     finally:
-        lock.release()
+        lock.release(started)

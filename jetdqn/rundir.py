@@ -31,8 +31,9 @@ FIXED_WITH_SAVED_REPLAY = ("backend", "num_envs", "num_actors")
 class RunDirLock:
     """An exclusive flock on RUN_DIR/.lock, holding the owner's PID for the message a second process gets."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, created: tuple[Path, ...] = ()):
         self.path = Path(run_dir) / ".lock"
+        self.created = created   # folders made for this start, deepest first: a start refused leaves no trace
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -44,10 +45,19 @@ class RunDirLock:
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
 
-    def release(self) -> None:
+    def release(self, started: bool = True) -> None:
+        """Drop the lock; a directory made for a start that never began goes again (when nothing else is in
+        it), so a refused run does not leave an empty run directory behind."""
         if self.fd is not None:
             os.close(self.fd)  # closing drops the flock
             self.fd = None
+        if not started and self.created:
+            try:
+                self.path.unlink()
+                for folder in self.created:
+                    folder.rmdir()   # only when empty: anything written there stays
+            except OSError:
+                pass
 
 
 def default_run_dir(cfg: Config) -> Path:
@@ -60,14 +70,18 @@ def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"--run-dir {run_dir} is a file, not a directory; give a directory.")
+    if cfg.resume and not (run_dir / "checkpoints" / "latest.pt").exists():   # before anything is created
+        raise ConfigError(f"nothing to resume in {run_dir}: it has no checkpoints/latest.pt; "
+                          "drop --resume to start a new run there.")
     try:
+        created = tuple(p for p in (run_dir, *run_dir.parents) if not p.exists())
         run_dir.mkdir(parents=True, exist_ok=True)
-        lock = RunDirLock(run_dir)
+        lock = RunDirLock(run_dir, created)
     except OSError as exc:
         raise ConfigError(f"cannot use {run_dir} as the run directory ({exc.strerror or exc}); give a directory "
                           "you can write to.") from None
     has_checkpoint = (run_dir / "checkpoints" / "latest.pt").exists()
-    if cfg.resume and not has_checkpoint:
+    if cfg.resume and not has_checkpoint:   # removed since the check above
         lock.release()
         raise ConfigError(f"nothing to resume in {run_dir}: it has no checkpoints/latest.pt; "
                           "drop --resume to start a new run there.")

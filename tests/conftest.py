@@ -11,10 +11,13 @@ TEGRASTATS_SAMPLES = SHARED / "data" / "tegrastats" / "samples.txt"
 
 
 def run_module(module: str, *args: str, env: dict | None = None, timeout: float = 300,
-               check: bool = True) -> subprocess.CompletedProcess:
-    """Run ``python -m module args`` the way a user would, and return what it printed."""
+               check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m module args`` the way a user would (from the checkout, or ``cwd``), and return what it
+    printed."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=full_env, capture_output=True,
+    if cwd is not None:   # jetdqn must still import from the checkout
+        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd or ROOT, env=full_env, capture_output=True,
                           text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{module} {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")

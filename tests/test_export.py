@@ -74,12 +74,18 @@ def test_play_with_an_onnx_model_and_what_a_bad_model_path_says(exported, tmp_pa
              (play.main, ["--model", str(exported / "pong.onnx"), "--checkpoint", str(PONG_MODEL)]),
              (export.main, ["--checkpoint", str(tmp_path / "none.pt"), "--onnx", str(tmp_path / "a.onnx")]),
              (export.main, ["--checkpoint", str(PONG_MODEL)]),
-             (export.main, ["--checkpoint", str(PONG_MODEL), "--onnx", str(tmp_path / "a.txt")])]
+             (export.main, ["--checkpoint", str(PONG_MODEL), "--onnx", str(tmp_path / "a.txt")]),
+             (export.main, ["--checkpoint", str(PONG_MODEL), "--onnx", str(tmp_path / "kept.onnx"), "--opset", "99"])]
+    (tmp_path / "kept.onnx").write_bytes((exported / "pong.onnx").read_bytes())   # an earlier export
     for main, argv in cases:
         with pytest.raises(SystemExit) as stop:
             main(argv + (["--display-freq", "0"] if main is play.main else []))
         err = capsys.readouterr().err
         assert stop.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1, (argv, err)
+    # the failed --opset 99 export said why in that one line, and left the earlier file whole
+    assert "cannot write it (Unsupported onnx_opset_version: 99)" in err
+    assert (tmp_path / "kept.onnx").read_bytes() == (exported / "pong.onnx").read_bytes()
+    assert not list(tmp_path.glob(".*.tmp"))
     spec = json.loads((exported / "pong.json").read_text())
     spec["network"]["n_actions"] = 4                      # a spec edited by hand: weights for 6 actions
     (tmp_path / "edited.json").write_text(json.dumps(spec))

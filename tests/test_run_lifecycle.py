@@ -201,15 +201,32 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
      "missing does not exist"),
     (["jetdqn.play", "--display-freq", "0", "--max-steps", "20", "--record", "{dir}/x.txt"],
      "a video needs one of the names *.mp4"),
+    (["jetdqn.bench", "acting", "--splits", "8x2,3x4"], "'8x2,3x4' is not a comma-separated list of ENVSxGROUPS"),
+    (["jetdqn.bench", "replay", "--modes", "off,lz5"], "is not a comma-separated list of replay storage modes"),
+    (["jetdqn.bench", "reuse", "--games", "pong,pongg"], "unknown game 'pongg'"),
+    (["jetdqn.bench", "reuse", "--filters", "20/40,x"], "FIRST/SECOND layer filter counts"),
+    (["jetdqn.bench", "engines", "--model", "{binary}"], "not a whole zip archive"),
+    (["jetdqn.bench", "pong", "--extra-flags", "--bogus"], "--extra-flags: unrecognized arguments: --bogus"),
+    (["jetdqn.bench", "pong", "--extra-flags", "--lr", "-1"], "--lr must be positive"),
 ])
 def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentence(tmp_path, argv, message):
     (tmp_path / "binary").write_bytes(bytes(range(256)) * 4)
     args = [a.format(dir=tmp_path, binary=tmp_path / "binary") for a in argv]
     if args[0] == "jetdqn.train":
         args += ["--run-dir", str(tmp_path / "run"), "--telemetry", "off"]
-    proc = run_module(*args, check=False, env={"DISPLAY": ""})
+    proc = run_module(*args, check=False, env={"DISPLAY": ""}, cwd=tmp_path)   # a bench writes nothing here
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["binary"]
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_resume_with_nothing_to_resume_creates_nothing(tmp_path):
+    """--resume into a directory that does not exist used to refuse, and leave the directory and its .lock."""
+    run = tmp_path / "typo"
+    proc = run_module("jetdqn.train", "--resume", "--run-dir", str(run), check=False)
+    assert proc.returncode == 2 and "nothing to resume in" in proc.stderr and not run.exists()
+    plot = run_module("jetdqn.telemetry", "plot", str(run), check=False)
+    assert plot.returncode == 2 and "is not a run directory (it has no log.jsonl)" in plot.stderr
 
 
 def test_a_recording_cut_short_says_so_and_exits_non_zero(tmp_path):

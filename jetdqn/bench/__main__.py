@@ -8,6 +8,60 @@ from typing import Optional
 from ..config import Parser, count, positive_int
 
 
+def _items(text: str, what: str, parse) -> list:
+    """A comma-separated flag value, each item parsed by ``parse`` (ValueError for a bad one)."""
+    items = [t.strip() for t in text.split(",")]
+    try:
+        if not all(items):
+            raise ValueError
+        return [parse(t) for t in items]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {what}") from None
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError(text)
+    return value
+
+
+def splits(text: str) -> list[tuple[int, int]]:
+    """ENVSxGROUPS,...: each group holds the same number of envs (what --env-groups asks of --num-envs)."""
+    def split(item: str) -> tuple[int, int]:
+        envs, groups = (_positive(x) for x in item.lower().split("x"))   # one 'x', else unpacking fails
+        if envs % groups:
+            raise ValueError(item)
+        return envs, groups
+    return _items(text, "ENVSxGROUPS splits whose envs divide into equal groups (e.g. 8x2)", split)
+
+
+def storage_modes(text: str) -> list[str]:
+    def mode(item: str) -> str:
+        if item not in REPLAY_MODES:
+            raise ValueError(item)
+        return item
+    return _items(text, f"replay storage modes ({', '.join(REPLAY_MODES)})", mode)
+
+
+def filter_pairs(text: str) -> list[tuple[int, int]]:
+    def pair(item: str) -> tuple[int, int]:
+        first, second = (_positive(x) for x in item.split("/"))
+        return first, second
+    return _items(text, "FIRST/SECOND layer filter counts (e.g. 20/40)", pair)
+
+
+def downsamples(text: str) -> list[int]:
+    return _items(text, "positive integers (1/N of the screen)", _positive)
+
+
+def game_names(text: str) -> list[str]:
+    return _items(text, "ALE game ids", str)
+
+
+REPLAY_MODES = ("off", "lz4", "zstd")
+
+
 def build_parser() -> Parser:
     """One subcommand per benchmark, each with its own flags."""
     p = Parser(prog="python -m jetdqn.bench", description="The benchmarks behind make bench-pong.")
@@ -36,7 +90,7 @@ def build_parser() -> Parser:
     pa.add_argument("--game", default="pong")
     pa.add_argument("--steps", type=positive_int, default=20_000, help="measured steps per split (default 20000)")
     pa.add_argument("--warmup", type=count, default=2_000, help="steps before the measured window (default 2000)")
-    pa.add_argument("--splits", default=None, help="ENVSxGROUPS,... (default: 1x1,2x1,4x1,8x1,16x1,32x1,64x1,8x2,16x2,64x2)")
+    pa.add_argument("--splits", type=splits, default=None, help="ENVSxGROUPS,... (default: 1x1,2x1,4x1,8x1,16x1,32x1,64x1,8x2,16x2,64x2)")
     pa.add_argument("--out", default="benchmarks/results")
     pa.add_argument("--flags", nargs=argparse.REMAINDER, default=["--amp", "bf16", "--channels-last"],
                     help="flags for every run's jetdqn.train (put last; default --amp bf16 --channels-last)")
@@ -44,21 +98,46 @@ def build_parser() -> Parser:
     pr.add_argument("--game", default="pong")
     pr.add_argument("--transitions", type=positive_int, default=1_000_000, help="transitions per mode (default 1M)")
     pr.add_argument("--frames", type=positive_int, default=20_000, help="real frames recorded, then cycled")
-    pr.add_argument("--modes", default="off,lz4,zstd")
+    pr.add_argument("--modes", type=storage_modes, default=list(REPLAY_MODES))
     pr.add_argument("--out", default="benchmarks/results")
     pe = sub.add_parser("engines", help="greedy acting through torch and ONNX Runtime, batch 1 and 8")
     pe.add_argument("--model", default="benchmarks/results/learn-pong/run/model.pt", help="a checkpoint (.pt)")
     pe.add_argument("--passes", type=positive_int, default=500, help="forward passes per round (default 500)")
     pe.add_argument("--out", default="benchmarks/results")
     pu = sub.add_parser("reuse", help="the reusing-convolutions paper's inference experiment: full pass vs reuse")
-    pu.add_argument("--games", default="pong,breakout,space_invaders,seaquest,ms_pacman,freeway")
-    pu.add_argument("--filters", default="20/40,40/80,80/160")
-    pu.add_argument("--downsample", default="2,4", help="resolutions: 1/N of the 210x160 screen (default 2,4)")
+    pu.add_argument("--games", type=game_names,
+                    default=["pong", "breakout", "space_invaders", "seaquest", "ms_pacman", "freeway"])
+    pu.add_argument("--filters", type=filter_pairs, default=[(20, 40), (40, 80), (80, 160)])
+    pu.add_argument("--downsample", type=downsamples, default=[2, 4],
+                    help="resolutions: 1/N of the 210x160 screen (default 2,4)")
     pu.add_argument("--steps", type=positive_int, default=3000, help="steps per game (default 3000)")
     pu.add_argument("--nature", default="benchmarks/results/learn-pong/run/model.pt",
                     help="also time this Nature CNN model with and without --reuse-conv ('' to skip)")
     pu.add_argument("--out", default="benchmarks/results")
     return p
+
+
+def _unusable(args) -> Optional[str]:
+    """What makes this benchmark unable to run, found before it starts (a bad game name once surfaced as a
+    traceback minutes in, or as a results file of failed rows)."""
+    from ..checkpoint import CheckpointError
+    from ..config import ConfigError
+    from ..envs.atari import ale_env_id
+    try:
+        for game in getattr(args, "games", None) or [getattr(args, "game", None)]:
+            if game is not None:
+                ale_env_id(game)
+        model = getattr(args, "model", None) or getattr(args, "nature", None)
+        if model:
+            from ..policy import load
+            load(model)
+        if args.what == "pong" and args.extra_flags:
+            from ..config import build_parser as train_parser, make_config
+            flags = train_parser("python -m jetdqn.bench pong --extra-flags", "").parse_args(args.extra_flags)
+            make_config({"preset": "seed-tx1", "game": args.game, **vars(flags)})
+    except (ConfigError, CheckpointError) as exc:
+        return str(exc)
+    return None
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -68,6 +147,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
     args.argv = argv
+    problem = _unusable(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     from .acting import bench_acting
     from .convs import bench_convs
     from .pong import bench_pong

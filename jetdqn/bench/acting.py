@@ -20,8 +20,7 @@ ACTING_SPLITS = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (64, 1), (8, 
 def bench_acting(args) -> int:
     """Each split (envs x groups) in its own process: env steps/s, and as a ratio to the first split."""
     info = machine_info()
-    splits = [tuple(int(x) for x in part.split("x")) for part in args.splits.split(",")] if args.splits \
-        else ACTING_SPLITS
+    splits = args.splits or ACTING_SPLITS
     print(f"{machine_line(info)}; {args.game}, greedy acting ({' '.join(args.flags)}), {args.steps} steps after "
           f"{args.warmup} of warm-up", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="jetdqn-acting-"))

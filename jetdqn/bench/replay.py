@@ -104,7 +104,7 @@ def bench_replay(args) -> int:
     path = tmp / "frames.npz"
     np.savez(path, frames=frames, first=first)
     rows = []
-    for mode in args.modes.split(","):
+    for mode in args.modes:
         proc = subprocess.run([sys.executable, "-m", "jetdqn.bench.replay", mode, str(path), str(transitions)],
                               capture_output=True, text=True)
         if proc.returncode != 0:

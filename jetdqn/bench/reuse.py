@@ -124,9 +124,7 @@ def time_play(model: str, steps: int, reuse: bool) -> float:
 
 
 def bench_reuse(args) -> int:
-    games = args.games.split(",")
-    filters = [tuple(int(x) for x in f.split("/")) for f in args.filters.split(",")]
-    downsamples = [int(d) for d in args.downsample.split(",")]
+    games, filters, downsamples = args.games, args.filters, args.downsample
     modes = ["one", "tiles"]
     rows = []
     for game in games:

@@ -80,6 +80,8 @@ def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
     from ..plot import save_figure
     from ..records import read_jsonl
 
+    if not (run_dir / "log.jsonl").is_file():
+        raise ValueError(f"{run_dir} is not a run directory (it has no log.jsonl); give a run's directory.")
     records = [r for r in read_jsonl(run_dir / "log.jsonl") if r.get("cpu_per_core") is not None]
     if not records:
         raise ValueError(f"{run_dir}/log.jsonl has no telemetry records (was the run made with --telemetry off?)")
