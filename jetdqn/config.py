@@ -404,3 +404,19 @@ def fail(message: str, code: int = 2) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
 
+
+def ends_on_ctrl_c(main):
+    """A command's ``main`` that a Ctrl-C ends with one line and exit status 130 (128 + SIGINT, what a shell
+    reports), not a KeyboardInterrupt traceback. A training run's own loop catches the signal first and saves
+    a checkpoint; this covers everything before and after such a loop."""
+    import functools
+
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except KeyboardInterrupt:
+            print("stopped by Ctrl-C", file=sys.stderr)
+            raise SystemExit(130) from None
+    return wrapped
+

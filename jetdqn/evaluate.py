@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .config import Config
+from .config import Config, ends_on_ctrl_c
 from .envs import AleVecEnvs, FrameStack, make_env
 from .envs.atari import atari_options
 from .records import JsonlWriter
@@ -152,6 +152,7 @@ def record_evaluation(run_dir: Path, result: dict, argv: list[str]) -> None:
     writer.close()
 
 
+@ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     from .needs import need_torch
     need_torch(command=True)
@@ -178,8 +179,11 @@ def main(argv: Optional[list[str]] = None) -> int:
              "directory; give the run directory, or drop --record.")
     try:
         path = model_of(Path(args.model), args.best)
-        result = load(path, device=args.device).evaluate(games=args.games, eps=args.eps, seed=args.seed,
-                                                          sticky_actions=args.sticky_actions)
+        policy = load(path, device=args.device)
+        if not args.json:   # 30 games take minutes: say what is being played while it plays
+            print(f"playing {args.games} games with {path} ...", flush=True)
+        result = policy.evaluate(games=args.games, eps=args.eps, seed=args.seed,
+                                 sticky_actions=args.sticky_actions)
     except (ConfigError, CheckpointError) as exc:
         fail(str(exc))
     result["model"] = str(path)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from .checkpoint import CheckpointError
-from .config import Parser, fail
+from .config import Parser, ends_on_ctrl_c, fail
 
 ONNX_OPSET = 17
 
@@ -140,6 +140,7 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
     return out
 
 
+@ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog="python -m jetdqn.export", description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", required=True, help="A checkpoint: a run's model.pt or "

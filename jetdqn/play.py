@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 
 from .checkpoint import CheckpointError
-from .config import Parser, count, positive_int, probability
+from .config import Parser, count, ends_on_ctrl_c, probability
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "played with ONNX Runtime).")
     p.add_argument("--game", default=None, help="ALE game id (default: the checkpoint's game, else pong).")
     p.add_argument("--env", default=None, help="A gymnasium env id instead of an Atari game.")
-    p.add_argument("--episodes", type=positive_int, default=3, help="Games to play (default 3).")
+    p.add_argument("--episodes", type=count, default=3, help="Games to play (default 3; 0 = as many as "
+                                                             "--max-steps allows).")
     p.add_argument("--eps", type=probability, default=0.05, help="Epsilon of epsilon-greedy play (default 0.05).")
     p.add_argument("--sticky-actions", type=probability, default=None,
                    help="ALE's repeat_action_probability (default: what the model was trained with, else 0).")
@@ -114,6 +115,7 @@ def play(args: argparse.Namespace, out=print) -> dict:
     stack = FrameStack(cfg.history, env.frame_shape, env.frame_dtype)
     scores: list[float] = []
     stepped = 0
+    interrupted = False
     t0 = time.monotonic()
     try:
         while args.episodes == 0 or len(scores) < args.episodes:
@@ -139,6 +141,9 @@ def play(args: argparse.Namespace, out=print) -> dict:
                 break
             scores.append(score)
             out(f"episode {len(scores)}: score {score:.0f}")
+    except KeyboardInterrupt:   # Ctrl-C: the games played so far are still the summary, the video is closed
+        interrupted = True
+        out(f"stopped by Ctrl-C in game {len(scores) + 1}")
     finally:
         if renderer is not None:
             renderer.close()   # first: a recording's errors are known once ffmpeg has finished the file
@@ -149,11 +154,12 @@ def play(args: argparse.Namespace, out=print) -> dict:
         env.close()
     return {"episodes": len(scores), "mean_score": float(np.mean(scores)) if scores else None,
             "scores": scores, "frames_stepped": stepped, "frames_shown": shown, "frames_recorded": recorded, "video_codec": codec,
-            "record_error": record_error,
+            "record_error": record_error, "interrupted": interrupted,
             "seconds": round(time.monotonic() - t0, 2), "checkpoint": args.model or args.checkpoint, "env": cfg.env_name,
             "eps": args.eps, "sticky_actions": cfg.sticky_actions}
 
 
+@ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     from .config import ConfigError, fail
 
@@ -174,7 +180,7 @@ def main(argv: Optional[list[str]] = None) -> int:
               f"frames shown {result['frames_shown']}")
     if result["record_error"]:   # the games' summary above stands; the video does not
         fail(f"--record {args.record}: the video file is incomplete ({result['record_error']}).")
-    return 0
+    return 130 if result["interrupted"] else 0
 
 
 if __name__ == "__main__":

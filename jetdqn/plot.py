@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from .records import read_jsonl
-from .config import Parser
+from .config import Parser, ends_on_ctrl_c
 
 
 def evaluation_series(evals: list) -> dict:
@@ -177,6 +177,7 @@ def save_figure(fig, path: Path) -> Path:
     return path
 
 
+@ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog="python -m jetdqn.plot", description=__doc__.splitlines()[0])
     p.add_argument("run_dir")

@@ -15,7 +15,7 @@ import types
 from typing import Optional
 
 from .checkpoint import CheckpointError
-from .config import ConfigError, build_parser, fail, make_config
+from .config import ConfigError, build_parser, ends_on_ctrl_c, fail, make_config
 from .loop import TrainingDiverged, train
 from .replay import ReplayTooLarge
 from .rundir import config_for_resume
@@ -23,6 +23,7 @@ from .rundir import config_for_resume
 __all__ = ["main", "train"]
 
 
+@ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser("python -m jetdqn.train", "Train a DQN on an Atari game or a gymnasium env.")
     parser.add_argument("--list-games", action="store_true", help="List the ALE game ids and exit.")

@@ -220,6 +220,44 @@ def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentenc
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def _interrupt_after(argv: list[str], marker: str, cwd: Path) -> tuple[int, str, str]:
+    """Start ``python -m argv``, send SIGINT (what Ctrl-C sends) once ``marker`` is printed, and return the
+    exit status with what it printed."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DISPLAY": "",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", *argv], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if marker in line:
+            time.sleep(1.0)
+            proc.send_signal(signal.SIGINT)
+            break
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, "".join(lines) + out, err
+
+
+def test_ctrl_c_ends_play_and_evaluate_in_one_line_with_status_130(tmp_path):
+    """Ctrl-C used to end play and evaluate with a KeyboardInterrupt traceback. Play still prints the games
+    it finished and closes its video (ffmpeg runs in its own session and finishes the file)."""
+    import cv2
+    pytest.importorskip("imageio_ffmpeg")
+    video = tmp_path / "stopped.mp4"
+    code, out, err = _interrupt_after(["jetdqn.play", "--display-freq", "0", "--episodes", "50", "--record",
+                                       str(video)], "recording", tmp_path)
+    assert code == 130 and "Traceback" not in err and "stopped by Ctrl-C in game" in out, (out, err)
+    assert "frames stepped" in out.splitlines()[-1]
+    stepped = int(out.split("frames stepped ")[1].split(",")[0])
+    capture, frames = cv2.VideoCapture(str(video)), 0
+    while capture.read()[0]:
+        frames += 1
+    assert frames == stepped > 0   # every frame played is in a whole file
+    code, out, err = _interrupt_after(["jetdqn.evaluate", str(ROOT / "benchmarks/results/learn-pong/run"),
+                                       "--games", "30"], "playing 30 games", tmp_path)
+    assert code == 130 and err == "stopped by Ctrl-C\n", (out, err)
+
+
 def test_a_resume_with_nothing_to_resume_creates_nothing(tmp_path):
     """--resume into a directory that does not exist used to refuse, and leave the directory and its .lock."""
     run = tmp_path / "typo"

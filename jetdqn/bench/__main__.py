@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Optional
-from ..config import Parser, count, positive_int
+from ..config import Parser, count, ends_on_ctrl_c, positive_int
 
 
 def _items(text: str, what: str, parse) -> list:
@@ -140,6 +140,7 @@ def _unusable(args) -> Optional[str]:
     return None
 
 
+@ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     from ..needs import need_torch
     need_torch(command=True)

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Optional
-from ..config import Parser, count, positive_float
+from ..config import Parser, count, ends_on_ctrl_c, positive_float
 
 
 def cmd_parse(args) -> int:
@@ -105,6 +105,7 @@ def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
     return save_figure(fig, out or (run_dir / "telemetry.png"))
 
 
+@ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog="python -m jetdqn.telemetry", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
