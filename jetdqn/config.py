@@ -368,8 +368,49 @@ def _size_or_auto(text: str) -> int:
     return 0 if text.strip().lower() == "auto" else _int_like(text)
 
 
+_FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+
+
+def _typed(name: str, value: Any) -> Any:
+    """``value`` as the type of Config field ``name``. Flags arrive typed by argparse; a --config file or the
+    API's keyword arguments can hold anything, so a string goes through the flag's own parser ("1M", "auto")
+    and a value of the wrong kind is one sentence here instead of a TypeError deep in ``validate``."""
+    import numbers
+    field = _FIELDS[name]
+    kind = str(field.type)
+    flag = _flag(name)
+    if value is None and kind.startswith("Optional["):
+        return None
+    base = kind.replace("Optional[", "").rstrip("]")
+    if base == "bool":
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{flag} takes true or false, got {value!r}.")
+    if isinstance(value, str) and base in ("int", "float"):
+        parse = {"replay_size": _size_or_auto, "num_envs": _size_or_auto, "threads": _threads}.get(
+            name, _int_like if base == "int" else float)
+        try:
+            return parse(value)
+        except (ValueError, argparse.ArgumentTypeError):
+            raise ConfigError(f"{flag} takes a number, got {value!r}.") from None
+    if base == "int" and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if float(value).is_integer():
+            return int(value)
+        raise ConfigError(f"{flag} takes a whole number, got {value!r}.")
+    if base == "float" and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    if base == "str" and isinstance(value, str):
+        choices = field.metadata.get("choices")
+        if choices and value not in choices:
+            raise ConfigError(f"{flag} takes one of {', '.join(choices)}, got {value!r}.")
+        return value
+    what = {"int": "a whole number", "float": "a number", "str": "a string"}.get(base, base)
+    raise ConfigError(f"{flag} takes {what}, got {value!r}.")
+
+
 def make_config(explicit: dict[str, Any]) -> Config:
     """Defaults, then the preset named in ``explicit`` (if any), then the explicit values."""
+    explicit = {k: _typed(k, v) if k in _FIELDS else v for k, v in explicit.items()}
     values: dict[str, Any] = {}
     preset = explicit.get("preset")
     if preset is not None:

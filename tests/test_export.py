@@ -164,8 +164,20 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
     written = json.loads((run / "config.json").read_text())
     assert written["lr"] == 3e-4 and written["n_step"] == 3 and written["dueling"] and written["total_steps"] == 100
     (tmp_path / "typo.json").write_text('{"learning_rate": 0.1}')
+    # values of the wrong kind were a TypeError traceback from deep in the checks; strings take the flags' forms
+    (tmp_path / "text.yaml").write_text("lr: abc\n")
+    (tmp_path / "list.yaml").write_text("lr: [1, 2]\n")
+    (tmp_path / "game.json").write_text('{"game": 5}')
+    (tmp_path / "flag.yaml").write_text("dueling: 1\n")
+    (tmp_path / "choice.yaml").write_text("optimizer: sgd\n")
+    (tmp_path / "forms.yaml").write_text("preset: smoke\ntotal-steps: 2k\nreplay-size: auto\nlearn-start: 1e3\n")
+    forms = make_config(settings_from_file(tmp_path / "forms.yaml"))
+    assert (forms.total_steps, forms.replay_size, forms.learn_start) == (2000, 0, 1000)
     from jetdqn import train
-    for bad, words in (("typo.json", "unknown setting learning_rate"), ("missing.json", "no such file")):
+    for bad, words in (("typo.json", "unknown setting learning_rate"), ("missing.json", "no such file"),
+                       ("text.yaml", "--lr takes a number, got 'abc'"), ("list.yaml", "--lr takes a number, got [1, 2]"),
+                       ("game.json", "--game takes a string, got 5"), ("flag.yaml", "--dueling takes true or false"),
+                       ("choice.yaml", "--optimizer takes one of adam, rmsprop, got 'sgd'")):
         with pytest.raises(SystemExit) as stop:
             train.main(["--config", str(tmp_path / bad), "--run-dir", str(tmp_path / "b")])
         err = capsys.readouterr().err
