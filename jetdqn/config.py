@@ -256,6 +256,9 @@ class Config:
         if self.target_return is not None and not self.eval_episodes:
             raise ConfigError("--target-return stops a run when an evaluation reaches it, and --eval-episodes is 0: "
                               "give --eval-episodes N (and --eval-every) or drop --target-return.")
+        if self.save_best and not self.eval_episodes:
+            raise ConfigError("--save-best keeps the best evaluated weights, and --eval-episodes is 0, so nothing is "
+                              "evaluated: give --eval-episodes N (and --eval-every) or drop --save-best.")
         if self.resume and self.overwrite:
             raise ConfigError("--resume and --overwrite contradict each other; pick one.")
         if self.telemetry_interval_ms < 50:

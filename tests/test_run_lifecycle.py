@@ -193,6 +193,7 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["jetdqn.train", "--target-return", "18", "--eval-episodes", "0"], "--target-return stops a run when an evaluation"),
+    (["jetdqn.train", "--save-best", "--eval-episodes", "0"], "--save-best keeps the best evaluated weights"),
     (["jetdqn.train", "--replay-size", "auto", "--replay-memory-fraction", "1e-6"], "fits only"),
     (["jetdqn.telemetry", "parse", "{dir}"], "is a directory; give a file of tegrastats lines"),
     (["jetdqn.telemetry", "parse", "{binary}"], "is not a text file; give a file of tegrastats lines"),
