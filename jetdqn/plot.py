@@ -100,7 +100,8 @@ def run_name(run_dir: Path) -> str:
 
 def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()) -> Path:
     """Write the learning curve (by default RUN_DIR/learning_curve.png) and return its path."""
-    return save_figure(learning_figure(run_dir, against), out or (run_dir / "learning_curve.png"))
+    path = figure_path(out, run_dir / "learning_curve.png")
+    return save_figure(learning_figure(run_dir, against), path)
 
 
 def learning_figure(run_dir: Path, against: tuple = ()):
@@ -158,6 +159,21 @@ def _draw_compared(ax, key: str, scale: float, name: str, log: list, evals: list
         ax.errorbar([e[key] / scale for e in points], [e["return_mean"] for e in points],
                     yerr=[e["return_std"] for e in points], color=color, marker="s", ms=3, lw=1, capsize=2,
                     label=f"{name}: evaluation ({games} games, eps {eps}; bars: std)")
+
+
+def figure_path(out: Optional[Path], default: Path) -> Path:
+    """Where a figure goes: ``default``, or ``--out``. A folder takes the default's file name, and a name with
+    no suffix gets .png: matplotlib adds it without saying, so the path printed was not the file written."""
+    if out is None:
+        return default
+    out = Path(out)
+    if out.is_dir():
+        return out / default.name
+    if not out.suffix:
+        out = out.with_suffix(".png")
+    if not out.resolve().parent.is_dir():
+        raise ValueError(f"--out {out}: its folder {out.resolve().parent} does not exist; give a path in one that does.")
+    return out
 
 
 def save_figure(fig, path: Path) -> Path:

@@ -197,6 +197,7 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     (["jetdqn.train", "--replay-size", "auto", "--replay-memory-fraction", "1e-6"], "fits only"),
     (["jetdqn.telemetry", "parse", "{dir}"], "is a directory; give a file of tegrastats lines"),
     (["jetdqn.telemetry", "parse", "{binary}"], "is not a text file; give a file of tegrastats lines"),
+    (["jetdqn.telemetry", "parse", "{empty}"], "holds no lines (only blank or # lines)"),
     (["jetdqn.telemetry", "watch", "--interval=-1", "--count", "1"], "--interval: '-1' is not a positive number"),
     (["jetdqn.play", "--display-freq", "0", "--max-steps", "20", "--record", "{dir}/missing/x.mp4"],
      "missing does not exist"),
@@ -209,15 +210,20 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     (["jetdqn.bench", "engines", "--model", "{binary}"], "not a whole zip archive"),
     (["jetdqn.bench", "pong", "--extra-flags", "--bogus"], "--extra-flags: unrecognized arguments: --bogus"),
     (["jetdqn.bench", "pong", "--extra-flags", "--lr", "-1"], "--lr must be positive"),
+    (["jetdqn.plot", "{pong}", "--out", "{dir}/missing/curve.png"], "missing does not exist"),
+    (["jetdqn.telemetry", "plot", "{pong}", "--out", "{dir}/missing/t"], "--out {dir}/missing/t.png: its folder"),
 ])
 def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentence(tmp_path, argv, message):
     (tmp_path / "binary").write_bytes(bytes(range(256)) * 4)
-    args = [a.format(dir=tmp_path, binary=tmp_path / "binary") for a in argv]
+    (tmp_path / "empty").write_text("\n# a comment\n")
+    pong = ROOT / "benchmarks" / "results" / "learn-pong" / "run"
+    args = [a.format(dir=tmp_path, binary=tmp_path / "binary", empty=tmp_path / "empty", pong=pong) for a in argv]
+    message = message.format(dir=tmp_path)
     if args[0] == "jetdqn.train":
         args += ["--run-dir", str(tmp_path / "run"), "--telemetry", "off"]
     proc = run_module(*args, check=False, env={"DISPLAY": ""}, cwd=tmp_path)   # a bench writes nothing here
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["binary"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["binary", "empty"]
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
@@ -257,6 +263,16 @@ def test_ctrl_c_ends_play_and_evaluate_in_one_line_with_status_130(tmp_path):
     code, out, err = _interrupt_after(["jetdqn.evaluate", str(ROOT / "benchmarks/results/learn-pong/run"),
                                        "--games", "30"], "playing 30 games", tmp_path)
     assert code == 130 and err == "stopped by Ctrl-C\n", (out, err)
+
+
+def test_a_figure_goes_where_its_path_says(tmp_path):
+    """--out a folder takes the default file name; a name with no suffix gets .png. matplotlib added the .png
+    without saying, and the command printed a path with no file at it."""
+    pong = ROOT / "benchmarks" / "results" / "learn-pong" / "run"
+    into_folder = run_module("jetdqn.plot", str(pong), "--out", str(tmp_path)).stdout.strip()
+    no_suffix = run_module("jetdqn.plot", str(pong), "--out", str(tmp_path / "curve")).stdout.strip()
+    assert into_folder == str(tmp_path / "learning_curve.png") and no_suffix == str(tmp_path / "curve.png")
+    assert Path(into_folder).stat().st_size > 1000 and Path(no_suffix).stat().st_size > 1000
 
 
 def test_a_resume_with_nothing_to_resume_creates_nothing(tmp_path):

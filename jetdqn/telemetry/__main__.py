@@ -26,6 +26,10 @@ def cmd_parse(args) -> int:
         print(f"error: {path} {why}; give a file of tegrastats lines.", file=sys.stderr)
         return 2
     bad = 0
+    if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
+        print(f"error: {path} holds no lines (only blank or # lines); give a file of tegrastats lines.",
+              file=sys.stderr)
+        return 2
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -77,8 +81,10 @@ def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from ..plot import save_figure
+    from ..plot import figure_path, save_figure
     from ..records import read_jsonl
+
+    path = figure_path(out, run_dir / "telemetry.png")   # before any drawing: a bad --out is said at once
 
     if not (run_dir / "log.jsonl").is_file():
         raise ValueError(f"{run_dir} is not a run directory (it has no log.jsonl); give a run's directory.")
@@ -102,7 +108,7 @@ def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
     ax2.set_ylabel("% of one core")
     ax2.set_xlabel("training step")
     ax2.legend(loc="upper left", fontsize=8)
-    return save_figure(fig, out or (run_dir / "telemetry.png"))
+    return save_figure(fig, path)
 
 
 @ends_on_ctrl_c
