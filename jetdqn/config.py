@@ -256,6 +256,9 @@ class Config:
         if self.target_return is not None and not self.eval_episodes:
             raise ConfigError("--target-return stops a run when an evaluation reaches it, and --eval-episodes is 0: "
                               "give --eval-episodes N (and --eval-every) or drop --target-return.")
+        if self.max_episode_steps == 1:
+            raise ConfigError("--max-episode-steps 1 cuts every game after its first step, so no step has a next "
+                              "state to learn from; give 2 or more.")
         if self.save_best and not self.eval_episodes:
             raise ConfigError("--save-best keeps the best evaluated weights, and --eval-episodes is 0, so nothing is "
                               "evaluated: give --eval-episodes N (and --eval-every) or drop --save-best.")

@@ -180,7 +180,7 @@ def run_loop(run: Run) -> dict:
                 exp.store(replay)                    # each frame once, in its env's stream
                 state.count(exp.steps, exp.returns)
                 log.games_ended(exp.returns)
-                earned = run.schedule.earned(state.step, len(replay), agent.updates)
+                earned = run.schedule.earned(state.step, replay.sampleable, agent.updates)
                 learner.draw(earned)                 # this step's batches, while a GPU runs the last step's updates
                 acting.send_next(state.step)         # act (after those updates), the envs step meanwhile
                 acting.show(renderer, state.step)    # 1 of every --display-freq frames

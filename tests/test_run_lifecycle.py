@@ -194,6 +194,7 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["jetdqn.train", "--target-return", "18", "--eval-episodes", "0"], "--target-return stops a run when an evaluation"),
     (["jetdqn.train", "--save-best", "--eval-episodes", "0"], "--save-best keeps the best evaluated weights"),
+    (["jetdqn.train", "--max-episode-steps", "1"], "no step has a next state to learn from"),
     (["jetdqn.train", "--replay-size", "auto", "--replay-memory-fraction", "1e-6"], "fits only"),
     (["jetdqn.telemetry", "parse", "{dir}"], "is a directory; give a file of tegrastats lines"),
     (["jetdqn.telemetry", "parse", "{binary}"], "is not a text file; give a file of tegrastats lines"),
@@ -263,6 +264,17 @@ def test_ctrl_c_ends_play_and_evaluate_in_one_line_with_status_130(tmp_path):
     code, out, err = _interrupt_after(["jetdqn.evaluate", str(ROOT / "benchmarks/results/learn-pong/run"),
                                        "--games", "30"], "playing 30 games", tmp_path)
     assert code == 130 and err == "stopped by Ctrl-C\n", (out, err)
+
+
+def test_more_envs_than_learn_start_waits_for_a_batch_it_can_sample(tmp_path):
+    """16 envs and --learn-start 8: after the first reset every env's stream holds one frame and no transition.
+    Learning used to begin there and end the run in "ValueError: the replay holds no valid transition yet";
+    it waits for a batch of transitions and then holds the replay ratio from --learn-start."""
+    run = tmp_path / "wide"
+    run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "16", "--learn-start", "8", "--total-steps", "160",
+               "--run-dir", str(run), "--telemetry", "off")
+    last = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
+    assert last["step"] == 160 and last["updates"] == (160 - 8) // 4 and last["replay_ratio"] == 0.25
 
 
 def test_a_figure_goes_where_its_path_says(tmp_path):

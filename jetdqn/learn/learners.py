@@ -24,8 +24,8 @@ class LearnSchedule:
     learn_from: int
     updates_at_learn: int = 0
 
-    def earned(self, step: int, replay_len: int, updates: int) -> Optional[int]:
-        if step >= self.learn_from and replay_len >= self.batch_size:
+    def earned(self, step: int, sampleable: int, updates: int) -> Optional[int]:
+        if step >= self.learn_from and sampleable >= self.batch_size:
             return self.updates_at_learn + (step - self.learn_from) // self.train_freq
         self.updates_at_learn = updates
         return None

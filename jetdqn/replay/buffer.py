@@ -119,6 +119,13 @@ class ReplayBuffer:
         return int(self.size.sum())
 
     @property
+    def sampleable(self) -> int:
+        """Transitions with a next frame stored: each stream's frames less its newest. Learning waits for a
+        batch of these, not of frames: right after the envs reset, every stream holds one frame and nothing
+        can be sampled, which with more envs than --learn-start once ended a run in a ValueError."""
+        return int(np.maximum(self.size - 1, 0).sum())
+
+    @property
     def nbytes(self) -> int:
         held = self.frames.nbytes + sum(a.nbytes for a in (self.actions, self.rewards, self.terminal, self.first))
         return held + (self.priorities.nbytes if self.priorities is not None else 0)
