@@ -460,6 +460,10 @@ def ends_on_ctrl_c(main):
 
     @functools.wraps(main)
     def wrapped(*args, **kwargs):
+        import signal
+        from .needs import stopped_while_starting
+        if signal.getsignal(signal.SIGINT) is stopped_while_starting:   # set while torch was importing
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             return main(*args, **kwargs)
         except KeyboardInterrupt:

@@ -15,9 +15,19 @@ TORCH_MISSING = ("jetdqn needs PyTorch, which is not installed in this Python ({
                  "torch wheel or the L4T container (README, Jetson).")
 
 
+def stopped_while_starting(signum, frame) -> None:
+    print("stopped by Ctrl-C", file=sys.stderr)
+    raise SystemExit(130)
+
+
 def need_torch(command: bool) -> None:
     """One sentence and exit status 2 for a command (``command``); an ImportError saying the same for a
-    library import."""
+    library import. A command also ends quietly on a Ctrl-C during the seconds torch takes to import (before
+    its ``main``, whose ``config.ends_on_ctrl_c`` puts Python's own handler back)."""
+    if command:
+        import signal
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, stopped_while_starting)
     if importlib.util.find_spec("torch") is not None:
         return
     message = TORCH_MISSING.format(python=sys.executable)
