@@ -260,7 +260,9 @@ def test_ctrl_c_ends_play_and_evaluate_in_one_line_with_status_130(tmp_path):
     capture, frames = cv2.VideoCapture(str(video)), 0
     while capture.read()[0]:
         frames += 1
-    assert frames == stepped > 0   # every frame played is in a whole file
+    # a whole file with every frame played (less the one the interrupt may have caught between its step and
+    # its recording)
+    assert stepped - 1 <= frames <= stepped and frames > 0, (frames, stepped)
     code, out, err = _interrupt_after(["jetdqn.evaluate", str(ROOT / "benchmarks/results/learn-pong/run"),
                                        "--games", "30"], "playing 30 games", tmp_path)
     assert code == 130 and err == "stopped by Ctrl-C\n", (out, err)
