@@ -223,6 +223,12 @@ def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:
     ``cut`` None: a resumed run's checkpoint carried --lr); returns the step of the next cut."""
     cfg, step = run.cfg, run.state.step
     lr = cfg.lr_at(step)
+    if cut is None:
+        from .config import parse_lr_cuts
+        late = [at for at, _ in parse_lr_cuts(cfg.lr_cuts) if at >= cfg.total_steps]
+        if late:   # not an error: a run resumed with a larger --total-steps reaches them
+            run.progress.line(f"--lr-cuts at step{'s' * (len(late) > 1)} {', '.join(f'{at:,}' for at in late)}: "
+                              f"not reached in --total-steps {cfg.total_steps:,}")
     if cut is not None or lr != run.agent.lr:
         run.agent.set_lr(lr)
         run.progress.line(f"learning rate {lr:g} from step {step:,} (--lr-cuts)")

@@ -57,15 +57,17 @@ def test_a_run_learns_at_the_rate_of_its_step_and_a_resume_keeps_it(tmp_path):
     run = tmp_path / "run"
     common = ("--preset", "cartpole", "--run-dir", str(run), "--eval-episodes", "0", "--telemetry", "off",
               "--progress", "lines")
-    out = run_module("jetdqn.train", *common, "--total-steps", "4000", "--lr-cuts", "2500:1e-4,3000:2e-5").stdout
+    out = run_module("jetdqn.train", *common, "--total-steps", "4000", "--lr-cuts", "2500:1e-4,3000:2e-5,6000:1e-6").stdout
+    assert "--lr-cuts at step 6,000: not reached in --total-steps 4,000" in out   # said, not silently unused
     assert "learning rate 0.0001 from step 2,500 (--lr-cuts)" in out
     assert "learning rate 2e-05 from step 3,000 (--lr-cuts)" in out
     rates = {r["step"]: r["lr"] for r in map(json.loads, (run / "log.jsonl").read_text().splitlines())}
     assert rates == {1000: 5e-4, 2000: 5e-4, 3000: 2e-5, 4000: 2e-5}   # the record of 2001-3000 ends after the cut
-    assert json.loads((run / "config.json").read_text())["lr_cuts"] == "2500:1e-4,3000:2e-5"
+    assert json.loads((run / "config.json").read_text())["lr_cuts"] == "2500:1e-4,3000:2e-5,6000:1e-6"
     # resumed past both cuts: the checkpoint's optimiser and --lr say 5e-4; the cuts say 2e-5
     out = run_module("jetdqn.train", *common, "--resume", "--total-steps", "5000").stdout
     assert "learning rate 2e-05 from step 4,000 (--lr-cuts)" in out
+    assert "--lr-cuts at step 6,000: not reached in --total-steps 5,000" in out
     last = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
     assert (last["step"], last["lr"]) == (5000, 2e-5)
     from jetdqn.plot import lr_cut_marks, plot_learning   # the curve marks where the rate changed, once
