@@ -55,42 +55,37 @@ def write_safetensors(weights: dict, spec: dict, out: Path) -> tuple[Path, Path]
     return out, spec_path
 
 
-class _HeldOutput:
-    """What native code wrote to file descriptors 1 and 2 while held; ``release`` writes it out after all."""
+class _NativeOutputHeld:
+    """Holds back what C++ writes to stdout and stderr (the exporter prints its whole graph to stdout when it
+    fails) and drops it unless ``release`` was called: an error we turn into one sentence should not come
+    with a page of IR."""
 
     def __init__(self):
-        import tempfile
-        self.file = tempfile.TemporaryFile()
         self.released = False
 
     def release(self) -> None:
         self.released = True
 
-
-class _native_output_held:
-    """Holds back what C++ writes to stdout and stderr (the exporter prints its whole graph to stdout when it
-    fails) and drops it unless ``release`` was called: an error we turn into one sentence should not come
-    with a page of IR."""
-
-    def __enter__(self) -> _HeldOutput:
+    def __enter__(self) -> "_NativeOutputHeld":
         import os
+        import tempfile
         sys.stdout.flush()
         sys.stderr.flush()
-        self.held = _HeldOutput()
+        self.file = tempfile.TemporaryFile()
         self.saved = [os.dup(1), os.dup(2)]
-        os.dup2(self.held.file.fileno(), 1)
-        os.dup2(self.held.file.fileno(), 2)
-        return self.held
+        os.dup2(self.file.fileno(), 1)
+        os.dup2(self.file.fileno(), 2)
+        return self
 
     def __exit__(self, *exc) -> None:
         import os
         for fd, saved in zip((1, 2), self.saved):
             os.dup2(saved, fd)
             os.close(saved)
-        if self.held.released:
-            self.held.file.seek(0)
-            sys.stderr.write(self.held.file.read().decode(errors="replace"))
-        self.held.file.close()
+        if self.released:
+            self.file.seek(0)
+            sys.stderr.write(self.file.read().decode(errors="replace"))
+        self.file.close()
 
 
 class OpsetError(ValueError):
@@ -118,7 +113,7 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")   # the TorchScript exporter's deprecation notice
-            with _native_output_held() as held:
+            with _NativeOutputHeld() as held:
                 try:
                     torch.onnx.export(net, (example,), str(tmp), input_names=["frames"], output_names=["q_values"],
                                       dynamic_axes={"frames": {0: "batch"}, "q_values": {0: "batch"}},
