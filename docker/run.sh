@@ -11,11 +11,18 @@ dry_run=0
 image=""
 run_dir="${PWD}/runs"
 
+need_value() {
+  if [ "$2" -lt 2 ] || [ -z "$3" ]; then
+    echo "error: $1 needs a value (docker/run.sh --help)" >&2
+    exit 2
+  fi
+}
+
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry_run=1; shift ;;
-    --image) image="$2"; shift 2 ;;
-    --run-dir) run_dir="$2"; shift 2 ;;
+    --image) need_value "$1" $# "${2:-}"; image="$2"; shift 2 ;;
+    --run-dir) need_value "$1" $# "${2:-}"; run_dir="$2"; shift 2 ;;
     -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
     --) shift; break ;;
     *) break ;;
@@ -65,6 +72,12 @@ if [ -n "${DISPLAY:-}" ]; then
     args+=(-e XAUTHORITY=/tmp/.Xauthority -v "${XAUTHORITY}:/tmp/.Xauthority:ro")
   fi
 fi
+# docker -v takes a name without a slash for a named volume, not a folder: a relative --run-dir would send
+# the runs into a volume nobody looks in
+case "$run_dir" in
+  /*) ;;
+  *) run_dir="${PWD}/${run_dir}" ;;
+esac
 args+=(-v "${run_dir}:/opt/jetdqn/runs" -v "${PWD}/benchmarks/results:/opt/jetdqn/benchmarks/results")
 args+=("$image")
 if [ $# -gt 0 ]; then

@@ -50,6 +50,16 @@ def test_plain_x86_host(tmp_path):
     assert "jetdqn:x86" in cmd and cmd[-4:] == ["-m", "jetdqn.train", "--preset", "smoke"]
 
 
+def test_a_relative_run_dir_is_a_host_folder_and_a_flag_without_its_value_is_one_sentence(tmp_path):
+    """docker -v reads a name with no slash as a named volume: a relative --run-dir once sent the runs into a
+    volume nobody looks in. A flag given last with no value was bash's 'unbound variable'."""
+    cmd = dry_run(tmp_path, "--run-dir", "my-runs", "python", "-m", "jetdqn.train")
+    assert f"{ROOT}/my-runs:/opt/jetdqn/runs" in cmd
+    for flag in ("--image", "--run-dir"):
+        proc = subprocess.run(["bash", "docker/run.sh", "--dry-run", flag], cwd=ROOT, capture_output=True, text=True)
+        assert proc.returncode == 2 and proc.stderr == f"error: {flag} needs a value (docker/run.sh --help)\n"
+
+
 def test_x86_host_with_an_nvidia_gpu(tmp_path):
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev/nvidiactl").write_text("")
