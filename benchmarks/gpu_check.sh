@@ -26,6 +26,16 @@
 #                                      draws before acting, not yet timed on a GPU); if the run had not stopped,
 #                                      RESUME=1 PONG_SECONDS=200 ... pong first (a resume keeps its flags)
 set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2   # the repository root: tests/, benchmarks/ and .whl/ are found from there
+case "${1:-}" in
+  ""|streams|pong|speed|profile) ;;
+  *) echo "error: gpu_check.sh takes no word or one of streams, pong, speed, profile; got '$1' (see its header)" >&2
+     exit 2 ;;
+esac
+if ! python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  echo "error: gpu_check.sh checks jetdqn's CUDA paths, and python3 here has no torch that sees a CUDA GPU" >&2
+  exit 2
+fi
 out="${OUT:-benchmarks/results/cuda}"
 mkdir -p "$out"
 need=""

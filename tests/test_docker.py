@@ -1,4 +1,5 @@
-"""docker/run.sh --dry-run on a Jetson-like host tree and on a plain x86 host (no Docker engine needed)."""
+"""The shell scripts: docker/run.sh --dry-run on a Jetson-like host tree and on a plain x86 host (no Docker
+engine needed), and benchmarks/gpu_check.sh's refusals."""
 
 import os
 import shlex
@@ -89,3 +90,17 @@ def test_the_dockerfiles_name_their_pip_index_and_pin_numpy():
     assert "PIP_EXTRA_INDEX_URL=${PIP_EXTRA_INDEX}" in l4t and "rm -f /etc/pip.conf" in l4t   # the image's own index is gone
     assert "jetson" in l4t.split("pip install -c")[1].split("\n")[0]                       # jetson-stats for jtop
     assert "JetPack 7" in l4t and "Thor" in l4t
+
+
+def test_gpu_check_refuses_an_unknown_word_and_a_machine_without_cuda(tmp_path):
+    """benchmarks/gpu_check.sh once ran every check for a mistyped word, from any folder, on any machine:
+    pip installs from .whl/, CUDA tests that found no file, a page of errors. It refuses in one line now,
+    before it installs or writes anything."""
+    import torch
+    script = ROOT / "benchmarks" / "gpu_check.sh"
+    word = subprocess.run(["bash", str(script), "strems"], cwd=tmp_path, capture_output=True, text=True)
+    assert word.returncode == 2 and word.stderr.startswith("error: gpu_check.sh takes no word or one of streams")
+    if not torch.cuda.is_available():
+        cpu = subprocess.run(["bash", str(script), "streams"], cwd=tmp_path, capture_output=True, text=True)
+        assert cpu.returncode == 2 and "has no torch that sees a CUDA GPU" in cpu.stderr and cpu.stdout == ""
+    assert list(tmp_path.iterdir()) == []
