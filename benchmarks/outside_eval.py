@@ -66,6 +66,10 @@ def main() -> int:
     args = p.parse_args()
     if not 0.0 <= args.sticky_actions <= 1.0:
         p.error(f"--sticky-actions is a probability, in [0, 1]; got {args.sticky_actions:g}")
+    if not 0.0 <= args.eps <= 1.0:
+        p.error(f"--eps is a probability, in [0, 1]; got {args.eps:g}")
+    if args.games < 1:
+        p.error(f"--games is how many whole games to play, 1 or more; got {args.games}")
     try:
         weights = load_file(args.weights)
     except (OSError, ValueError, SafetensorError) as exc:

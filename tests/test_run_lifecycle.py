@@ -279,6 +279,20 @@ def test_more_envs_than_learn_start_waits_for_a_batch_it_can_sample(tmp_path):
     assert last["step"] == 160 and last["updates"] == (160 - 8) // 4 and last["replay_ratio"] == 0.25
 
 
+def test_the_benchmark_scripts_refuse_what_they_cannot_use(tmp_path):
+    """log_summary.py on a folder that is not a run was a FileNotFoundError traceback; outside_eval.py with
+    --games 0 printed a mean of nan over 0 games and exited 0."""
+    scripts = ROOT / "benchmarks"
+    summary = subprocess.run([sys.executable, str(scripts / "log_summary.py"), str(tmp_path)], capture_output=True,
+                             text=True)
+    assert summary.returncode == 2 and "is not a run directory (it has no log.jsonl)" in summary.stderr
+    weights = ROOT / "benchmarks" / "results" / "pong-eps05" / "run" / "model.safetensors"
+    games = subprocess.run([sys.executable, str(scripts / "outside_eval.py"), str(weights), "--game", "pong",
+                            "--games", "0"], capture_output=True, text=True)
+    assert games.returncode == 2 and "--games is how many whole games to play, 1 or more" in games.stderr
+    assert "Traceback" not in summary.stderr + games.stderr
+
+
 def test_a_figure_goes_where_its_path_says(tmp_path):
     """--out a folder takes the default file name; a name with no suffix gets .png. matplotlib added the .png
     without saying, and the command printed a path with no file at it."""
