@@ -211,6 +211,7 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     (["jetdqn.bench", "engines", "--model", "{binary}"], "not a whole zip archive"),
     (["jetdqn.bench", "pong", "--extra-flags", "--bogus"], "--extra-flags: unrecognized arguments: --bogus"),
     (["jetdqn.bench", "pong", "--extra-flags", "--lr", "-1"], "--lr must be positive"),
+    (["jetdqn.bench", "convs", "--steps", "10", "--out", "{binary}/tables"], "is a file, and the results need a folder"),
     (["jetdqn.plot", "{pong}", "--out", "{dir}/missing/curve.png"], "missing does not exist"),
     (["jetdqn.telemetry", "plot", "{pong}", "--out", "{dir}/missing/t"], "--out {dir}/missing/t.png: its folder"),
 ])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Optional
 from ..config import Parser, count, ends_on_ctrl_c, positive_int
 
@@ -123,6 +125,13 @@ def _unusable(args) -> Optional[str]:
     from ..checkpoint import CheckpointError
     from ..config import ConfigError
     from ..envs.atari import ale_env_id
+    out = getattr(args, "out", None)
+    if out:   # checked now: the results are written after the whole benchmark has run
+        existing = next(p for p in (Path(out), *Path(out).absolute().parents) if p.exists())
+        if not existing.is_dir():
+            return f"--out {out}: {existing} is a file, and the results need a folder there."
+        if not os.access(existing, os.W_OK):
+            return f"--out {out}: {existing} is not writable."
     try:
         for game in getattr(args, "games", None) or [getattr(args, "game", None)]:
             if game is not None:
