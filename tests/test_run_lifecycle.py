@@ -200,6 +200,7 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     (["jetdqn.telemetry", "parse", "{binary}"], "is not a text file; give a file of tegrastats lines"),
     (["jetdqn.telemetry", "parse", "{empty}"], "holds no lines (only blank or # lines)"),
     (["jetdqn.telemetry", "watch", "--interval=-1", "--count", "1"], "--interval: '-1' is not a positive number"),
+    (["jetdqn.telemetry", "watch", "--interval", "0.001", "--count", "1"], "measure every 50 ms at the fastest"),
     (["jetdqn.play", "--display-freq", "0", "--max-steps", "20", "--record", "{dir}/missing/x.mp4"],
      "missing does not exist"),
     (["jetdqn.play", "--display-freq", "0", "--max-steps", "20", "--record", "{dir}/x.txt"],

@@ -52,7 +52,12 @@ def cmd_parse(args) -> int:
 def cmd_watch(args) -> int:
     from ..config import make_config
     from . import make_sampler
-    cfg = make_config({"telemetry": args.source, "telemetry_interval_ms": 500})
+    from ..config import ConfigError
+    if args.interval < 0.05:
+        raise ConfigError(f"--interval {args.interval:g}: the samplers measure every 50 ms at the fastest; give "
+                          "0.05 or more.")
+    # the sampler takes at least one sample per printed line: a line shorter than its period had none (0%)
+    cfg = make_config({"telemetry": args.source, "telemetry_interval_ms": max(50, min(500, int(args.interval * 1000)))})
     sampler = make_sampler(cfg)
     sampler.start()
     t = time.monotonic()
