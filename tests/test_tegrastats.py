@@ -156,6 +156,19 @@ def test_training_with_a_tegrastats_binary(tegrastats_lines, tmp_path):
     assert records[-1]["cpu_per_core"][0] == 55.0
 
 
+def test_a_tegrastats_that_prints_something_else_is_said_and_each_record_names_its_source(tmp_path):
+    """--tegrastats-path at a program that prints other lines: the records' loads came from /proc while they
+    said "tegrastats". Now those records name /proc, and one line says why."""
+    script = fake_tegrastats(tmp_path, ["not a tegrastats line"])
+    run = tmp_path / "run"
+    out = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--tegrastats-path", str(script),
+                     "--telemetry", "tegrastats", "--telemetry-interval-ms", "50").stdout
+    assert out.count("lines that are not tegrastats lines; the load numbers come from /proc") == 1
+    records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    assert {r["telemetry_source"] for r in records} == {"procfs (no tegrastats sample in this interval)"}
+    assert all(r["cpu_avg"] is not None for r in records)
+
+
 def test_jtop_stats_in_jetson_stats_7_format():
     """A jtop.stats dict as jetson-stats 7.2.0 builds it (jtop/jtop.py: CPUn = 100 - idle or 'OFF', 'GPU' the
     first GPU's load, engines, fans, temperatures, 'Power <rail>' and 'Power TOT' in mW, text fields)."""

@@ -159,7 +159,7 @@ class Sampler:
             "learner_cpu": round(100.0 * learner / dt, 1),
             "process_cpu": round(100.0 * total / dt, 1),
             "threads_cpu": dict(sorted(per_thread.items(), key=lambda kv: -kv[1])[:8]),
-            "telemetry_source": self.source,
+            "telemetry_source": record.get("telemetry_source", self.source),
         })
         self.overhead_s += time.thread_time() - t0
         record["telemetry_overhead_s"] = round(self.overhead_s, 5)
@@ -194,6 +194,7 @@ class TegrastatsSampler(Sampler):
         super().__init__(interval_ms, on_event, root, gpu=False)
         from .tegrastats import TegrastatsReader
         self.reader = TegrastatsReader(path, interval_ms, on_event)
+        self._said_bad_lines = False
 
     def start(self) -> None:
         self.reader.start()
@@ -205,8 +206,14 @@ class TegrastatsSampler(Sampler):
 
     def _system(self, interval_s: float) -> dict:
         samples = self.reader.take()
-        if not samples:  # tegrastats died or is slower than the log interval: fall back to /proc
-            return super()._system(interval_s)
+        if not samples:  # tegrastats died, printed no tegrastats line, or is slower than the log interval
+            if self.reader.bad_lines and not self._said_bad_lines:
+                self._said_bad_lines = True
+                self.on_event(f"telemetry: {self.reader.path} printed {self.reader.bad_lines} lines that are not "
+                              "tegrastats lines; the load numbers come from /proc")
+            record = super()._system(interval_s)
+            record["telemetry_source"] = "procfs (no tegrastats sample in this interval)"   # what it really is
+            return record
         n = max(len(s.cpu_loads) for s in samples)
         per_core = []
         for c in range(n):
