@@ -75,8 +75,10 @@ class JtopSampler(Sampler):
     def _system(self, interval_s: float) -> dict:
         with self._lock:
             samples, self._samples = self._samples, []
-        if not samples:
-            return super()._system(interval_s)
+        if not samples:   # jtop's service sent nothing in this interval: the loads are /proc's, and say so
+            record = super()._system(interval_s)
+            record["telemetry_source"] = "procfs (no jtop sample in this interval)"
+            return record
         n = max(len(s["cpu_per_core"]) for s in samples)
         per_core = [_mean([s["cpu_per_core"][c] for s in samples if c < len(s["cpu_per_core"])]) for c in range(n)]
         base = super()._system(interval_s)
