@@ -52,9 +52,11 @@ class Policy:
         return self._q(self.as_batch(obs)[0])
 
     def act(self, obs: np.ndarray, eps, rng: np.random.Generator) -> np.ndarray:
-        """Epsilon-greedy actions for a batch (the same draws as training's acting for the same rng)."""
+        """Epsilon-greedy actions for a batch (the same draws as training's acting for the same rng); one
+        observation is a batch of one (it once drew one epsilon per frame of its stack: 4 actions)."""
         from .learn.dqn import epsilon_greedy
-        return epsilon_greedy(lambda o: self.q_values(o).argmax(axis=1), obs, eps, rng, self.n_actions)
+        batch, _ = self.as_batch(obs)
+        return epsilon_greedy(lambda o: self.q_values(o).argmax(axis=1), batch, eps, rng, self.n_actions)
 
     def predict(self, obs: np.ndarray, eps: float = 0.0, rng: Optional[np.random.Generator] = None):
         """The action for one observation (an int), or actions for a batch (an array); greedy by default."""

@@ -201,3 +201,14 @@ def test_bench_engines_writes_its_table(tmp_path):
     assert "| onnxruntime CPU | 8 |" in out and "| torch fp32 | 1 |" in out
     written = list(tmp_path.glob("*-engines.md"))
     assert len(written) == 1 and "Command: `python -m jetdqn.bench engines --passes 5" in written[0].read_text()
+
+
+def test_one_observation_gets_one_action(pong_stacks):
+    """Policy.act on a single stacked observation (4, 84, 84) drew one epsilon per frame of the stack and
+    returned 4 actions; it is a batch of one, as q_values and predict already took it."""
+    from jetdqn.policy import load
+    policy = load(PONG_MODEL)
+    one = pong_stacks[10]
+    greedy = policy.act(one, 0.0, np.random.default_rng(0))
+    assert greedy.shape == (1,) and int(greedy[0]) == policy.predict(one) == int(policy.q_values(one).argmax())
+    assert policy.act(pong_stacks[:3], 1.0, np.random.default_rng(0)).shape == (3,)
