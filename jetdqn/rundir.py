@@ -81,10 +81,6 @@ def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
         raise ConfigError(f"cannot use {run_dir} as the run directory ({exc.strerror or exc}); give a directory "
                           "you can write to.") from None
     has_checkpoint = (run_dir / "checkpoints" / "latest.pt").exists()
-    if cfg.resume and not has_checkpoint:   # removed since the check above
-        lock.release()
-        raise ConfigError(f"nothing to resume in {run_dir}: it has no checkpoints/latest.pt; "
-                          "drop --resume to start a new run there.")
     if not cfg.resume and has_checkpoint and not cfg.overwrite:
         lock.release()
         raise ConfigError(f"{run_dir} already holds a run; pass --resume to continue it, --overwrite to "

@@ -25,11 +25,7 @@ def cmd_parse(args) -> int:
             else f"cannot be read ({exc.strerror})"
         print(f"error: {path} {why}; give a file of tegrastats lines.", file=sys.stderr)
         return 2
-    bad = 0
-    if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
-        print(f"error: {path} holds no lines (only blank or # lines); give a file of tegrastats lines.",
-              file=sys.stderr)
-        return 2
+    bad = good = 0
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -46,13 +42,17 @@ def cmd_parse(args) -> int:
             gpu = "-" if sample.gpu_load is None else f"{sample.gpu_load:.0f}%"
             print(f"cpu [{loads}]  gpu {gpu}  ram {sample.ram_used_mb}/{sample.ram_total_mb} MB  "
                   f"power {sample.total_power_mw or '-'} mW")
+        good += 1
+    if not (good or bad):
+        print(f"error: {path} holds no lines (only blank or # lines); give a file of tegrastats lines.",
+              file=sys.stderr)
+        return 2
     return 1 if bad else 0
 
 
 def cmd_watch(args) -> int:
-    from ..config import make_config
+    from ..config import ConfigError, make_config
     from . import make_sampler
-    from ..config import ConfigError
     if args.interval < 0.05:
         raise ConfigError(f"--interval {args.interval:g}: the samplers measure every 50 ms at the fastest; give "
                           "0.05 or more.")
