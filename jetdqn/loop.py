@@ -238,6 +238,7 @@ def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:
 def write_record(run: Run, log: RunLog, renderer) -> dict:
     """The log record of the interval ending now; a loss that is no longer finite stops the run."""
     state, acting = run.state, run.acting
+    run.sampler.mark_processes("emulator", acting.emulator_processes)   # Ray's actors on this machine
     record = log.write(step=state.step, wall_s=state.wall_s(), agent=run.agent, schedule=run.schedule,
                        epsilon=acting.epsilon(state.step), episodes=state.episodes, returns=state.returns,
                        replay=run.replay, num_envs=acting.num_streams,

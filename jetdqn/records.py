@@ -184,13 +184,17 @@ ASIDE = ("evaluating_s", "checkpointing_s")  # the loop's work between steps tha
 
 
 def console_line(record: dict, dsteps: int, dt: float) -> str:
-    """``step 12,000: 1000 steps completed in 2.61 s (383 steps/s, 95.8 updates/s)  return ...``"""
+    """``step 12,000: 1000 steps completed in 2.61 s (383 steps/s, 95.8 updates/s)  return ...``
+
+    With Ray actors the parenthesis ends ``; per actor 1674, - steps/s``: each actor's acting rate in the
+    segments it delivered in the interval, ``-`` for one that delivered none (its rate is unknown, not 0)."""
     actors = record.get("actors")
-    per_actor = ("; per actor " + ", ".join(f"{a['env_steps_per_s'] or 0:.0f}" for a in actors)) if actors else ""
+    per_actor = ("; per actor " + ", ".join(_fmt(a["env_steps_per_s"], 0) for a in actors) + " steps/s"
+                 if actors else "")
     aside = " and ".join(f"{record[key]:.2f} s {key[:-2]}" for key in ASIDE if record.get(key))
     return (f"step {record['step']:>9,}: {dsteps} steps completed in {dt:.2f} s"
             + (f", of which {aside}" if aside else "") + " "
-            f"({record['env_steps_per_s']:.0f} steps/s{per_actor}, {record['updates_per_s']:.1f} updates/s)"
+            f"({record['env_steps_per_s']:.0f} steps/s, {record['updates_per_s']:.1f} updates/s{per_actor})"
             f"  return {_fmt(record['return_mean'])}  eps {record['epsilon']:.3f}"
             f"  loss {_fmt(record['loss'], 4)}" + _telemetry_tail(record))
 

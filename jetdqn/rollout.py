@@ -106,7 +106,7 @@ class LocalActing:
     whatever the loop does after it (the updates) overlaps the group's emulation in ale-py's C++ threads.
 
     The same interface as ``distributed.actors.RayActing``: ``num_streams``, ``frame_shape``, ``frame_dtype``,
-    ``n_actions``, ``emulator_threads``, ``start``, ``receive``, ``send_next``, ``epsilon``, ``show``,
+    ``n_actions``, ``emulator_threads``, ``emulator_processes``, ``start``, ``receive``, ``send_next``, ``epsilon``, ``show``,
     ``after_learning``, ``record_extra``, ``close``.
     """
 
@@ -117,6 +117,7 @@ class LocalActing:
         self.envs = envs if isinstance(envs, GroupedEnvs) else GroupedEnvs([envs])
         # ale-py's worker threads are unnamed: the ones that appeared while the envs were made
         self.emulator_threads = set(self.envs.emulator_threads) or (_thread_ids() - before)
+        self.emulator_processes: set[int] = set()   # none: the emulators are this process's threads
         self.num_streams = self.envs.num_envs
         self.frame_shape, self.frame_dtype = self.envs.frame_shape, self.envs.frame_dtype
         self.n_actions = self.envs.n_actions

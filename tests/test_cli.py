@@ -76,6 +76,15 @@ def test_log_records_carry_the_contract_names(tmp_path):
                                                 "cudnn_deterministic": False}
 
 
+def test_the_console_line_says_which_ray_actor_sent_nothing():
+    """An actor with no segment in a record's interval has no rate there: '-', not 0 steps/s."""
+    from jetdqn.records import console_line
+    record = {"step": 500, "env_steps_per_s": 76.1, "updates_per_s": 0.0, "return_mean": None, "epsilon": 0.2,
+              "loss": None, "actors": [{"index": 0, "env_steps_per_s": None}, {"index": 1, "env_steps_per_s": 862.5}]}
+    line = console_line(record, 500, 6.57)
+    assert "(76 steps/s, 0.0 updates/s; per actor -, 862 steps/s)" in line, line
+
+
 def test_cudnn_flags_without_cuda_are_recorded_as_no_effect(tmp_path):
     import torch
     if torch.cuda.is_available():

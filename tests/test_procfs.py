@@ -1,6 +1,8 @@
 """/proc and /sys readers on directory trees, and telemetry from a real Pong run."""
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -85,6 +87,32 @@ def test_thread_cpu_of_this_process_and_thread_names():
     assert "jetdqn-testbusy" in names
     busy_tid = next(tid for tid, (name, _) in after.items() if name == "jetdqn-testbusy")
     assert after[busy_tid][1] - before.get(busy_tid, ("", 0.0))[1] > 0.2
+
+
+def test_another_process_cpu_counts_for_the_role_it_was_marked_with():
+    """Ray's actors run the emulators in processes of their own: a real child process spinning for 0.5 s of
+    CPU, marked as an emulator, shows in the record's emulator_cpu; once it has ended it counts no more."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time\nsys.stdin.readline()\n"
+                              "t = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
+                              "print('spun', flush=True)\nsys.stdin.readline()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        sampler = Sampler(gpu=False)
+        sampler.start()
+        sampler.mark_processes("emulator", [child.pid])
+        t0 = time.monotonic()
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "spun"
+        interval = time.monotonic() - t0
+        record = sampler.summary({}, interval)
+        assert 0.45 <= record["emulator_cpu"] * interval / 100 <= 0.7, (record["emulator_cpu"], interval)
+        assert record["learner_cpu"] * interval / 100 < 0.45   # the child is not this process's learner
+    finally:
+        child.stdin.close()
+        child.wait(timeout=10)
+    assert procfs.read_process_cpu(child.pid) is None
+    assert sampler.summary({}, 0.2)["emulator_cpu"] == 0.0
 
 
 def test_pong_run_reports_plausible_telemetry(tmp_path):

@@ -47,6 +47,8 @@ class EnvActorImpl:
         self.rng = np.random.default_rng(seed)
         self.rollout = Rollout(cfg, self.envs.reset(), self.envs.frame_shape, self.envs.frame_dtype)
         self.weights_version = -1
+        import ray
+        self.node = ray.get_runtime_context().get_node_id()   # the learner reads this process's CPU if it shares the node
 
     def pid(self) -> int:
         return os.getpid()
@@ -66,7 +68,7 @@ class EnvActorImpl:
         exp = Experience.concat(parts)
         packed = dict(vars(exp))
         packed["frames"] = [self.codec.compress(np.ascontiguousarray(f)) for f in exp.frames]
-        return {"experience": packed, "index": self.index, "seconds": time.perf_counter() - t0, "pid": os.getpid(),
+        return {"experience": packed, "index": self.index, "seconds": time.perf_counter() - t0, "pid": os.getpid(), "node": self.node,
                 "weights_version": self.weights_version}
 
 
@@ -83,7 +85,8 @@ class RayActing:
         self.cfg = cfg
         self.k = cfg.num_actors
         self.num_streams = self.k * cfg.num_envs  # one replay stream per actor env
-        self.emulator_threads: set[int] = set()   # in other processes
+        self.emulator_threads: set[int] = set()   # in other processes:
+        self.emulator_processes: set[int] = set()  # the actors' on this machine, as their segments arrive
         self.eps = apex_epsilons(self.k)
         self.actors: list = []
         self.version = 0
@@ -100,6 +103,7 @@ class RayActing:
                 raise ConfigError(f"cannot reach the Ray cluster at {cfg.ray_address} "
                                   f"({str(exc).splitlines()[-1][:100]}); start it with `ray start --head` there, or "
                                   "drop --ray-address for a local Ray.") from None
+        self.node = ray.get_runtime_context().get_node_id()
         actor = ray.remote(num_cpus=0.5 if not cfg.ray_address else 1, max_restarts=-1)(EnvActorImpl)
         self.actors = [actor.remote(cfg.to_dict(), i, float(self.eps[i]), cfg.seed + 1000 * (i + 1))
                        for i in range(self.k)]
@@ -139,6 +143,8 @@ class RayActing:
                                for b in packed["frames"]])
             exp = Experience(**{**packed, "frames": frames})
             exp.streams = exp.streams + i * self.cfg.num_envs
+            if out["node"] == self.node:
+                self.emulator_processes.add(out["pid"])
             actor = self.per_actor[i]
             actor["steps"] += exp.steps
             actor["interval_steps"] += exp.steps

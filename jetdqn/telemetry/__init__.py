@@ -63,6 +63,7 @@ class Sampler:
         self.on_event = on_event
         self.root = Path(root)
         self.roles: dict[int, str] = {}
+        self.processes: dict[int, tuple[str, Optional[float]]] = {}   # pid: (role, CPU seconds at last read)
         self.loop_tid = threading.get_native_id()
         self.n_cores = procfs.present_cores(self.root)
         self._cpu = None
@@ -92,6 +93,25 @@ class Sampler:
     def mark_threads(self, role: str, tids: Iterable[int]) -> None:
         for tid in tids:
             self.roles[int(tid)] = role
+
+    def mark_processes(self, role: str, pids: Iterable[int]) -> None:
+        """Other processes on this machine whose CPU time counts for ``role``, from now on: Ray's actors
+        run the emulators in processes of their own. A process already marked keeps its count."""
+        for pid in pids:
+            if int(pid) not in self.processes:
+                self.processes[int(pid)] = (role, procfs.read_process_cpu(pid, self.root))
+
+    def _processes_delta(self) -> dict[str, float]:
+        """CPU seconds per role of the marked processes since the last read; one that ended is dropped."""
+        seconds: dict[str, float] = {}
+        for pid, (role, before) in list(self.processes.items()):
+            now = procfs.read_process_cpu(pid, self.root)
+            if now is None:
+                del self.processes[pid]
+                continue
+            seconds[role] = seconds.get(role, 0.0) + max(0.0, now - (before if before is not None else now))
+            self.processes[pid] = (role, now)
+        return seconds
 
     def _poll(self) -> None:
         name_this_thread("jetdqn-telemetry")
@@ -135,8 +155,9 @@ class Sampler:
         record = self._system(interval_s)
         delta = self._threads_delta()
         dt = max(interval_s, 1e-6)
-        emulator = phase_seconds.get("emulator", 0.0)
-        learner = phase_seconds.get("learner", 0.0)
+        others = self._processes_delta()
+        emulator = phase_seconds.get("emulator", 0.0) + others.get("emulator", 0.0)
+        learner = phase_seconds.get("learner", 0.0) + others.get("learner", 0.0)
         per_thread = {}
         total = 0.0
         for tid, (name, secs) in delta.items():
@@ -174,6 +195,7 @@ class NullSampler(Sampler):
 
     def __init__(self, *args, **kwargs):
         self.roles = {}
+        self.processes = {}
 
     def start(self) -> None:
         pass

@@ -1,4 +1,4 @@
-"""/proc and /sys readers: CPU per core, CPU per thread of this process, RAM, Jetson GPU load; NVML.
+"""/proc and /sys readers: CPU per core, CPU per thread of this process, CPU of another process, RAM, Jetson GPU load; NVML.
 
 Every reader takes a ``root`` path (default '/') so tests can point it at a directory tree. Loads are
 computed from counter deltas between two reads, so they are exact averages over the interval, not
@@ -95,6 +95,17 @@ def read_thread_cpu(root: Path = Path("/"), pid: str = "self") -> dict[int, tupl
         utime, stime = int(fields[11]), int(fields[12])
         out[int(tdir.name)] = (name, (utime + stime) / tick)
     return out
+
+
+def read_process_cpu(pid: int, root: Path = Path("/")) -> Optional[float]:
+    """CPU seconds a process has used, all its threads (those that ended too), from /proc/<pid>/stat; None
+    when there is no such process (it ended)."""
+    try:
+        text = (Path(root) / "proc" / str(int(pid)) / "stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / clock_ticks()
 
 
 def read_meminfo(root: Path = Path("/")) -> dict[str, int]:
