@@ -370,13 +370,17 @@ def stop_on_signals(state: RunState):
     SIGUSR1 prints where every thread is (faulthandler) and the run goes on. A Python handler runs only when
     the main thread is back in the interpreter, so a run stuck in a native wait (a CUDA event that never
     completes) ignores SIGTERM; faulthandler's handler is C and answers anyway, with the Python line the wait
-    was called from."""
+    was called from.
+
+    A signal this process was started ignoring stays ignored: ``nohup`` ignores SIGHUP so that a run
+    outlives the SSH session that started it (the usual way to leave a board training overnight), and a
+    shell script's background job ignores SIGINT. Catching them anyway stopped such a run at logout."""
     def on_signal(signum, frame):
         state.interrupted = state.interrupted or signal.Signals(signum).name
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
+    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True)
         stacks = True

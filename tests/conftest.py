@@ -1,4 +1,5 @@
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,14 @@ def run_module(module: str, *args: str, env: dict | None = None, timeout: float 
     if check and proc.returncode != 0:
         raise AssertionError(f"{module} {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def as_from_a_terminal() -> None:
+    """A child's ``preexec_fn``: the stop signals as a terminal leaves them (default). A pytest started as a
+    script's background job, or under nohup, passes SIGINT or SIGHUP on ignored, and jetdqn keeps an ignored
+    signal ignored (nohup's promise), so a test that sends one would wait in vain."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 @pytest.fixture

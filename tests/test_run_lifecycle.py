@@ -13,14 +13,17 @@ import pytest
 import torch
 
 from jetdqn import checkpoint as ckpt
-from conftest import ROOT, run_module
+from conftest import ROOT, as_from_a_terminal, run_module
 
 
-def start_training(run: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--run-dir", str(run),
+def start_training(run: Path, *extra: str, nohup: bool = False) -> subprocess.Popen:
+    """A training run started from a terminal, or with ``nohup`` in front (SIGHUP ignored)."""
+    return subprocess.Popen(["nohup"] * nohup + [
+                             sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--run-dir", str(run),
                              "--telemetry", "off", "--total-steps", "1000000", "--checkpoint-every", "1000000",
                              "--eval-episodes", "0", *extra], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            preexec_fn=as_from_a_terminal)
 
 
 def records(run: Path, name: str = "log.jsonl") -> list[dict]:
@@ -44,10 +47,13 @@ def wait_for_records(run: Path, proc: subprocess.Popen, count: int, timeout: flo
 def test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes(tmp_path, sig):
     """docker stop (SIGTERM) and a closed terminal (SIGHUP) end the run like Ctrl-C: a checkpoint at the step
     it stopped, a line saying how to resume; a second signal during the save changes nothing. Before that,
-    SIGUSR1 prints every thread's stack (the loop's included) and the run goes on."""
+    SIGUSR1 prints every thread's stack (the loop's included) and the run goes on. The SIGTERM run is started
+    with nohup, as a run left training over SSH is: the SIGHUP of the logout must not stop it (it did)."""
     run = tmp_path / "run"
-    proc = start_training(run)
+    proc = start_training(run, nohup=sig == signal.SIGTERM)
     wait_for_records(run, proc, 3)
+    if sig == signal.SIGTERM:
+        proc.send_signal(signal.SIGHUP)   # ignored under nohup: the records go on below
     proc.send_signal(signal.SIGUSR1)   # where every thread is, and the run goes on
     wait_for_records(run, proc, 5)
     proc.send_signal(sig)
@@ -236,7 +242,7 @@ def _interrupt_after(argv: list[str], marker: str, cwd: Path) -> tuple[int, str,
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "DISPLAY": "",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen([sys.executable, "-m", *argv], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
     lines = []
     for line in proc.stdout:
         lines.append(line)
