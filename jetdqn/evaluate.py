@@ -168,7 +168,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--best", action="store_true", help="A run directory's best weights (best.pt or best.safetensors, "
                    "written with --save-best).")
     p.add_argument("--seed", type=count, default=0, help="Seed of the no-op starts and epsilon (default 0).")
-    p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"],
+                   help="Where the network runs (default cpu: the scores then do not depend on a GPU's kernels, "
+                        "whose TF32 and algorithm choices can round Q values apart and flip close greedy choices; "
+                        "auto or cuda play faster on a GPU).")
     p.add_argument("--json", action="store_true", help="Print the result as one JSON object.")
     p.add_argument("--record", action="store_true",
                    help="Append the result and this command to RUN_DIR/evaluations.jsonl (a run directory only).")

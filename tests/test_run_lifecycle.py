@@ -201,6 +201,8 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     (["jetdqn.train", "--target-return", "18", "--eval-episodes", "0"], "--target-return stops a run when an evaluation"),
     (["jetdqn.train", "--save-best", "--eval-episodes", "0"], "--save-best keeps the best evaluated weights"),
     (["jetdqn.train", "--max-episode-steps", "1"], "no step has a next state to learn from"),
+    # 64 OpenMP threads on 2 cores made a smoke run 11x slower, silently
+    (["jetdqn.train", "--threads", "100000"], "--threads 100000 is more than the"),
     (["jetdqn.train", "--replay-size", "auto", "--replay-memory-fraction", "1e-6"], "fits only"),
     (["jetdqn.telemetry", "parse", "{dir}"], "is a directory; give a file of tegrastats lines"),
     (["jetdqn.telemetry", "parse", "{binary}"], "is not a text file; give a file of tegrastats lines"),
