@@ -25,6 +25,47 @@ def run_module(module: str, *args: str, env: dict | None = None, timeout: float 
     return proc
 
 
+class WarmPython:
+    """``run_module`` for commands that end in their first second (refusals): each runs in a process forked
+    from one that has already imported torch (tests/warm_python.py), instead of a new interpreter that spends
+    most of its life importing it."""
+
+    def __init__(self):
+        env = {**os.environ, "PYTHONUNBUFFERED": "1",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "warm_python.py")], cwd=ROOT, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     preexec_fn=as_from_a_terminal)
+
+    def run(self, module: str, *args: str, env: dict | None = None, cwd: Path | None = None,
+            timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess:
+        import json
+        import select
+        self.proc.stdin.write(json.dumps({"module": module, "args": list(args), "env": env or {},
+                                          "cwd": str(cwd or ROOT)}) + "\n")
+        self.proc.stdin.flush()
+        if not select.select([self.proc.stdout], [], [], timeout)[0]:
+            self.proc.kill()
+            raise AssertionError(f"{module} {' '.join(args)} did not end within {timeout} s")
+        answer = json.loads(self.proc.stdout.readline())
+        if check and answer["returncode"] != 0:
+            raise AssertionError(f"{module} {' '.join(args)} exited {answer['returncode']}\n{answer['stdout']}\n"
+                                 f"{answer['stderr']}")
+        return subprocess.CompletedProcess([module, *args], answer["returncode"], answer["stdout"], answer["stderr"])
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def warm():
+    """A WarmPython for the session (started at the first test that asks for it)."""
+    python = WarmPython()
+    yield python
+    python.close()
+
+
 def as_from_a_terminal() -> None:
     """A child's ``preexec_fn``: the stop signals as a terminal leaves them (default). A pytest started as a
     script's background job, or under nohup, passes SIGINT or SIGHUP on ignored, and jetdqn keeps an ignored

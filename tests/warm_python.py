@@ -1,0 +1,66 @@
+"""``python -m MODULE ARGS`` run many times without paying for torch's import each time.
+
+A refusal test starts a command that stops in its first second; its process spends ~5 s of a 2-core VM
+importing torch and torch._dynamo first (the optimiser's constructor imports dynamo). This script imports
+them once and then, for each command it reads on stdin (one JSON object per line), forks: the child is a
+real process of its own, with its own exit status, stdout and stderr (file descriptors 1 and 2), cwd and
+environment, and runs the module as ``python -m`` would (``runpy``, as ``__main__``). jetdqn's own modules
+are not imported here, so each child imports them as a fresh ``python -m`` does. Answers one JSON object
+per command on stdout: {"returncode", "stdout", "stderr"}.
+"""
+
+import importlib
+import json
+import os
+import runpy
+import sys
+import tempfile
+import traceback
+
+for name in ("numpy", "torch", "torch._dynamo", "ale_py"):   # the slow imports, for the children
+    importlib.import_module(name)
+
+
+def child(case: dict, out, err) -> None:
+    os.chdir(case["cwd"])
+    os.environ.update(case["env"])
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out.fileno(), 1)
+    os.dup2(err.fileno(), 2)
+    sys.argv = [case["module"], *case["args"]]
+    code = 0
+    try:
+        runpy.run_module(case["module"], run_name="__main__", alter_sys=True)
+    except SystemExit as exc:   # what the interpreter does with it at exit
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main() -> None:
+    for line in sys.stdin:
+        case = json.loads(line)
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            sys.stdout.flush()
+            pid = os.fork()
+            if pid == 0:
+                child(case, out, err)
+            _, status = os.waitpid(pid, 0)
+            out.seek(0)
+            err.seek(0)
+            answer = {"returncode": os.waitstatus_to_exitcode(status),
+                      "stdout": out.read().decode(errors="replace"), "stderr": err.read().decode(errors="replace")}
+        print(json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__":
+    main()
