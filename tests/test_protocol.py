@@ -134,7 +134,8 @@ def test_best_weights_whose_record_a_resume_dropped_still_count(tmp_path):
     assert resumed_run_evaluates(1_300_000, 95.0, 12_900.0)
 
 
-@pytest.mark.parametrize("run", ["pong-eps05", "pong-gpu-cpu-seed1"])
+# one run in make test (the pipeline is the same; ~20 s each on a 2-core EPYC VM), both in make test-slow
+@pytest.mark.parametrize("run", [pytest.param("pong-eps05", marks=pytest.mark.slow), "pong-gpu-cpu-seed1"])
 def test_the_committed_eps05_pong_weights_win_played_outside_jetdqn(run):
     """benchmarks/outside_eval.py (gymnasium's DeepMind preprocessing and a network rebuilt from the weight
     names, none of jetdqn's code) plays the weights of two Pong runs trained down to eps 0.05 that reached
