@@ -106,8 +106,8 @@ class LocalActing:
     whatever the loop does after it (the updates) overlaps the group's emulation in ale-py's C++ threads.
 
     The same interface as ``distributed.actors.RayActing``: ``num_streams``, ``frame_shape``, ``frame_dtype``,
-    ``n_actions``, ``emulator_threads``, ``emulator_processes``, ``start``, ``receive``, ``send_next``, ``epsilon``, ``show``,
-    ``after_learning``, ``record_extra``, ``close``.
+    ``n_actions``, ``emulator_threads``, ``emulator_processes``, ``start``, ``receive``, ``send_next``,
+    ``epsilon``, ``show``, ``after_learning``, ``record_extra``, ``close``.
     """
 
     def __init__(self, cfg: Config, rng: np.random.Generator, clock):

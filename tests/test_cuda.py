@@ -146,10 +146,10 @@ def test_the_cuda_replay_samples_the_host_replays_batches_and_updates_alike(expe
 
 
 def test_cartpole_learns_with_the_replay_in_gpu_memory(tmp_path):
-    run = tmp_path / "cp"
+    run = tmp_path / "cp"   # a new interpreter (fresh): CUDA starts in it as for a user, not in a fork
     run_module("jetdqn.train", "--preset", "cartpole", "--device", "cuda", "--replay-device", "cuda",
                "--cuda-graphs", "--run-dir", str(run), "--eval-episodes", "20", "--target-return", "195",
-               "--telemetry", "off", timeout=600)
+               "--telemetry", "off", timeout=600, fresh=True)
     config = json.loads((run / "config.json").read_text())
     assert config["replay_device"] == "cuda" and config["runtime"]["device"] == "cuda"
     evals = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]

@@ -70,9 +70,9 @@ def test_a_killed_actor_is_restarted_and_the_run_goes_on(tmp_path):
 @pytest.mark.slow
 def test_bench_pong_has_the_ray_rows_by_default(tmp_path):
     """make bench-pong's Ray rows run without --all: one run each, with the actors' acting env steps/s (slow:
-    two local Rays start and stop)."""
+    two local Rays start and stop). Ray's tests run in new interpreters (fresh), as a user starts Ray."""
     run_module("jetdqn.bench", "pong", "--steps", "100", "--learn-start", "500", "--repeats", "3",
-               "--cases", "ray", "--telemetry", "procfs", "--out", str(tmp_path), timeout=600)
+               "--cases", "ray", "--telemetry", "procfs", "--out", str(tmp_path), timeout=600, fresh=True)
     rows = {r["name"]: r for r in json.loads(next(tmp_path.glob("*-pong.json")).read_text())["rows"]}
     assert set(rows) == {"jetdqn: Ray, 1 actor (2 envs, fp32)", "jetdqn: Ray, 2 actors (2 envs each, fp32)"}
     for row in rows.values():
@@ -85,7 +85,7 @@ def test_cartpole_learns_with_ray_actors(tmp_path):
     """Learning is the same on the Ray path: two Ape-X actors feed the loop's learn step, CartPole is solved."""
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "cartpole", "--backend", "ray", "--num-actors", "2", "--run-dir", str(run),
-               "--eval-episodes", "20", "--target-return", "195", "--telemetry", "off", timeout=900)
+               "--eval-episodes", "20", "--target-return", "195", "--telemetry", "off", timeout=900, fresh=True)
     evals = [json.loads(l) for l in (run / "eval.jsonl").read_text().splitlines()]
     assert max(e["return_mean"] for e in evals) >= 195
     ratios = [r["replay_ratio"] for r in records(run) if r["replay_ratio"] is not None]

@@ -1,12 +1,13 @@
-"""``python -m MODULE ARGS`` run many times without paying for torch's import each time.
+"""``python -m MODULE ARGS`` run many times without paying for torch's import each time (tests/conftest.py's
+``run_module``).
 
-A refusal test starts a command that stops in its first second; its process spends ~5 s of a 2-core VM
-importing torch and torch._dynamo first (the optimiser's constructor imports dynamo). This script imports
-them once and then, for each command it reads on stdin (one JSON object per line), forks: the child is a
-real process of its own, with its own exit status, stdout and stderr (file descriptors 1 and 2), cwd and
-environment, and runs the module as ``python -m`` would (``runpy``, as ``__main__``). jetdqn's own modules
-are not imported here, so each child imports them as a fresh ``python -m`` does. Answers one JSON object
-per command on stdout: {"returncode", "stdout", "stderr"}.
+A new interpreter spends ~5 s of a 2-core VM importing torch and torch._dynamo (the optimiser's constructor
+imports dynamo) before a command does anything; most commands in the tests run for less than that. This
+script imports them once and then, for each command it reads on stdin (one JSON object per line), forks:
+the child is a real process of its own, with its own exit status, stdout and stderr (file descriptors 1
+and 2), cwd, environment and sys.path[0], and runs the module as ``python -m`` would (``runpy``, as
+``__main__``). jetdqn's own modules are not imported here, so each child imports them as a fresh
+``python -m`` does. Answers one JSON object per command on stdout: {"returncode", "stdout", "stderr"}.
 """
 
 import importlib
@@ -24,6 +25,7 @@ for name in ("numpy", "torch", "torch._dynamo", "ale_py"):   # the slow imports,
 def child(case: dict, out, err) -> None:
     os.chdir(case["cwd"])
     os.environ.update(case["env"])
+    sys.path[0] = os.getcwd()   # where python -m looks first (here it was this script's folder)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(out.fileno(), 1)

@@ -48,7 +48,8 @@ class EnvActorImpl:
         self.rollout = Rollout(cfg, self.envs.reset(), self.envs.frame_shape, self.envs.frame_dtype)
         self.weights_version = -1
         import ray
-        self.node = ray.get_runtime_context().get_node_id()   # the learner reads this process's CPU if it shares the node
+        # the learner counts this process's CPU as its emulators' when both run on one node
+        self.node = ray.get_runtime_context().get_node_id()
 
     def pid(self) -> int:
         return os.getpid()
@@ -68,8 +69,8 @@ class EnvActorImpl:
         exp = Experience.concat(parts)
         packed = dict(vars(exp))
         packed["frames"] = [self.codec.compress(np.ascontiguousarray(f)) for f in exp.frames]
-        return {"experience": packed, "index": self.index, "seconds": time.perf_counter() - t0, "pid": os.getpid(), "node": self.node,
-                "weights_version": self.weights_version}
+        return {"experience": packed, "index": self.index, "seconds": time.perf_counter() - t0, "pid": os.getpid(),
+                "node": self.node, "weights_version": self.weights_version}
 
 
 class RayActing:
@@ -85,8 +86,8 @@ class RayActing:
         self.cfg = cfg
         self.k = cfg.num_actors
         self.num_streams = self.k * cfg.num_envs  # one replay stream per actor env
-        self.emulator_threads: set[int] = set()   # in other processes:
-        self.emulator_processes: set[int] = set()  # the actors' on this machine, as their segments arrive
+        self.emulator_threads: set[int] = set()    # none here: the emulators run in the actors' processes,
+        self.emulator_processes: set[int] = set()  # those on this machine, added as their segments arrive
         self.eps = apex_epsilons(self.k)
         self.actors: list = []
         self.version = 0

@@ -1,4 +1,5 @@
-"""/proc and /sys readers: CPU per core, CPU per thread of this process, CPU of another process, RAM, Jetson GPU load; NVML.
+"""/proc and /sys readers: CPU per core, CPU per thread of this process, CPU of another process, RAM,
+Jetson GPU load; NVML.
 
 Every reader takes a ``root`` path (default '/') so tests can point it at a directory tree. Loads are
 computed from counter deltas between two reads, so they are exact averages over the interval, not
