@@ -31,7 +31,9 @@ def run_module(module: str, *args: str, env: dict | None = None, timeout: float 
 class WarmPython:
     """Commands run in processes forked from one that has already imported torch (tests/warm_python.py),
     instead of new interpreters that spend ~5 s of a 2-core VM importing it: the same exit status, output,
-    cwd and environment as ``python -m`` (compared case by case when this was written)."""
+    cwd and environment as ``python -m`` (compared case by case when this was written). What torch reads
+    from the environment while it is imported (CXX, OMP_NUM_THREADS, ...) is the warm process's, not the
+    command's: a test that sets those runs ``fresh``."""
 
     def __init__(self):
         env = {**os.environ, "PYTHONUNBUFFERED": "1",

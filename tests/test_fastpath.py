@@ -255,7 +255,8 @@ def test_compile_without_a_cpp_compiler_is_one_sentence(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("the check is for CPU runs")
     out = run_module("jetdqn.train", "--preset", "smoke", "--compile", "--telemetry", "off", "--total-steps", "100",
-                     "--run-dir", str(tmp_path / "run"), env={"CXX": "/nonexistent/g++"}, check=False)
+                     "--run-dir", str(tmp_path / "run"), env={"CXX": "/nonexistent/g++"}, check=False,
+                     fresh=True)   # torch reads CXX when it is imported: a fork of an importer would not see it
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert "--compile" in out.stderr and "/nonexistent/g++" in out.stderr
 

@@ -444,7 +444,8 @@ def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
 @pytest.mark.slow
 def test_a_cpp_compiler_that_fails_under_compile_is_one_sentence(tmp_path):
     proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(tmp_path / "run"), "--telemetry", "off",
-                      "--compile", "--progress", "off", check=False, env={"CXX": "/bin/false"})
+                      "--compile", "--progress", "off", check=False, env={"CXX": "/bin/false"},
+                      fresh=True)   # torch reads CXX when it is imported: a fork of an importer would not see it
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "--compile failed while compiling the update" in proc.stderr and "without --compile" in proc.stderr
 
