@@ -43,9 +43,10 @@ def child(case: dict, out, err) -> None:
     except BaseException:
         traceback.print_exc()
         code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    # the interpreter's own exit, as at the end of python -m: atexit handlers run and non-daemon threads are
+    # waited for (a command whose thread never ends hangs here as it would for a user); nothing on the way
+    # out of main() catches it
+    raise SystemExit(code)
 
 
 def main() -> None:
@@ -55,7 +56,7 @@ def main() -> None:
             sys.stdout.flush()
             pid = os.fork()
             if pid == 0:
-                child(case, out, err)
+                child(case, out, err)   # does not return
             _, status = os.waitpid(pid, 0)
             out.seek(0)
             err.seek(0)
