@@ -78,11 +78,6 @@ def warm_python() -> WarmPython:
     return _warm[0]
 
 
-@pytest.fixture(scope="session")
-def warm():
-    return warm_python()
-
-
 def pytest_sessionfinish(session, exitstatus):
     if _warm and _warm[0].alive():
         _warm[0].close()

@@ -38,10 +38,10 @@ def test_bench_pong_tiny(xvfb, tmp_path):
         assert len(list(csv.DictReader(f))) >= 3
 
 
-def test_bench_refuses_bad_values(warm):
-    proc = warm.run("jetdqn.bench", "pong", "--steps", "0", check=False)
+def test_bench_refuses_bad_values():
+    proc = run_module("jetdqn.bench", "pong", "--steps", "0", check=False)
     assert proc.returncode == 2 and "--steps: '0' is not a positive integer" in proc.stderr
-    empty = warm.run("jetdqn.bench", "pong", "--cases", "no-such-case", check=False)
+    empty = run_module("jetdqn.bench", "pong", "--cases", "no-such-case", check=False)
     assert empty.returncode == 2 and "matches no case" in empty.stderr and "Traceback" not in empty.stderr
 
 

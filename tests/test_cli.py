@@ -40,11 +40,11 @@ def test_every_preset_is_a_valid_config():
     (["--lr-cuts", "1M:2.5e-5,500k:1e-5"], "--lr-cuts must list its steps in rising order"),
     (["--lr-cuts", "1M:0"], "--lr-cuts needs a positive step and a positive learning rate"),
 ])
-def test_bad_input_gets_one_sentence(warm, tmp_path, argv, message):
+def test_bad_input_gets_one_sentence(tmp_path, argv, message):
     import torch
     if "cuda" in argv and torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    proc = warm.run("jetdqn.train", *argv, "--run-dir", str(tmp_path / "r"))
+    proc = run_module("jetdqn.train", *argv, "--run-dir", str(tmp_path / "r"), check=False)
     assert proc.returncode == 2
     assert message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -97,10 +97,10 @@ def test_cudnn_flags_without_cuda_are_recorded_as_no_effect(tmp_path):
     assert rt["cudnn_asked"]["cudnn_fastest"] is True
 
 
-def test_console_script_lists_games(warm):
-    out = warm.run("jetdqn", "train", "--list-games").stdout
+def test_console_script_lists_games():
+    out = run_module("jetdqn", "train", "--list-games").stdout
     assert "pong" in out.split() and "breakout" in out.split()
-    usage = warm.run("jetdqn", check=False)
+    usage = run_module("jetdqn", check=False)
     assert usage.returncode == 2 and all(c in usage.stderr for c in ("train", "play", "bench", "plot", "telemetry"))
 
 

@@ -246,8 +246,8 @@ def test_compiled_rmsprop_update_matches_torch_optim(amp, tmp_path):
     assert torch.allclose(plain.online.head.adv[2].weight, fused.online.head.adv[2].weight, atol=1e-6)
 
 
-def test_fuse_target_without_double_dqn_is_one_sentence(warm):
-    out = warm.run("jetdqn.train", "--fuse-target", "--no-double", "--telemetry", "off", check=False)
+def test_fuse_target_without_double_dqn_is_one_sentence():
+    out = run_module("jetdqn.train", "--fuse-target", "--no-double", "--telemetry", "off", check=False)
     assert out.returncode != 0 and "--fuse-target" in out.stderr and "Traceback" not in out.stderr
 
 

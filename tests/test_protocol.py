@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT, run_module
 
 
-def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(warm, tmp_path):
+def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path):
     run = tmp_path / "run"
     out = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
                      "--eval-every", "100", "--eval-episodes", "1", "--final-eval-games", "3", "--target-return", "-100",
@@ -44,9 +44,9 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(warm, tm
     assert kept[1]["command"] == f"python -m jetdqn.evaluate {run} --games 2 --record --sticky-actions 0"
     assert kept[1]["model"].endswith("model.pt") and kept[1]["time"].endswith("+00:00")
     assert [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()] == evals
-    bad = warm.run("jetdqn.evaluate", str(tmp_path / "nothing"), check=False)
+    bad = run_module("jetdqn.evaluate", str(tmp_path / "nothing"), check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
-    not_a_run = warm.run("jetdqn.evaluate", str(run / "model.pt"), "--record", check=False)
+    not_a_run = run_module("jetdqn.evaluate", str(run / "model.pt"), "--record", check=False)
     assert not_a_run.returncode == 2 and "not a directory" in not_a_run.stderr and not_a_run.stderr.count("\n") == 1
     # a committed results directory keeps the safetensors weights but no .pt: --best plays best.safetensors
     results = tmp_path / "results"

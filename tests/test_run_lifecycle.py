@@ -184,16 +184,16 @@ def test_a_non_finite_loss_stops_the_run_in_one_sentence(tmp_path):
 
 @pytest.mark.parametrize("flag, value", [("--lr", "nan"), ("--gamma", "inf"), ("--replay-memory-fraction", "nan"),
                                          ("--target-return", "-inf"), ("--eval-eps", "nan")])
-def test_non_finite_flag_values_are_refused(warm, tmp_path, flag, value):
-    proc = warm.run("jetdqn.train", f"{flag}={value}", "--run-dir", str(tmp_path / "r"))
+def test_non_finite_flag_values_are_refused(tmp_path, flag, value):
+    proc = run_module("jetdqn.train", f"{flag}={value}", "--run-dir", str(tmp_path / "r"), check=False)
     assert proc.returncode == 2 and f"{flag} must be a finite number" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
 
 
-def test_a_run_dir_that_is_a_file_is_one_sentence(warm, tmp_path):
+def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     path = tmp_path / "file"
     path.write_text("not a directory")
-    proc = warm.run("jetdqn.train", "--preset", "smoke", "--run-dir", str(path), check=False)
+    proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(path), check=False)
     assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -224,7 +224,7 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(warm, tmp_path):
     (["jetdqn.plot", "{pong}", "--out", "{dir}/missing/curve.png"], "missing does not exist"),
     (["jetdqn.telemetry", "plot", "{pong}", "--out", "{dir}/missing/t"], "--out {dir}/missing/t.png: its folder"),
 ])
-def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentence(warm, tmp_path, argv, message):
+def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentence(tmp_path, argv, message):
     (tmp_path / "binary").write_bytes(bytes(range(256)) * 4)
     (tmp_path / "empty").write_text("\n# a comment\n")
     pong = ROOT / "benchmarks" / "results" / "learn-pong" / "run"
@@ -232,7 +232,7 @@ def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentenc
     message = message.format(dir=tmp_path)
     if args[0] == "jetdqn.train":
         args += ["--run-dir", str(tmp_path / "run"), "--telemetry", "off"]
-    proc = warm.run(*args, env={"DISPLAY": ""}, cwd=tmp_path)   # a bench writes nothing here
+    proc = run_module(*args, check=False, env={"DISPLAY": ""}, cwd=tmp_path)   # a bench writes nothing here
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["binary", "empty"]
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -313,12 +313,12 @@ def test_a_figure_goes_where_its_path_says(tmp_path):
     assert Path(into_folder).stat().st_size > 1000 and Path(no_suffix).stat().st_size > 1000
 
 
-def test_a_resume_with_nothing_to_resume_creates_nothing(warm, tmp_path):
+def test_a_resume_with_nothing_to_resume_creates_nothing(tmp_path):
     """--resume into a directory that does not exist used to refuse, and leave the directory and its .lock."""
     run = tmp_path / "typo"
-    proc = warm.run("jetdqn.train", "--resume", "--run-dir", str(run), check=False)
+    proc = run_module("jetdqn.train", "--resume", "--run-dir", str(run), check=False)
     assert proc.returncode == 2 and "nothing to resume in" in proc.stderr and not run.exists()
-    plot = warm.run("jetdqn.telemetry", "plot", str(run), check=False)
+    plot = run_module("jetdqn.telemetry", "plot", str(run), check=False)
     assert plot.returncode == 2 and "is not a run directory (it has no log.jsonl)" in plot.stderr
 
 
@@ -357,19 +357,19 @@ def test_play_records_every_frame_when_nothing_is_shown_and_plot_skips_non_recor
         assert Path(run_module(*module).stdout.strip()).stat().st_size > 1000
 
 
-def test_checkpoint_mistakes_are_named_for_what_they_are(warm, tmp_path):
+def test_checkpoint_mistakes_are_named_for_what_they_are(tmp_path):
     """A run dir given as a checkpoint, a checkpoint of another game, a resume that changes what it cannot, a
     dueling mismatch, a checkpoint with parts missing, a truncated one: each one sentence that says what is
     wrong (not "corrupt" for what is not, not two networks that read the same). One smoke run serves them all."""
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "100")
-    as_dir = warm.run("jetdqn.play", "--checkpoint", str(run), "--display-freq", "0", "--max-steps", "5", check=False)
+    as_dir = run_module("jetdqn.play", "--checkpoint", str(run), "--display-freq", "0", "--max-steps", "5", check=False)
     assert as_dir.returncode == 2 and "is a directory; give a checkpoint file" in as_dir.stderr
-    other_game = warm.run("jetdqn.play", "--checkpoint", str(run / "checkpoints" / "latest.pt"), "--game",
+    other_game = run_module("jetdqn.play", "--checkpoint", str(run / "checkpoints" / "latest.pt"), "--game",
                             "breakout", "--display-freq", "0", "--max-steps", "10", check=False)
     assert other_game.returncode == 2 and "trained on 'pong', not 'breakout'" in other_game.stderr
     config = (run / "config.json").read_bytes()
-    changed = warm.run("jetdqn.train", "--resume", "--run-dir", str(run), "--optimizer", "rmsprop", check=False)
+    changed = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--optimizer", "rmsprop", check=False)
     assert changed.returncode == 2 and "cannot change --optimizer (the run has 'adam', asked 'rmsprop')" in changed.stderr
     assert (run / "config.json").read_bytes() == config
     payload = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)
@@ -380,7 +380,7 @@ def test_checkpoint_mistakes_are_named_for_what_they_are(warm, tmp_path):
         ckpt.load(run / "checkpoints" / "latest.pt", network=spec)
     del payload["counters"]
     torch.save(payload, run / "checkpoints" / "latest.pt")
-    resumed = warm.run("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "200", check=False)
+    resumed = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "200", check=False)
     assert resumed.returncode == 2 and "no usable step counters" in resumed.stderr and "Traceback" not in resumed.stderr
     del payload["agent"]
     torch.save(payload, run / "checkpoints" / "latest.pt")
@@ -388,7 +388,7 @@ def test_checkpoint_mistakes_are_named_for_what_they_are(warm, tmp_path):
         ckpt.load(run / "checkpoints" / "latest.pt")
     data = (run / "checkpoints" / "latest.pt").read_bytes()
     (run / "checkpoints" / "latest.pt").write_bytes(data[: len(data) // 2])
-    truncated = warm.run("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "200", check=False)
+    truncated = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "200", check=False)
     assert truncated.returncode == 2 and "corrupt, truncated" in truncated.stderr
     assert "not a whole zip archive" in truncated.stderr and "weights_only" not in truncated.stderr
     assert "Traceback" not in truncated.stderr

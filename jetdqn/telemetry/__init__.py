@@ -63,7 +63,7 @@ class Sampler:
         self.on_event = on_event
         self.root = Path(root)
         self.roles: dict[int, str] = {}
-        self.processes: dict[int, tuple[str, Optional[float]]] = {}   # pid: (role, CPU seconds at last read)
+        self.processes: dict[int, tuple[str, float]] = {}   # pid: (role, CPU seconds at the last read)
         self.loop_tid = threading.get_native_id()
         self.n_cores = procfs.present_cores(self.root)
         self._cpu = None
@@ -96,10 +96,13 @@ class Sampler:
 
     def mark_processes(self, role: str, pids: Iterable[int]) -> None:
         """Other processes on this machine whose CPU time counts for ``role``, from now on: Ray's actors
-        run the emulators in processes of their own. A process already marked keeps its count."""
+        run the emulators in processes of their own. A process already marked keeps its count; one that has
+        ended (a restarted actor's old pid) is not marked again."""
         for pid in pids:
             if int(pid) not in self.processes:
-                self.processes[int(pid)] = (role, procfs.read_process_cpu(pid, self.root))
+                seconds = procfs.read_process_cpu(pid, self.root)
+                if seconds is not None:
+                    self.processes[int(pid)] = (role, seconds)
 
     def _processes_delta(self) -> dict[str, float]:
         """CPU seconds per role of the marked processes since the last read; one that ended is dropped."""
@@ -109,7 +112,7 @@ class Sampler:
             if now is None:
                 del self.processes[pid]
                 continue
-            seconds[role] = seconds.get(role, 0.0) + max(0.0, now - (before if before is not None else now))
+            seconds[role] = seconds.get(role, 0.0) + max(0.0, now - before)
             self.processes[pid] = (role, now)
         return seconds
 
