@@ -9,7 +9,6 @@ real-shaped batches, exactly the overlap of the training loop.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Callable, Optional
 
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 
 from .config import Config
+from .cores import usable_cores
 
 
 def measure(cfg: Config, num_envs: int, threads: int, seconds: float = 1.5) -> tuple[float, float]:
@@ -58,7 +58,7 @@ def measure(cfg: Config, num_envs: int, threads: int, seconds: float = 1.5) -> t
 
 def autotune(cfg: Config, log: Callable[[str], None] = print, seconds: float = 1.5) -> dict:
     """Pick num_envs and torch threads for this machine; returns the choice and every trial."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     envs = cfg.num_envs if cfg.num_envs > 0 else 2
     threads = cfg.threads if cfg.threads > 0 else cores
     tune_envs, tune_threads = cfg.num_envs == 0, cfg.threads < 0
@@ -143,7 +143,7 @@ def gpu_split(cfg: Config, log: Callable[[str], None] = print) -> tuple[Config, 
     which samples, launches the captured update and acts); every other core steps emulators, one env per
     emulator thread (GA3C's balance, where the GPU is not the bottleneck; the CPU/GPU ratio goes in the
     log). Torch gets one thread: its CPU side is copies and indexing."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     emulators = max(1, cores - 1)
     envs = -(-emulators // cfg.env_groups) * cfg.env_groups
     log(f"autotune: a CUDA device and {cores} cores: {envs} envs on {emulators} emulator threads, one core "

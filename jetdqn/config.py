@@ -111,8 +111,9 @@ class Config:
     # --- runtime
     seed: int = _f(0, "Seed for torch, numpy, the envs and the replay sampler.")
     device: str = _f("auto", "Where the network runs.", ("auto", "cpu", "cuda"))
-    threads: int = _f(0, "torch intra-op threads (0 = one per core on a CPU, 1 with the network on CUDA, where the "
-                          "CPU side is only copies; auto = measured together with --num-envs).")
+    threads: int = _f(0, "torch intra-op threads (0 = one per core this process may use on a CPU, its affinity and "
+                          "CPU quota counted; 1 with the network on CUDA, where the CPU side is only copies; auto = "
+                          "measured together with --num-envs).")
     cudnn_benchmark: bool = _f(False, "cudnn.benchmark: time the convolution algorithms, keep the fastest.")
     cudnn_fastest: bool = _f(False, "Lua's cudnn.fastest: benchmark with no limit on candidates "
                                     "(benchmark_limit = 0) and TF32 allowed.")

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from .config import Config, ConfigError
+from .cores import cores as this_process_cores
 
 
 @dataclass
@@ -70,28 +71,26 @@ def keep_freed_memory() -> str:
     return "glibc keeps freed memory (mallopt)" if ok else "unchanged (mallopt refused)"
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (a container's --cpuset-cpus, taskset), not the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def apply(cfg: Config) -> Runtime:
     """Apply cfg's runtime switches to this process and say what they did."""
     device = pick_device(cfg.device)
     if cfg.replay_device == "cuda" and device.type != "cuda":
         raise ConfigError("--replay-device cuda keeps the replay in GPU memory, and this run has no CUDA device "
                           f"(--device {cfg.device}); use --replay-device host or cpu.")
-    cores = usable_cores()
-    if cfg.threads > cores:
-        raise ConfigError(f"--threads {cfg.threads} is more than the {cores} cores this process may use: torch's "
-                          "threads would take turns on them and every update would slow down (a smoke run on 2 cores: "
-                          f"27.7 s with 64 threads, 2.5 s with 2); give at most {cores}, 0 (one per core) or auto.")
+    cores = this_process_cores()
+    if cfg.threads > cores.usable:
+        why = f" ({cores.limited_by})" if cores.limited_by else ""
+        raise ConfigError(f"--threads {cfg.threads} is more than the {cores.usable} core{'s' if cores.usable > 1 else ''} this process may use{why}: "
+                          "torch's threads would take turns on them and every update would slow down (a smoke run "
+                          f"on 2 cores: 27.7 s with 64 threads, 2.5 s with 2); give at most {cores.usable}, 0 (one "
+                          "per core) or auto.")
     allocator = keep_freed_memory()
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
+    elif device.type != "cuda" and torch.get_num_threads() > cores.usable:
+        # torch counts the cores it may run on, not a container's CPU quota (docker --cpus): one thread per
+        # core under a 2-CPU quota on 8 cores spins until the kernel throttles the whole process.
+        torch.set_num_threads(cores.usable)
     elif device.type == "cuda":
         # With the network on the GPU the CPU side is copies and indexing: one thread does it, and torch's
         # default (one per core) only spins, taking cores the emulators need (measured: ~11 cores busy on a
@@ -106,6 +105,7 @@ def apply(cfg: Config) -> Runtime:
         "cuda": torch.version.cuda if cuda else None,
         "cudnn": torch.backends.cudnn.version() if cuda and torch.backends.cudnn.is_available() else None,
         "threads": torch.get_num_threads(),
+        "cores": cores.as_record(),
         "seed": cfg.seed,
         "amp": cfg.amp,
         "compile": cfg.compile,

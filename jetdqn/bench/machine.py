@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import shutil
 import socket
@@ -12,9 +11,11 @@ from typing import Optional
 
 
 def machine_info() -> dict:
+    from ..cores import cores
     from ..runtime import torch_info
+    mine = cores()
     info: dict = {"host": socket.gethostname(), "os": platform.platform(), "python": platform.python_version(),
-                  "cores": os.cpu_count()}
+                  "cores": mine.machine, "usable_cores": mine.usable, "cores_limited_by": mine.limited_by or None}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.lower().startswith(("model name", "hardware")):
@@ -61,7 +62,10 @@ def device_report() -> str:
 
 
 def machine_line(info: dict) -> str:
-    return f"Machine: {info.get('board') or info.get('cpu')}, {info.get('cores')} cores; GPU: {info.get('gpu')}"
+    cores = f"{info.get('cores')} cores"
+    if info.get("cores_limited_by"):   # a container's quota or a taskset: the table's rows used fewer
+        cores += f" ({info['usable_cores']} usable: {info['cores_limited_by']})"
+    return f"Machine: {info.get('board') or info.get('cpu')}, {cores}; GPU: {info.get('gpu')}"
 
 
 def display_reason() -> Optional[str]:

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Optional
 
 import numpy as np
 
 from ..config import ConfigError
+from ..cores import usable_cores
 from .base import Step, VecStep
 
 
@@ -116,7 +116,7 @@ class AleVecEnvs:
         ale_env_id(game)  # refuses an unknown game with the same sentence as the single env
         self.game = game.strip().lower().replace("-", "_")
         self.num_envs = num_envs
-        self._env = AtariVectorEnv(self.game, num_envs=num_envs, num_threads=num_threads or min(num_envs, os.cpu_count() or 1),
+        self._env = AtariVectorEnv(self.game, num_envs=num_envs, num_threads=num_threads or min(num_envs, usable_cores()),
                                    stack_num=1, frameskip=frame_skip, maxpool=True, noop_max=noop_max,
                                    repeat_action_probability=float(sticky_actions),
                                    full_action_space=bool(full_action_space), episodic_life=False, reward_clipping=False,

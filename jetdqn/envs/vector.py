@@ -3,12 +3,12 @@ single envs stepped one after the other, or the vector envs split into groups st
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import numpy as np
 
 from ..config import Config
+from ..cores import usable_cores
 from .atari import AleVecEnvs, AtariEnv, atari_options
 from .base import VecStep
 from .gym_env import GymEnv
@@ -117,7 +117,7 @@ def make_envs(cfg: Config, seed: int, num_envs: int = 1, vector: Optional[bool] 
         if num_envs % groups or not cfg.is_atari:
             raise ValueError(f"--num-envs {num_envs} does not split into {groups} groups of Atari games")
         per = num_envs // groups
-        threads = cfg.env_threads or max(1, min(per, (os.cpu_count() or 1) // groups))
+        threads = cfg.env_threads or max(1, min(per, usable_cores() // groups))
         return GroupedEnvs([AleVecEnvs(cfg.game, per, seed=seed + g * per, num_threads=threads, **atari_options(cfg))
                             for g in range(groups)])
     if cfg.is_atari and use_vector:

@@ -1,0 +1,152 @@
+"""How many cores this process may keep busy, which is often fewer than the machine has.
+
+Two limits hide behind a container or a scheduler, and ``os.cpu_count()`` sees neither:
+- the CPU affinity (``taskset``, ``docker run --cpuset-cpus``, a Ray worker's or Slurm's pinning), which
+  ``os.sched_getaffinity`` reports;
+- the CPU bandwidth limit (``docker run --cpus 4``, a Kubernetes CPU limit, systemd's CPUQuota): the CFS
+  quota of the process's cgroup or of one of its ancestors. The process may run on every core, but the
+  kernel stops all its threads for the rest of each period (100 ms by default) once they have used the
+  quota together.
+
+The second one is the costly one for a learner: torch's OpenMP threads (one per core by default) and the
+emulator threads spin and wait for each other, and a throttled thread holds up the rest for the remainder
+of the period. The rule here is Go's automaxprocs': the quota in CPUs, rounded down, at least one.
+
+Both cgroup layouts are read: v1 (``cpu.cfs_quota_us`` and ``cpu.cfs_period_us``; L4T up to JetPack 5,
+Ubuntu 20.04) and v2 (``cpu.max``; JetPack 6, Ubuntu 22.04 and newer). A container's cgroup is found
+through /proc/self/cgroup and /proc/self/mountinfo, so a process in a nested cgroup, in a container with
+or without its own cgroup namespace, reads its own limit.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class CpuQuota:
+    cpus: float      # the quota in CPUs (quota / period): 1.5 means 150 ms of CPU time every 100 ms
+    source: str      # the file it was read from, for the run's report and for error messages
+
+
+@dataclass(frozen=True)
+class Cores:
+    usable: int                   # what threads are sized by: min(affinity, quota rounded down), at least 1
+    affinity: int                 # the cores the process may run on
+    machine: int                  # os.cpu_count()
+    quota: Optional[CpuQuota]     # the tightest CFS quota over the process's cgroup and its ancestors
+
+    @property
+    def limited_by(self) -> str:
+        """Why ``usable`` is what it is, in words for a message ('' when it is the machine's count)."""
+        if self.quota is not None and math.floor(self.quota.cpus) < self.affinity:
+            cpus = f"{self.quota.cpus:g} CPU" + ("" if self.quota.cpus == 1 else "s")
+            return f"a CPU quota of {cpus}: docker --cpus or a CPU limit, in {self.quota.source}"
+        if self.affinity < self.machine:
+            return f"a CPU affinity of {self.affinity} of the machine's {self.machine} cores (taskset or --cpuset-cpus)"
+        return ""
+
+    def as_record(self) -> dict:
+        return {"usable": self.usable, "affinity": self.affinity, "machine": self.machine,
+                "quota_cpus": self.quota.cpus if self.quota else None,
+                "quota_file": self.quota.source if self.quota else None}
+
+
+def cores(proc: str = "/proc/self") -> Cores:
+    """This process's cores. ``proc`` is where its cgroup and mountinfo are read (another pid's /proc dir
+    works as well)."""
+    machine = os.cpu_count() or 1
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = machine
+    quota = cpu_quota(proc)
+    usable = affinity if quota is None else max(1, min(affinity, math.floor(quota.cpus)))
+    return Cores(usable=usable, affinity=affinity, machine=machine, quota=quota)
+
+
+def usable_cores() -> int:
+    """The cores this process may keep busy (see the module's docstring)."""
+    return cores().usable
+
+
+def cpu_quota(proc: str = "/proc/self") -> Optional[CpuQuota]:
+    """The tightest CFS quota that applies to the process, or None when there is none (or no cgroup
+    filesystem to read: then the affinity alone counts)."""
+    try:
+        memberships = Path(proc, "cgroup").read_text()
+        mounts = Path(proc, "mountinfo").read_text()
+    except OSError:
+        return None
+    found = [q for directory, read in cgroup_cpu_dirs(memberships, mounts) for q in [read(directory)] if q]
+    return min(found, key=lambda q: q.cpus, default=None)
+
+
+def cgroup_cpu_dirs(memberships: str, mounts: str):
+    """(directory, reader) for the process's cpu cgroup and every ancestor up to the mount, in v1 and v2.
+
+    ``memberships`` is /proc/<pid>/cgroup (``id:controllers:path``), ``mounts`` /proc/<pid>/mountinfo. A
+    cgroup's path is relative to the hierarchy's root, and a mount may show a subtree (a container's
+    /sys/fs/cgroup is its own cgroup): the mount's root field says which, and the path below it is what
+    is looked up under the mount point. A path outside the mount's root (a container without a cgroup
+    namespace seeing the host's path) reads the mount point alone.
+    """
+    paths_v1, path_v2 = {}, None
+    for line in memberships.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            path_v2 = parts[2]
+        for controller in parts[1].split(","):
+            paths_v1[controller] = parts[2]
+    for line in mounts.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if not sep or len(fields) < 5 or len(tail) < 3:
+            continue
+        root, point, fstype, options = unescape(fields[3]), unescape(fields[4]), tail[0], tail[2].split(",")
+        if fstype == "cgroup" and "cpu" in options and "cpu" in paths_v1:
+            yield from ((d, read_v1) for d in ancestors(point, root, paths_v1["cpu"]))
+        elif fstype == "cgroup2" and path_v2 is not None:
+            yield from ((d, read_v2) for d in ancestors(point, root, path_v2))
+
+
+def ancestors(point: str, root: str, path: str) -> list[Path]:
+    """The cgroup's directory under the mount point and its parents up to the mount point."""
+    rel = os.path.relpath(path, root) if root != "/" else path.lstrip("/")
+    if rel.startswith("..") or not Path(point, rel).is_dir():
+        return [Path(point)]
+    here, top, dirs = Path(point, rel), Path(point), []
+    while True:
+        dirs.append(here)
+        if here == top or here == here.parent:
+            return dirs
+        here = here.parent
+
+
+def read_v1(directory: Path) -> Optional[CpuQuota]:
+    try:
+        quota = int((directory / "cpu.cfs_quota_us").read_text())
+        period = int((directory / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return CpuQuota(quota / period, str(directory / "cpu.cfs_quota_us")) if quota > 0 and period > 0 else None
+
+
+def read_v2(directory: Path) -> Optional[CpuQuota]:
+    try:
+        quota, period = (directory / "cpu.max").read_text().split()[:2]
+        cpus = int(quota) / int(period)
+    except (OSError, ValueError):   # "max 100000": no limit; no cpu.max: the cpu controller is not enabled here
+        return None
+    return CpuQuota(cpus, str(directory / "cpu.max")) if cpus > 0 else None
+
+
+def unescape(field: str) -> str:
+    """mountinfo writes a space in a path as \\040 (and tab, newline, backslash likewise)."""
+    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
