@@ -18,7 +18,7 @@ comma := ,
 EXTRAS := display,plot,zstd,test,ray,export,tensorboard,video,yaml$(if $(filter x86_64,$(shell uname -m)),$(comma)lint)
 PYTEST_ARGS ?=
 
-.PHONY: install test test-slow test-arm64 lint train learn-pong bench-pong bench-convs bench-replay play xvfb clean docker-l4t docker-x86 docker-run
+.PHONY: install test test-slow test-arm64 gpu-wheels lint train learn-pong bench-pong bench-convs bench-replay play xvfb clean docker-l4t docker-x86 docker-run
 
 install: $(STAMP)
 
@@ -63,6 +63,17 @@ test: install xvfb lint
 # ARM64 (a Jetson's CPU) under qemu-user on an x86 machine: slow, root, not part of make test (README, Jetson).
 test-arm64:
 	bash benchmarks/arm64/check.sh
+
+# Wheels for benchmarks/gpu_check.sh on a CUDA machine that has torch but no internet: the versions this
+# checkout's tests ran with, for that machine's Python (GPU_PYTHON; 3.12 on the lent H100 and H200).
+GPU_PYTHON ?= 3.12
+GPU_WHEELS := ale-py lz4 psutil safetensors gymnasium farama-notifications cloudpickle typing-extensions \
+  nvidia-ml-py pytest iniconfig pluggy packaging pygments
+gpu-wheels: install
+	$(PY) -m pip download -q -d .whl --no-deps --only-binary=:all: --python-version $(GPU_PYTHON) \
+	  --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+	  $$($(PY) -c "import importlib.metadata as m, sys; print(' '.join(p + ('==' + m.version(p) if any(d.metadata['Name'].lower().replace('_', '-') == p for d in m.distributions()) else '') for p in sys.argv[1:]))" $(GPU_WHEELS))
+	@echo "gpu-wheels: $$(ls .whl | wc -l) wheels in .whl/ ($$(du -sh .whl | cut -f1)); carry .whl to the GPU machine"
 
 test-slow: install xvfb
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)

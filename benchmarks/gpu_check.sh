@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # What is run on a CUDA machine to check and time jetdqn's GPU paths (see benchmarks/results/cuda-*).
-# Wheels for the Python modules missing there go in .whl/ (the device machine has torch but no internet).
-# Make them where pip has an index, for the Python version there (3.12 on the H200 and H100 of 2026-11-26/27), e.g.
-#   pip download -d .whl --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
-#     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 ale-py lz4 psutil safetensors gymnasium \
-#     farama-notifications cloudpickle typing-extensions nvidia-ml-py pytest iniconfig pluggy packaging pygments
+# Wheels for the Python modules missing there go in .whl/ (the device machine has torch but no internet):
+# `make gpu-wheels` makes them where pip has an index, in this checkout's versions, for the Python there
+# (GPU_PYTHON, default 3.12: the H200 and H100 of 2026-11-26/27).
 #   benchmarks/gpu_check.sh            CUDA tests, path checks, speed window + profile, the bench pong GPU rows
 #   benchmarks/gpu_check.sh speed [FLAGS]  only the speed window (SPEED_SECONDS of pong-gpu) and the profile
 #                                      (speed --learner-stream: if it hangs, its stacks go to speed-stacks.txt)
