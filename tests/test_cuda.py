@@ -145,6 +145,40 @@ def test_the_cuda_replay_samples_the_host_replays_batches_and_updates_alike(expe
     assert max_diff(eager, graphed) < 1e-5
 
 
+def test_the_cuda_replay_stores_and_samples_without_waiting_for_the_gpu(experience):
+    """Storing a step's frames and drawing batches queue their copies behind the GPU's work instead of
+    synchronising with it (a blocking .to("cuda") or a boolean-mask write would wait for every queued
+    update: what the loop's drawing before acting is meant to overlap). torch's sync debug mode raises on
+    a synchronising call, and a kernel that keeps the GPU busy for about a second, queued first, must still
+    be running when the host is done."""
+    def store_and_sample(dev: ReplayBuffer) -> tuple[list, torch.cuda.Event]:
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            torch.cuda._sleep(2_000_000_000)   # ~1 s of GPU clock cycles, queued ahead of the replay's work
+            for exp in experience[150:]:
+                exp.store(dev)
+            batches = [dev.sample(32) for _ in range(8)]
+            done = torch.cuda.Event()
+            done.record()
+            return batches, done
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+
+    # once to fill torch's pinned-memory cache (a new pinned block is a cudaHostAlloc, which may wait for
+    # the device; a run reaches that steady state in its first steps), then measured
+    store_and_sample(filled(experience[:150], device="cuda"))
+    torch.cuda.synchronize()
+    batches, done = store_and_sample(filled(experience[:150], device="cuda"))
+    assert not done.query(), "the GPU had finished its queued work: the host waited for it somewhere"
+    host = filled(experience)
+    zeroed = 0
+    for b in batches:
+        a = host.sample(32)
+        assert np.array_equal(a.obs, b.obs.cpu().numpy()) and np.array_equal(a.next_obs, b.next_obs.cpu().numpy())
+        zeroed += int((a.obs.reshape(32, 4, -1).max(axis=2) == 0).any(axis=1).sum())
+    assert zeroed > 0   # stacks cut at an episode start were among them: the zeroing ran on the GPU too
+
+
 def test_cartpole_learns_with_the_replay_in_gpu_memory(tmp_path):
     run = tmp_path / "cp"   # a new interpreter (fresh): CUDA starts in it as for a user, not in a fork
     run_module("jetdqn.train", "--preset", "cartpole", "--device", "cuda", "--replay-device", "cuda",

@@ -302,7 +302,7 @@ class ReplayBuffer:
         j = np.where(keep, j, ((self.pos[s_all] - 1) % c)[:, None])
         frames = self.frames.get(np.repeat(s_all, h), j.ravel()).reshape(len(i_all), h, *self.frame_shape)
         if not keep.all():
-            frames[self.frames.mask(~keep)] = 0
+            self.frames.blank(frames, ~keep)
         return [frames[k * b:(k + 1) * b] for k in range(len(ends))]
 
     def _stack(self, s: np.ndarray, i: np.ndarray) -> np.ndarray:

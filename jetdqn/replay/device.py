@@ -43,25 +43,41 @@ class DeviceFrames:
         self.capacity = capacity
 
     def put(self, s: int, p: int, frame: np.ndarray) -> None:
-        self.data[s, p] = torch.from_numpy(np.array(frame)).to(self.device)   # a copy: frame may be read-only
+        self.data[s, p] = self._upload(np.array(frame))   # a copy: frame may be read-only
 
     def put_many(self, s: np.ndarray, p: np.ndarray, frames: np.ndarray) -> None:
         """A rollout step's new frames (one per stream) in one host->device copy and one scatter. The copy
         and the scatter go on the calling thread's current stream; a learner on another stream waits for it
         (``accel.Accelerator.run_update``)."""
-        src = torch.from_numpy(np.ascontiguousarray(frames)).to(self.device)
-        self.flat[self._rows(s, p)] = src
+        self.flat.index_copy_(0, self._rows(s, p), self._upload(frames))   # the rows are distinct: one per stream
+
+    def _upload(self, array: np.ndarray) -> torch.Tensor:
+        """A host array on the device, queued behind the GPU's work instead of waiting for it.
+
+        A plain ``.to("cuda")`` of a CPU tensor is a copy and then a synchronisation of the stream: the loop
+        would wait here for every update queued before it, which is what drawing the next batches before
+        acting is meant to overlap. From pinned memory the copy is asynchronous; torch's pinned-memory cache
+        keeps the buffer until the copy has run, so the array may change as soon as this returns."""
+        t = torch.from_numpy(np.ascontiguousarray(array))
+        if self.device.type != "cuda":
+            return t.to(self.device)
+        return t.pin_memory().to(self.device, non_blocking=True)
 
     def get(self, s: np.ndarray, j: np.ndarray) -> torch.Tensor:
-        """Frames at slots (s, j), gathered on the device (a new tensor)."""
-        return self.flat[self._rows(s, j)]
+        """Frames at slots (s, j), gathered on the device (a new tensor).
+
+        ``index_select``, not ``flat[rows]``: on a CPU tensor the advanced-indexing kernel gathered a
+        batch's 256 frames in 2.47 ms, index_select in 0.11 ms (numpy's fancy indexing: 0.10 ms)."""
+        return torch.index_select(self.flat, 0, self._rows(s, j))
 
     def _rows(self, s: np.ndarray, j: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(s, np.int64) * self.capacity + j).to(self.device)
+        return self._upload(np.asarray(s, np.int64) * self.capacity + np.asarray(j, np.int64))
 
-    def mask(self, dead: np.ndarray) -> torch.Tensor:
-        """A boolean row mask in the form ``get``'s result is indexed with."""
-        return torch.from_numpy(dead).to(self.device)
+    def blank(self, stacks: torch.Tensor, dead: np.ndarray) -> None:
+        """Zero the frames of ``stacks`` (N, history, *frame) where ``dead`` (N, history) is set, by the
+        rows' numbers: a boolean mask index on a CUDA tensor waits for the GPU (it must count the rows
+        before it can write), and on a CPU tensor it took 3.4 ms for a batch against 0.06 ms here."""
+        stacks.view(-1, *self.frame_shape).index_fill_(0, self._upload(np.flatnonzero(dead)), 0)
 
     def blobs(self, s: int, a: int, b: int, codec: Codec) -> list:
         """Slots a..b-1 of stream s compressed with ``codec`` (saving with --checkpoint-replay), after one

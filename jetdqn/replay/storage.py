@@ -113,8 +113,9 @@ class ArrayFrames:
         return self.data[s, j]
 
     @staticmethod
-    def mask(dead: np.ndarray) -> np.ndarray:
-        return dead
+    def blank(stacks: np.ndarray, dead: np.ndarray) -> None:
+        """Zero the frames of ``stacks`` (N, history, *frame) where ``dead`` (N, history) is set."""
+        stacks[dead] = 0
 
     def blob(self, s: int, p: int, codec: "Codec") -> bytes:
         """Slot (s, p) compressed with ``codec`` (for saving)."""
@@ -152,8 +153,9 @@ class CompressedFrames:
             self.put(int(s[k]), int(p[k]), frames[k])
 
     @staticmethod
-    def mask(dead: np.ndarray) -> np.ndarray:
-        return dead
+    def blank(stacks: np.ndarray, dead: np.ndarray) -> None:
+        """Zero the frames of ``stacks`` (N, history, *frame) where ``dead`` (N, history) is set."""
+        stacks[dead] = 0
 
     def _store(self, s: int, p: int, blob: bytes) -> None:
         """The one place the byte accounting changes: the old blob's bytes out, the new one's in."""
