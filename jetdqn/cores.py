@@ -32,6 +32,16 @@ class CpuQuota:
     cpus: float      # the quota in CPUs (quota / period): 1.5 means 150 ms of CPU time every 100 ms
     source: str      # the file it was read from, for the run's report and for error messages
 
+    def throttling(self) -> Optional[tuple[int, int]]:
+        """(periods, periods in which the cgroup ran out of quota and was stopped) so far, from the
+        cgroup's cpu.stat (``nr_periods``, ``nr_throttled``: the same names in v1 and v2), or None."""
+        try:
+            fields = dict(line.split()[:2] for line in Path(self.source).with_name("cpu.stat").read_text().splitlines()
+                          if len(line.split()) >= 2)
+            return int(fields["nr_periods"]), int(fields["nr_throttled"])
+        except (OSError, KeyError, ValueError):
+            return None
+
 
 @dataclass(frozen=True)
 class Cores:

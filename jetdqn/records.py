@@ -209,6 +209,8 @@ def _telemetry_tail(record: dict) -> str:
     if record.get("cpu_avg") is None:
         return ""
     gpu = record.get("gpu_load")
+    throttled = record.get("cpu_throttled_pct")   # only under a CPU quota, and only said when it bit
     return (f"  cpu {record['cpu_avg']:.0f}% (busiest {record.get('cpu_max', 0):.0f}%)"
             f"  emulator {_fmt(record.get('emulator_cpu'), 0)}%  learner {_fmt(record.get('learner_cpu'), 0)}%"
-            + (f"  gpu {gpu:.0f}%" if gpu is not None else ""))
+            + (f"  gpu {gpu:.0f}%" if gpu is not None else "")
+            + (f"  throttled {throttled:.0f}% (CPU quota {record['cpu_quota_cpus']:g})" if throttled else ""))

@@ -123,6 +123,22 @@ def test_a_training_run_under_a_cpu_quota_sizes_torch_threads_by_it(cpu_limited,
     assert runtime["cores"]["quota_cpus"] == 1.0 and runtime["cores"]["usable"] == 1, runtime
 
 
+def test_the_run_log_says_how_often_the_quota_stopped_the_run(cpu_limited, tmp_path):
+    """Half a CPU for a run that wants more: most 100 ms periods end with the quota spent, and the records
+    and the console line say so."""
+    join, _ = cpu_limited(0.5)
+    ran = subprocess.run([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--total-steps", "300",
+                          "--telemetry", "procfs", "--run-dir", str(tmp_path / "r")], env=env(), cwd=ROOT,
+                         capture_output=True, text=True, timeout=300, preexec_fn=join)
+    assert ran.returncode == 0, ran.stderr
+    records = [json.loads(line) for line in (tmp_path / "r" / "log.jsonl").read_text().splitlines()]
+    learning = [r for r in records if r["updates"] > 0]
+    assert learning and all(r["cpu_quota_cpus"] == 0.5 for r in records)
+    assert all(r["cpu_throttled_pct"] > 50 for r in learning), [r["cpu_throttled_pct"] for r in records]
+    assert all(r["process_cpu"] < 70 for r in learning), [r["process_cpu"] for r in records]   # 50% of one core
+    assert "throttled" in ran.stdout and "(CPU quota 0.5)" in ran.stdout, ran.stdout
+
+
 def test_a_cpu_affinity_limits_the_usable_cores():
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) < 2:

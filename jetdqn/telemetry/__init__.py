@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+from ..cores import cpu_quota
 from . import procfs
 
 OWN_THREAD_PREFIX = "jetdqn-"
@@ -76,10 +77,15 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self.overhead_s = 0.0  # CPU seconds spent sampling, for the overhead measurement
+        # a container's CPU quota (docker --cpus): how often it stopped the process is part of where the
+        # time went; read for this process only (a root other than / is a test's /proc tree)
+        self.quota = cpu_quota() if self.root == Path("/") else None
+        self._throttling = None
 
     # -------------------------------------------------------------- lifecycle
     def start(self) -> None:
         self._cpu = procfs.read_cpu_times(self.root)
+        self._throttling = self.quota.throttling() if self.quota else None
         self._threads = procfs.read_thread_cpu(self.root)
         if self._gpu_file is not None or self._nvml is not None:
             self._thread = threading.Thread(target=self._poll, name="jetdqn-telemetry", daemon=True)
@@ -185,10 +191,22 @@ class Sampler:
             "threads_cpu": dict(sorted(per_thread.items(), key=lambda kv: -kv[1])[:8]),
             "telemetry_source": record.get("telemetry_source", self.source),
         })
+        if self.quota is not None:
+            record.update({"cpu_quota_cpus": self.quota.cpus, "cpu_throttled_pct": self._throttled_pct()})
         self.overhead_s += time.thread_time() - t0
         record["telemetry_overhead_s"] = round(self.overhead_s, 5)
         self.overhead_s = 0.0
         return record
+
+
+    def _throttled_pct(self) -> Optional[float]:
+        """% of the CFS periods since the last record in which the quota ran out (None: no period passed,
+        or cpu.stat cannot be read)."""
+        now = self.quota.throttling()
+        before, self._throttling = self._throttling, now
+        if now is None or before is None or now[0] <= before[0]:
+            return None
+        return round(100.0 * (now[1] - before[1]) / (now[0] - before[0]), 1)
 
 
 class NullSampler(Sampler):
