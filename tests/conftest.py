@@ -38,7 +38,8 @@ class WarmPython:
     def __init__(self):
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        # a session of its own: a command that overstays its timeout is killed with its whole process group
+        # a session of its own, killed whole if it stops answering (a command that overstays its timeout is
+        # stopped by the warm process itself, its stacks written first: tests/warm_python.py's wait)
         self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "warm_python.py")], cwd=ROOT, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      preexec_fn=as_from_a_terminal, start_new_session=True)
@@ -51,13 +52,19 @@ class WarmPython:
         import json
         import select
         self.proc.stdin.write(json.dumps({"module": module, "args": list(args), "env": env or {},
-                                          "cwd": str(cwd or ROOT)}) + "\n")
+                                          "cwd": str(cwd or ROOT), "timeout": timeout}) + "\n")
         self.proc.stdin.flush()
-        if not select.select([self.proc.stdout], [], [], timeout)[0]:
+        # the warm process stops a command past its timeout itself (stacks first); this is for the warm
+        # process hanging
+        if not select.select([self.proc.stdout], [], [], timeout + 30)[0]:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             raise subprocess.TimeoutExpired([module, *args], timeout)
         answer = json.loads(self.proc.stdout.readline())
+        if answer.get("timed_out"):
+            raise AssertionError(f"{module} {' '.join(args)} ran past its {timeout} s and was stopped; its last "
+                                 f"output, then every thread's stack:\n{answer['stdout'][-2000:]}\n"
+                                 f"{answer['stderr'][-6000:]}")
         if check and answer["returncode"] != 0:
             raise AssertionError(f"{module} {' '.join(args)} exited {answer['returncode']}\n{answer['stdout']}\n"
                                  f"{answer['stderr']}")

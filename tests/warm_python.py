@@ -11,13 +11,17 @@ and 2), cwd, environment and sys.path[0], and runs the module as ``python -m`` w
 """
 
 import atexit
+import faulthandler
 import importlib
 import json
 import os
 import runpy
+import select
+import signal
 import sys
 import tempfile
 import threading
+import time
 import traceback
 
 for name in ("numpy", "torch", "torch._dynamo", "ale_py"):   # the slow imports, for the children
@@ -25,6 +29,7 @@ for name in ("numpy", "torch", "torch._dynamo", "ale_py"):   # the slow imports,
 
 
 def child(case: dict, out, err) -> None:
+    os.setpgid(0, 0)   # a group of its own: a timeout kills the command and what it started, not this process
     os.chdir(case["cwd"])
     os.environ.update(case["env"])
     sys.path[0] = os.getcwd()   # where python -m looks first (here it was this script's folder)
@@ -33,6 +38,9 @@ def child(case: dict, out, err) -> None:
     os.dup2(out.fileno(), 1)
     os.dup2(err.fileno(), 2)
     sys.argv = [case["module"], *case["args"]]
+    # a command that overstays its timeout is sent SIGUSR1 first: every thread's stack goes to its stderr,
+    # so the failure says where it hung (jetdqn's loop registers the same while it runs)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     code = 0
     try:
         runpy.run_module(case["module"], run_name="__main__", alter_sys=True)
@@ -57,6 +65,27 @@ def child(case: dict, out, err) -> None:
     os._exit(code)
 
 
+def wait(pid: int, timeout: float) -> tuple[int, bool]:
+    """The child's wait status, and whether it had to be stopped: past ``timeout`` it gets SIGUSR1 (its
+    stacks), 3 s to write them, then SIGKILL with its process group."""
+    ready = True
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):   # no pidfd (Linux < 5.3): wait without a limit, as before
+        fd = None
+    if fd is not None:
+        ready = bool(select.select([fd], [], [], timeout)[0])
+        os.close(fd)
+    if not ready:
+        os.kill(pid, signal.SIGUSR1)
+        time.sleep(3)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return os.waitpid(pid, 0)[1], not ready
+
+
 def main() -> None:
     for line in sys.stdin:
         case = json.loads(line)
@@ -65,10 +94,10 @@ def main() -> None:
             pid = os.fork()
             if pid == 0:
                 child(case, out, err)   # ends the child
-            _, status = os.waitpid(pid, 0)
+            status, timed_out = wait(pid, case.get("timeout", 300))
             out.seek(0)
             err.seek(0)
-            answer = {"returncode": os.waitstatus_to_exitcode(status),
+            answer = {"returncode": os.waitstatus_to_exitcode(status), "timed_out": timed_out,
                       "stdout": out.read().decode(errors="replace"), "stderr": err.read().decode(errors="replace")}
         print(json.dumps(answer), flush=True)
 
