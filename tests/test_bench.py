@@ -144,3 +144,22 @@ def test_loop_profile_puts_the_loops_time_in_its_phases(tmp_path):
     assert sum(share.values()) == pytest.approx(1.0, abs=0.01)
     assert share["updating (staging copies, update / graph replay, GPU waits)"] > 0.05
     assert share["emulators (waiting for recv)"] > 0 and share["the loop's own Python"] < 0.5
+
+
+def test_bench_replay_tiny_times_the_host_and_the_device_replay(tmp_path):
+    """Each storage mode fills its own buffer in a process of its own and samples it; the device modes are
+    --replay-device's tensor store, and device-cuda says it needs a GPU where there is none."""
+    import torch
+    out = run_module("jetdqn.bench", "replay", "--transitions", "3000", "--frames", "600",
+                     "--modes", "off,device-cpu,device-cuda", "--out", str(tmp_path), timeout=300).stdout
+    data = json.loads(next(tmp_path.glob("*-replay.json")).read_text())
+    rows = {r["mode"]: r for r in data["rows"]}
+    for mode in ("off", "device-cpu"):
+        assert rows[mode]["transitions"] == 3000 and rows[mode]["reported_bytes_per_transition"] == 7063, rows[mode]
+        assert rows[mode]["sample_ms"] > 0 and rows[mode]["adds_per_s"] > 0
+    if torch.cuda.is_available():
+        assert rows["device-cuda"]["sample_ms"] > 0
+    else:
+        assert rows["device-cuda"] == {"mode": "device-cuda", "error": "needs a CUDA device"}
+        assert "| device-cuda | not run: needs a CUDA device |" in out
+    assert "Command: `python -m jetdqn.bench replay --transitions 3000" in out

@@ -61,7 +61,7 @@ def game_names(text: str) -> list[str]:
     return _items(text, "ALE game ids", str)
 
 
-REPLAY_MODES = ("off", "lz4", "zstd")
+REPLAY_MODES = ("off", "lz4", "zstd", "device-cpu", "device-cuda")   # host storage modes, then --replay-device
 
 
 def build_parser() -> Parser:

@@ -3,6 +3,8 @@
 Real frames are recorded from the game first (random play); each mode then fills its own buffer in a
 fresh process, so the resident memory it reports (RSS before/after) is that buffer's alone, not a
 ratio computed from compressed sizes. Sampling is timed at batch 32 against one fp32 Nature-CNN update.
+The ``device-cpu`` and ``device-cuda`` modes are ``--replay-device``'s store (one torch tensor, frames raw);
+on CUDA the RSS column is not the buffer (it is in GPU memory) and the times include the GPU's work.
 """
 
 from __future__ import annotations
@@ -46,26 +48,36 @@ def rss_bytes() -> int:
 
 def measure(mode: str, frames_file: str, transitions: int, batches: int = 200) -> dict:
     """Fill a replay of ``transitions`` with the recorded frames (cycled) and time adds and samples."""
+    import torch
     from ..replay import ReplayBuffer, ReplayTooLarge
+    # device-cpu / device-cuda: the frames in one torch tensor (--replay-device), raw
+    device = mode.split("-", 1)[1] if mode.startswith("device-") else "host"
+    compress = mode if device == "host" else "off"
+    if device == "cuda" and not torch.cuda.is_available():
+        return {"mode": mode, "error": "needs a CUDA device"}
     data = np.load(frames_file)
     frames, first = data["frames"], data["first"]
     n = len(frames)
     before = rss_bytes()
     try:
-        buf = ReplayBuffer(transitions, (84, 84), np.uint8, 4, compress=mode, seed=0,
-                           frame_bytes=300.0 if mode != "off" else None)
+        buf = ReplayBuffer(transitions, (84, 84), np.uint8, 4, compress=compress, seed=0,
+                           frame_bytes=300.0 if compress != "off" else None, device=device)
     except ReplayTooLarge as exc:
         return {"mode": mode, "error": str(exc)}
+    settle = torch.cuda.synchronize if device == "cuda" else (lambda: None)   # GPU work is timed when done
     t0 = time.perf_counter()
     for t in range(transitions):
         k = t % n
         buf.add(0, frames[k], t % 6, 0.0, bool(first[(k + 1) % n]), bool(first[k]))
+    settle()
     add_s = time.perf_counter() - t0
     after = rss_bytes()
     buf.sample(32)
+    settle()
     t0 = time.perf_counter()
     for _ in range(batches):
         buf.sample(32)
+    settle()
     sample_s = (time.perf_counter() - t0) / batches
     return {"mode": mode, "transitions": transitions, "rss_mb": (after - before) / 1e6,
             "rss_bytes_per_transition": (after - before) / transitions,
