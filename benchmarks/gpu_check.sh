@@ -3,13 +3,16 @@
 # Wheels for the Python modules missing there go in .whl/ (the device machine has torch but no internet):
 # `make gpu-wheels` makes them where pip has an index, in this checkout's versions, for the Python there
 # (GPU_PYTHON, default 3.12: the H200 and H100 of 2026-11-26/27).
-#   benchmarks/gpu_check.sh            CUDA tests, path checks, speed window + profile, the bench pong GPU rows
+#   benchmarks/gpu_check.sh            CUDA tests, path checks, bench replay's device-cuda row, speed window +
+#                                      profile, the bench pong GPU rows
 #   benchmarks/gpu_check.sh speed [FLAGS]  only the speed window (SPEED_SECONDS of pong-gpu) and the profile
 #                                      (speed --learner-stream: if it hangs, its stacks go to speed-stacks.txt)
 #   benchmarks/gpu_check.sh profile [FLAGS]  only the profile (PROFILE_SECONDS of pong-gpu; SPEED_SECONDS=0 in speed
 #                                      skips the window, PROFILE_SECONDS=0 the profile)
 #   benchmarks/gpu_check.sh streams   --learner-stream alone (~1.5 min): its two CUDA tests (the update and
-#                                      acting graphs on streams of their own), then a SPEED_SECONDS (25) window
+#                                      acting graphs on streams of their own) and the device replay's test of
+#                                      storing and drawing without waiting for the GPU, then a SPEED_SECONDS
+#                                      (25) window
 #   benchmarks/gpu_check.sh pong [FLAGS]  the pong-gpu learning run, stopped by SIGTERM after PONG_SECONDS (it
 #                                      saves its checkpoint and replay); RESUME=1 continues it in a later call.
 #                                      On an H100 1.35M steps took 521 s (2026-11-27). The preset stops at a
@@ -86,7 +89,7 @@ profile() {
 }
 
 if [ "${1:-}" = "streams" ]; then
-  bounded 150 python3 -m pytest -q -rs tests/test_cuda.py -k "learners_stream or cut" 2>&1 | tail -12 \
+  bounded 150 python3 -m pytest -q -rs tests/test_cuda.py -k "learners_stream or cut or without_waiting" 2>&1 | tail -12 \
     | tee "$out/pytest-streams.txt"
   SPEED_SECONDS="${SPEED_SECONDS:-25}" window --learner-stream "${@:2}"
   exit 0
@@ -115,6 +118,7 @@ if [ "${1:-}" = "profile" ]; then
 fi
 bounded 600 python3 -m pytest -q -rs tests/test_cuda.py 2>&1 | tail -12 | tee "$out/pytest-cuda.txt"
 python3 benchmarks/cuda_paths.py --out "$out" 2>&1 | tail -22
+python3 -m jetdqn.bench replay --transitions 200000 --modes off,device-cuda --out "$out" 2>&1 | tail -8
 for flags in "--cuda-graphs" "--cuda-graphs --learner-stream" "--async-learner" "--amp bf16 --cuda-graphs"; do
   echo "== CartPole on CUDA with $flags"
   # shellcheck disable=SC2086
