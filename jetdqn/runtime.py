@@ -79,11 +79,12 @@ def apply(cfg: Config) -> Runtime:
                           f"(--device {cfg.device}); use --replay-device host or cpu.")
     cores = this_process_cores()
     if cfg.threads > cores.usable:
+        usable = f"{cores.usable} core" + ("s" if cores.usable > 1 else "")
         why = f" ({cores.limited_by})" if cores.limited_by else ""
-        raise ConfigError(f"--threads {cfg.threads} is more than the {cores.usable} core{'s' if cores.usable > 1 else ''} this process may use{why}: "
-                          "torch's threads would take turns on them and every update would slow down (a smoke run "
-                          f"on 2 cores: 27.7 s with 64 threads, 2.5 s with 2); give at most {cores.usable}, 0 (one "
-                          "per core) or auto.")
+        raise ConfigError(f"--threads {cfg.threads} is more than the {usable} this process may use{why}: torch's "
+                          "threads would take turns on them and every update would slow down (a smoke run on 2 "
+                          f"cores: 27.7 s with 64 threads, 2.5 s with 2); give at most {cores.usable}, 0 (one per "
+                          "core) or auto.")
     allocator = keep_freed_memory()
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)

@@ -198,7 +198,6 @@ class Sampler:
         self.overhead_s = 0.0
         return record
 
-
     def _throttled_pct(self) -> Optional[float]:
         """% of the CFS periods since the last record in which the quota ran out (None: no period passed,
         or cpu.stat cannot be read)."""
