@@ -95,6 +95,12 @@ class Codec:
         return self._d(data)
 
 
+def blank_host_frames(stacks: np.ndarray, dead: np.ndarray) -> None:
+    """Zero the frames of ``stacks`` (N, history, *frame) where ``dead`` (N, history) is set (the host
+    stores' ``blank``; the device store's zeroes rows on the device)."""
+    stacks[dead] = 0
+
+
 class ArrayFrames:
     """Raw frames in one array (S, C, *frame): lazily committed, so memory grows as the buffer fills."""
 
@@ -112,10 +118,7 @@ class ArrayFrames:
     def get(self, s: np.ndarray, j: np.ndarray) -> np.ndarray:
         return self.data[s, j]
 
-    @staticmethod
-    def blank(stacks: np.ndarray, dead: np.ndarray) -> None:
-        """Zero the frames of ``stacks`` (N, history, *frame) where ``dead`` (N, history) is set."""
-        stacks[dead] = 0
+    blank = staticmethod(blank_host_frames)
 
     def blob(self, s: int, p: int, codec: "Codec") -> bytes:
         """Slot (s, p) compressed with ``codec`` (for saving)."""
@@ -152,10 +155,7 @@ class CompressedFrames:
         for k in range(len(s)):
             self.put(int(s[k]), int(p[k]), frames[k])
 
-    @staticmethod
-    def blank(stacks: np.ndarray, dead: np.ndarray) -> None:
-        """Zero the frames of ``stacks`` (N, history, *frame) where ``dead`` (N, history) is set."""
-        stacks[dead] = 0
+    blank = staticmethod(blank_host_frames)
 
     def _store(self, s: int, p: int, blob: bytes) -> None:
         """The one place the byte accounting changes: the old blob's bytes out, the new one's in."""
