@@ -13,9 +13,8 @@ emulator threads spin and wait for each other, and a throttled thread holds up t
 of the period. The rule here is Go's automaxprocs': the quota in CPUs, rounded down, at least one.
 
 Both cgroup layouts are read: v1 (``cpu.cfs_quota_us`` and ``cpu.cfs_period_us``; L4T up to JetPack 5,
-Ubuntu 20.04) and v2 (``cpu.max``; JetPack 6, Ubuntu 22.04 and newer). A container's cgroup is found
-through /proc/self/cgroup and /proc/self/mountinfo, so a process in a nested cgroup, in a container with
-or without its own cgroup namespace, reads its own limit.
+Ubuntu 20.04) and v2 (``cpu.max``; JetPack 6, Ubuntu 22.04 and newer), in the directories ``cgroups``
+finds for the process.
 """
 
 from __future__ import annotations
@@ -25,6 +24,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+from .cgroups import process_dirs
 
 
 @dataclass(frozen=True)
@@ -87,56 +88,9 @@ def usable_cores() -> int:
 def cpu_quota(proc: str = "/proc/self") -> Optional[CpuQuota]:
     """The tightest CFS quota that applies to the process, or None when there is none (or no cgroup
     filesystem to read: then the affinity alone counts)."""
-    try:
-        memberships = Path(proc, "cgroup").read_text()
-        mounts = Path(proc, "mountinfo").read_text()
-    except OSError:
-        return None
-    found = [q for directory, read in cgroup_cpu_dirs(memberships, mounts) for q in [read(directory)] if q]
+    found = [q for directory, version in process_dirs("cpu", proc)
+             for q in [(read_v1 if version == 1 else read_v2)(directory)] if q]
     return min(found, key=lambda q: q.cpus, default=None)
-
-
-def cgroup_cpu_dirs(memberships: str, mounts: str):
-    """(directory, reader) for the process's cpu cgroup and every ancestor up to the mount, in v1 and v2.
-
-    ``memberships`` is /proc/<pid>/cgroup (``id:controllers:path``), ``mounts`` /proc/<pid>/mountinfo. A
-    cgroup's path is relative to the hierarchy's root, and a mount may show a subtree (a container's
-    /sys/fs/cgroup is its own cgroup): the mount's root field says which, and the path below it is what
-    is looked up under the mount point. A path outside the mount's root (a container without a cgroup
-    namespace seeing the host's path) reads the mount point alone.
-    """
-    paths_v1, path_v2 = {}, None
-    for line in memberships.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[0] == "0" and parts[1] == "":
-            path_v2 = parts[2]
-        for controller in parts[1].split(","):
-            paths_v1[controller] = parts[2]
-    for line in mounts.splitlines():
-        left, sep, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if not sep or len(fields) < 5 or len(tail) < 3:
-            continue
-        root, point, fstype, options = unescape(fields[3]), unescape(fields[4]), tail[0], tail[2].split(",")
-        if fstype == "cgroup" and "cpu" in options and "cpu" in paths_v1:
-            yield from ((d, read_v1) for d in ancestors(point, root, paths_v1["cpu"]))
-        elif fstype == "cgroup2" and path_v2 is not None:
-            yield from ((d, read_v2) for d in ancestors(point, root, path_v2))
-
-
-def ancestors(point: str, root: str, path: str) -> list[Path]:
-    """The cgroup's directory under the mount point and its parents up to the mount point."""
-    rel = os.path.relpath(path, root) if root != "/" else path.lstrip("/")
-    if rel.startswith("..") or not Path(point, rel).is_dir():
-        return [Path(point)]
-    here, top, dirs = Path(point, rel), Path(point), []
-    while True:
-        dirs.append(here)
-        if here == top or here == here.parent:
-            return dirs
-        here = here.parent
 
 
 def read_v1(directory: Path) -> Optional[CpuQuota]:
@@ -155,8 +109,3 @@ def read_v2(directory: Path) -> Optional[CpuQuota]:
     except (OSError, ValueError):   # "max 100000": no limit; no cpu.max: the cpu controller is not enabled here
         return None
     return CpuQuota(cpus, str(directory / "cpu.max")) if cpus > 0 else None
-
-
-def unescape(field: str) -> str:
-    """mountinfo writes a space in a path as \\040 (and tab, newline, backslash likewise)."""
-    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")

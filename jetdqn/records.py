@@ -210,7 +210,10 @@ def _telemetry_tail(record: dict) -> str:
         return ""
     gpu = record.get("gpu_load")
     throttled = record.get("cpu_throttled_pct")   # only under a CPU quota, and only said when it bit
+    limit, used = record.get("mem_limit_mb"), record.get("mem_limit_used_mb")   # only under a memory limit,
+    near = limit and used is not None and used >= 0.8 * limit                    # and only said near it
     return (f"  cpu {record['cpu_avg']:.0f}% (busiest {record.get('cpu_max', 0):.0f}%)"
             f"  emulator {_fmt(record.get('emulator_cpu'), 0)}%  learner {_fmt(record.get('learner_cpu'), 0)}%"
             + (f"  gpu {gpu:.0f}%" if gpu is not None else "")
-            + (f"  throttled {throttled:.0f}% (CPU quota {record['cpu_quota_cpus']:g})" if throttled else ""))
+            + (f"  throttled {throttled:.0f}% (CPU quota {record['cpu_quota_cpus']:g})" if throttled else "")
+            + (f"  memory {used:,}/{limit:,} MB of its limit" if near else ""))

@@ -19,6 +19,7 @@ import torch
 
 from .config import Config, ConfigError
 from .cores import cores as this_process_cores
+from .memory import memory
 
 
 @dataclass
@@ -107,6 +108,7 @@ def apply(cfg: Config) -> Runtime:
         "cudnn": torch.backends.cudnn.version() if cuda and torch.backends.cudnn.is_available() else None,
         "threads": torch.get_num_threads(),
         "cores": cores.as_record(),
+        "memory": memory().as_record(),
         "seed": cfg.seed,
         "amp": cfg.amp,
         "compile": cfg.compile,

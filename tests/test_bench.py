@@ -32,7 +32,7 @@ def test_bench_pong_tiny(xvfb, tmp_path):
         cudnn = rows["Improvement #2: 1/3 frames, with cudnn"]
         assert cudnn["status"].startswith("not run: no CUDA device")
         assert "not run: no CUDA device" in md
-    assert "Machine:" in out and "torch" in out
+    assert "Machine:" in out and "torch" in out and " GB memory" in out   # cores, then the memory it had
     assert (tmp_path / next(tmp_path.glob("*-pong.png")).name).stat().st_size > 1000
     with open(next(tmp_path.glob("*-pong.csv"))) as f:
         assert len(list(csv.DictReader(f))) >= 3

@@ -179,6 +179,20 @@ def test_the_cuda_replay_stores_and_samples_without_waiting_for_the_gpu(experien
     assert zeroed > 0   # stacks cut at an episode start were among them: the zeroing ran on the GPU too
 
 
+def test_the_cuda_replay_is_sized_by_the_gpus_own_memory_or_on_a_jetson_by_the_hosts():
+    """A discrete GPU's free memory is its own; an integrated GPU (a Jetson) allocates from the host's, where
+    CUDA's free count leaves out the page cache (jetdqn.memory)."""
+    from jetdqn.memory import memory
+    from jetdqn.replay.device import device_memory
+    free, where, _why = device_memory("cuda")
+    if torch.cuda.get_device_properties(torch.cuda.current_device()).is_integrated:
+        assert where == "memory, shared with the integrated GPU"
+        assert abs(free - memory().available) < 256 << 20
+    else:
+        assert where == "cuda memory"
+        assert abs(free - torch.cuda.mem_get_info()[0]) < 64 << 20
+
+
 def test_cartpole_learns_with_the_replay_in_gpu_memory(tmp_path):
     run = tmp_path / "cp"   # a new interpreter (fresh): CUDA starts in it as for a user, not in a fork
     run_module("jetdqn.train", "--preset", "cartpole", "--device", "cuda", "--replay-device", "cuda",

@@ -12,10 +12,12 @@ from typing import Optional
 
 def machine_info() -> dict:
     from ..cores import cores
+    from ..memory import memory
     from ..runtime import torch_info
-    mine = cores()
+    mine, ram = cores(), memory()
     info: dict = {"host": socket.gethostname(), "os": platform.platform(), "python": platform.python_version(),
-                  "cores": mine.machine, "usable_cores": mine.usable, "cores_limited_by": mine.limited_by or None}
+                  "cores": mine.machine, "usable_cores": mine.usable, "cores_limited_by": mine.limited_by or None,
+                  "memory_gb": round(ram.machine_total / 1e9, 1), "memory_limited_by": ram.limited_by or None}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.lower().startswith(("model name", "hardware")):
@@ -65,6 +67,10 @@ def machine_line(info: dict) -> str:
     cores = f"{info.get('cores')} cores"
     if info.get("cores_limited_by"):   # a container's quota or a taskset: the table's rows used fewer
         cores += f" ({info['usable_cores']} usable: {info['cores_limited_by']})"
+    if info.get("memory_gb"):
+        cores += f", {info['memory_gb']:g} GB memory"
+        if info.get("memory_limited_by"):   # the replays a row could hold were smaller
+            cores += f" ({info['memory_limited_by']})"
     return f"Machine: {info.get('board') or info.get('cpu')}, {cores}; GPU: {info.get('gpu')}"
 
 

@@ -1,8 +1,9 @@
 """The replay: frames stored once per env stream (storage.py), stacks rebuilt at sampling (buffer.py),
 sized to the memory (sizing.py), saved with checkpoints (saving.py)."""
 
+from ..memory import available_memory_bytes
 from .buffer import Batch, ReplayBuffer
-from .storage import Codec, ReplayTooLarge, available_memory_bytes, check_fits, replay_bytes
+from .storage import Codec, ReplayTooLarge, check_fits, replay_bytes
 
 __all__ = ["Batch", "Codec", "ReplayBuffer", "ReplayTooLarge", "available_memory_bytes", "check_fits",
            "replay_bytes"]

@@ -80,9 +80,9 @@ class ReplayBuffer:
             check_fits(capacity, frame_shape, dtype, allow_large, frame_bytes if compress != "off" else None,
                        prioritized=prioritized)
         else:
-            from .device import device_free_bytes
-            check_fits(capacity, frame_shape, dtype, allow_large, avail=device_free_bytes(device),
-                       where=f"{device} memory")
+            from .device import device_memory
+            avail, where, why = device_memory(device)
+            check_fits(capacity, frame_shape, dtype, allow_large, avail=avail, where=where, why=why)
         self.streams = num_streams
         self.stream_capacity = capacity // num_streams
         self.capacity = self.stream_capacity * num_streams

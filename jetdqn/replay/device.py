@@ -18,14 +18,27 @@ import torch
 from .storage import Codec
 
 
-def device_free_bytes(device: str) -> int:
-    """Memory a device replay may take: free device memory on CUDA (on a Jetson, the shared system memory
-    that is free), the host's available memory for ``cpu``."""
-    if device == "cuda":
+def device_memory(device: str) -> tuple[int, str, str]:
+    """(bytes a device replay may take, what memory they are, what limits them: '' or a container's limit):
+    the free memory of a discrete GPU; on a GPU that shares the host's memory (a Jetson) and for ``cpu``,
+    this process's available memory.
+
+    CUDA's free count on an integrated GPU is the kernel's MemFree, which leaves out the page cache the
+    kernel would drop for an allocation: on a board that has been up a while most of its memory is cache,
+    and a replay sized by that count would be a fraction of what fits (docs/facts.md). The host's
+    MemAvailable, under a container's memory limit, is what a CUDA allocation there can really take."""
+    from ..memory import memory
+    if device == "cuda" and not shares_host_memory():
         free, _total = torch.cuda.mem_get_info()
-        return int(free)
-    from .storage import available_memory_bytes
-    return available_memory_bytes()
+        return int(free), "cuda memory", ""
+    mine = memory()
+    return mine.available, "memory, shared with the integrated GPU" if device == "cuda" else "memory", mine.limited_by
+
+
+def shares_host_memory() -> bool:
+    """Whether the current CUDA device is an integrated GPU, which allocates from the host's memory."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return bool(getattr(props, "is_integrated", False))
 
 
 class DeviceFrames:

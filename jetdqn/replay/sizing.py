@@ -1,5 +1,6 @@
 """How big the replay is: ``--replay-size N``, or ``auto``: the most transitions that fit in a share of the
-available memory (docs/facts.md has the bytes per transition of each storage mode).
+available memory (docs/facts.md has the bytes per transition of each storage mode). In a container that is
+the room under its memory limit, not the machine's memory (``jetdqn.memory``).
 
 With compression the size of a frame is only known by measuring: a short random rollout of the game
 gives the estimate (with a 25% margin), and once the buffer holds 10,000 transitions the measured
@@ -12,8 +13,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..memory import available_memory_bytes, memory
 from .buffer import ReplayBuffer
-from .storage import Codec, available_memory_bytes, replay_bytes
+from .storage import Codec, replay_bytes
 
 
 def probe_frame_bytes(cfg, steps: int = 300) -> float:
@@ -37,12 +39,14 @@ def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float]
     """--replay-size N, or for auto the most transitions that fit in the memory budget."""
     if cfg.replay_size:
         return cfg.replay_size
-    where = "the available memory"
     if cfg.replay_device != "host":
-        from .device import device_free_bytes
-        avail, where = device_free_bytes(cfg.replay_device), f"the free {cfg.replay_device} memory"
+        from .device import device_memory
+        avail, where, why = device_memory(cfg.replay_device)
+        where = f"the free {where}"
     else:
-        avail = available_memory_bytes()
+        mine = memory()
+        avail, where, why = mine.available, "the available memory", mine.limited_by
+    where += f"; {why}" if why else ""
     budget = cfg.replay_memory_fraction * avail
     per = replay_bytes(1, frame_shape, dtype, frame_bytes * 1.25 if frame_bytes else None,
                        prioritized=cfg.prioritized and cfg.replay_device == "host")

@@ -12,6 +12,8 @@ from typing import Optional
 
 import numpy as np
 
+from ..memory import memory
+
 
 class ReplayTooLarge(RuntimeError):
     """The asked replay does not fit in the memory available now; the message says what to do."""
@@ -35,29 +37,20 @@ def replay_bytes(capacity: int, frame_shape: tuple, dtype, frame_bytes: Optional
     return int(capacity * (frame + META_BYTES + (PRIORITY_BYTES if prioritized else 0)))
 
 
-def available_memory_bytes() -> int:
-    try:
-        import psutil
-        return int(psutil.virtual_memory().available)
-    except Exception:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    return 0
-
-
 def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = False,
                frame_bytes: Optional[float] = None, avail: Optional[int] = None, where: str = "memory",
-               prioritized: bool = False) -> int:
+               prioritized: bool = False, why: str = "") -> int:
     """Refuse, before allocating, a replay that would not fit in the memory that is available now
-    (``avail``: a device's free memory for a device replay; the host's by default)."""
+    (``avail``: a device's free memory for a device replay; by default this process's memory, under a
+    container's memory limit where there is one: ``jetdqn.memory``; ``why``: what limits it, in words)."""
     need = replay_bytes(capacity, frame_shape, dtype, frame_bytes, prioritized)
-    avail = available_memory_bytes() if avail is None else avail
+    if avail is None:
+        mine = memory()
+        avail, why = mine.available, mine.limited_by
     if avail and need > 0.9 * avail and not allow_large:
         raise ReplayTooLarge(
             f"a replay of {capacity:,} transitions needs {need / 1e9:.2f} GB but only {avail / 1e9:.2f} GB "
-            f"of {where} is available; lower --replay-size (about {int(0.9 * avail / (need / capacity)):,} "
+            f"of {where} is available{f' ({why})' if why else ''}; lower --replay-size (about {int(0.9 * avail / (need / capacity)):,} "
             f"fits), use --replay-size auto or --replay-compress lz4, or pass --allow-large-replay to allocate "
             f"it anyway.")
     return need

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from ..cores import cpu_quota
+from ..memory import memory
 from . import procfs
 
 OWN_THREAD_PREFIX = "jetdqn-"
@@ -81,6 +82,8 @@ class Sampler:
         # time went; read for this process only (a root other than / is a test's /proc tree)
         self.quota = cpu_quota() if self.root == Path("/") else None
         self._throttling = None
+        # and its memory limit (docker --memory): the kernel kills the run, without a word, at the limit
+        self.memory_limit = memory().limit if self.root == Path("/") else None
 
     # -------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -193,6 +196,9 @@ class Sampler:
         })
         if self.quota is not None:
             record.update({"cpu_quota_cpus": self.quota.cpus, "cpu_throttled_pct": self._throttled_pct()})
+        limit = self.memory_limit.now() if self.memory_limit is not None else None
+        if limit is not None:
+            record.update({"mem_limit_mb": limit.limit >> 20, "mem_limit_used_mb": limit.used >> 20})
         self.overhead_s += time.thread_time() - t0
         record["telemetry_overhead_s"] = round(self.overhead_s, 5)
         self.overhead_s = 0.0

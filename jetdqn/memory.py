@@ -1,0 +1,144 @@
+"""How much memory this process may still take, which in a container is often far less than the machine has.
+
+The replay is the one big allocation of a run (7 GB for a million raw transitions), and it fills over hours:
+numpy's zeroed pages are only charged when the ring first reaches them. Sized against the wrong number, a
+run starts, learns for hours and is killed with SIGKILL when the ring reaches the limit: no checkpoint, no
+message. /proc/meminfo (and psutil, which reads it) shows the machine's memory, also inside
+``docker run --memory 4g`` or under a Kubernetes memory limit or systemd's MemoryMax=; the kernel enforces
+the cgroup's limit all the same (measured here: a process in a cgroup of 200 MB, allocating 400 MB, was
+killed while MemAvailable read 24 GB).
+
+So the available memory is the smaller of the machine's (MemAvailable) and the room left under the tightest
+memory limit over the process's cgroup and its ancestors: the limit less what the cgroup holds now, not
+counting the page cache no process has mapped, which the kernel drops before it kills anything (a cgroup
+whose processes have exited still holds the files they read: here 360 MB, all of it dropped on demand).
+v1 reads ``memory.limit_in_bytes``, ``memory.usage_in_bytes`` and ``memory.stat``'s ``total_active_file``,
+``total_inactive_file`` and ``total_mapped_file``; v2 ``memory.max``, ``memory.current`` and
+``memory.stat``'s ``active_file``, ``inactive_file`` and ``file_mapped``.
+
+On a Jetson the GPU shares this memory, and CUDA's own count of free memory (``cudaMemGetInfo``) is the
+kernel's MemFree there, which leaves out the page cache a warm board is full of; ``replay.device`` uses
+this module's number for an integrated GPU instead (docs/facts.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .cgroups import process_dirs
+
+NO_LIMIT = 1 << 62   # v1 writes "no limit" as the largest page-aligned counter (9223372036854771712)
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    limit: int       # bytes the cgroup may hold before the kernel reclaims its pages, then kills a process in it
+    used: int        # bytes it holds now, less the unmapped page cache the kernel drops first
+    source: str      # the limit's file, for messages and the run's report
+
+    @property
+    def room(self) -> int:
+        return max(0, self.limit - self.used)
+
+    def now(self) -> Optional["MemoryLimit"]:
+        """The same cgroup's limit and use read again (None if it has gone or lost its limit)."""
+        directory = Path(self.source).parent
+        return read_v1(directory) if self.source.endswith("limit_in_bytes") else read_v2(directory)
+
+
+@dataclass(frozen=True)
+class Memory:
+    available: int                  # what a replay is sized by: min(the machine's MemAvailable, the limit's room)
+    machine_available: int          # MemAvailable
+    machine_total: int              # MemTotal
+    limit: Optional[MemoryLimit]    # the limit with the least room over the process's cgroup and its ancestors
+
+    @property
+    def limited_by(self) -> str:
+        """Why ``available`` is less than the machine's, in words for a message ('' when it is not)."""
+        if self.limit is None or self.limit.room >= self.machine_available:
+            return ""
+        return (f"a memory limit of {gb(self.limit.limit)} with {gb(self.limit.used)} in use: docker --memory or "
+                f"a memory limit, in {self.limit.source}")
+
+    def as_record(self) -> dict:
+        return {"available_mb": self.available >> 20, "machine_available_mb": self.machine_available >> 20,
+                "machine_total_mb": self.machine_total >> 20,
+                "limit_mb": self.limit.limit >> 20 if self.limit else None,
+                "limit_used_mb": self.limit.used >> 20 if self.limit else None,
+                "limit_file": self.limit.source if self.limit else None}
+
+
+def gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def memory(proc: str = "/proc/self", meminfo: str = "/proc/meminfo") -> Memory:
+    """This process's memory (see the module's docstring). ``proc`` is where its cgroup and mountinfo are
+    read; ``meminfo`` the machine's counts."""
+    total, avail = machine_memory(meminfo)
+    limits = [m for directory, version in process_dirs("memory", proc)
+              for m in [(read_v1 if version == 1 else read_v2)(directory)] if m]
+    tightest = min(limits, key=lambda m: m.room, default=None)
+    available = avail if tightest is None else min(avail, tightest.room)
+    return Memory(available=available, machine_available=avail, machine_total=total, limit=tightest)
+
+
+def available_memory_bytes() -> int:
+    """The memory this process may still take, in bytes (see the module's docstring)."""
+    return memory().available
+
+
+def machine_memory(meminfo: str = "/proc/meminfo") -> tuple[int, int]:
+    """(MemTotal, MemAvailable) in bytes; (0, 0) when they cannot be read."""
+    fields = {}
+    try:
+        for line in Path(meminfo).read_text().splitlines():
+            name, _, value = line.partition(":")
+            parts = value.split()
+            if parts and parts[0].isdigit():
+                fields[name] = int(parts[0]) * 1024
+    except OSError:
+        pass
+    return fields.get("MemTotal", 0), fields.get("MemAvailable", fields.get("MemFree", 0))
+
+
+def read_v1(directory: Path) -> Optional[MemoryLimit]:
+    try:
+        limit = int((directory / "memory.limit_in_bytes").read_text())
+        usage = int((directory / "memory.usage_in_bytes").read_text())
+    except (OSError, ValueError):
+        return None
+    if limit <= 0 or limit >= NO_LIMIT:
+        return None
+    stat = read_stat(directory / "memory.stat")   # the total_ counters are hierarchical, like the usage
+    cache = stat.get("total_active_file", 0) + stat.get("total_inactive_file", 0) - stat.get("total_mapped_file", 0)
+    return MemoryLimit(limit, max(0, usage - max(0, cache)), str(directory / "memory.limit_in_bytes"))
+
+
+def read_v2(directory: Path) -> Optional[MemoryLimit]:
+    try:
+        text = (directory / "memory.max").read_text().strip()
+        current = int((directory / "memory.current").read_text())
+    except (OSError, ValueError):   # no memory.max: the root cgroup, or the memory controller not enabled here
+        return None
+    if text == "max" or not text.isdigit():
+        return None
+    stat = read_stat(directory / "memory.stat")
+    cache = stat.get("active_file", 0) + stat.get("inactive_file", 0) - stat.get("file_mapped", 0)
+    return MemoryLimit(int(text), max(0, current - max(0, cache)), str(directory / "memory.max"))
+
+
+def read_stat(path: Path) -> dict[str, int]:
+    """A cgroup's memory.stat (``name value`` lines); empty when it cannot be read."""
+    stat = {}
+    try:
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if value.strip().isdigit():
+                stat[key] = int(value)
+    except OSError:
+        pass
+    return stat

@@ -1,0 +1,204 @@
+"""The memory a run sizes its replay by: a container's memory limit (docker --memory) counts, not only the
+machine's MemAvailable.
+
+The limit tests run real training processes in a real cgroup with a memory limit (root and a writable
+cgroup filesystem: v1's memory controller or v2's with memory enabled); elsewhere they skip. Without the
+limit counted, the first run below starts and is killed with SIGKILL when its replay fills (measured: 55k
+steps, 171 s, no message). The layouts a container shows are read from files in the kernel's formats.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from jetdqn.memory import memory
+from jetdqn.records import console_line
+
+from conftest import ROOT
+
+MB = 1 << 20
+
+
+def memory_cgroup_root() -> tuple[Path, str] | None:
+    """(directory, 'v1' or 'v2') where a child cgroup with a memory limit can be made, or None."""
+    if os.geteuid() != 0:
+        return None
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        point = Path(fields[4])
+        if tail[0] == "cgroup" and "memory" in tail[2].split(",") and os.access(point, os.W_OK):
+            return point, "v1"
+        if tail[0] == "cgroup2" and os.access(point, os.W_OK):
+            try:
+                if "memory" in (point / "cgroup.subtree_control").read_text().split():
+                    return point, "v2"
+            except OSError:
+                pass
+    return None
+
+
+@pytest.fixture
+def memory_limited():
+    """make(mb) -> (a preexec_fn that moves the child into a cgroup whose parent has a memory limit of
+    ``mb`` MiB, the limit's file). The cgroups are removed at the end."""
+    found = memory_cgroup_root()
+    if found is None:
+        pytest.skip("no writable cgroup with a memory controller here (needs root and cgroup v1 memory or v2)")
+    root, layout = found
+    made: list[Path] = []
+
+    def make(mb: int):
+        parent = root / f"jetdqn-test-{uuid.uuid4().hex[:8]}"
+        inner = parent / "inner"
+
+        def join():
+            (inner / "cgroup.procs").write_text(str(os.getpid()))
+        try:   # the machine's cgroups, not jetdqn: a layout that refuses this is skipped, not failed
+            made.append(parent)
+            parent.mkdir()
+            if layout == "v1":
+                (parent / "memory.limit_in_bytes").write_text(str(mb * MB))
+                limit_file = parent / "memory.limit_in_bytes"
+            else:
+                (parent / "cgroup.subtree_control").write_text("+memory")
+                (parent / "memory.max").write_text(str(mb * MB))
+                limit_file = parent / "memory.max"
+            made.insert(0, inner)
+            inner.mkdir()
+            subprocess.run(["true"], preexec_fn=join, check=True, timeout=30)
+        except (OSError, subprocess.SubprocessError) as exc:
+            pytest.skip(f"a cgroup with a memory limit could not be made or joined here ({layout}: {exc})")
+        return join, limit_file
+
+    yield make
+    for d in made:
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
+def env() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            "PYTHONUNBUFFERED": "1"}
+
+
+def train(args: list[str], join, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", *args], env=env(), cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, preexec_fn=join)
+
+
+def test_a_replay_larger_than_the_containers_memory_limit_is_refused_before_the_run_starts(memory_limited, tmp_path):
+    join, limit_file = memory_limited(600)
+    run = tmp_path / "big"
+    refused = train(["--replay-size", "200000", "--run-dir", str(run)], join)   # 1.41 GB of raw frames
+    assert refused.returncode == 2, refused.stderr
+    line = refused.stderr.strip()
+    assert line.startswith("error: a replay of 200,000 transitions needs 1.41 GB but only "), line
+    assert "(a memory limit of 0.63 GB with " in line and f"in {limit_file});" in line, line
+    assert len(line.splitlines()) == 1 and not run.exists()
+
+
+def test_an_auto_sized_replay_fits_the_containers_memory_limit_and_the_log_follows_it(memory_limited, tmp_path):
+    join, limit_file = memory_limited(600)
+    run = tmp_path / "auto"
+    ran = train(["--replay-size", "auto", "--total-steps", "300", "--telemetry", "procfs", "--run-dir", str(run)], join)
+    assert ran.returncode == 0, ran.stderr
+    sized = next(line for line in ran.stdout.splitlines() if line.startswith("replay: --replay-size auto -> "))
+    transitions = int(sized.split("-> ")[1].split()[0].replace(",", ""))
+    assert 2_000 < transitions < 600 * MB // 2 // 7063, sized   # half the room left under 600 MB, not half the host
+    assert "of the available memory; a memory limit of 0.63 GB with " in sized and str(limit_file) in sized, sized
+    runtime = json.loads((run / "config.json").read_text())["runtime"]["memory"]
+    assert runtime["limit_mb"] == 600 and runtime["limit_file"] == str(limit_file), runtime
+    assert runtime["available_mb"] < 600 < runtime["machine_available_mb"], runtime
+    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert records and all(r["mem_limit_mb"] == 600 and 100 < r["mem_limit_used_mb"] < 600 for r in records), records
+    # the console says so only near the limit: this run stayed well below it
+    assert "of its limit" not in ran.stdout
+    near = {**records[-1], "mem_limit_used_mb": 570}
+    assert console_line(near, 100, 1.0).endswith("  memory 570/600 MB of its limit"), console_line(near, 100, 1.0)
+
+
+def write_proc(tmp_path: Path, cgroup: str, mountinfo: str, available_kb: int = 8_000_000) -> tuple[str, str]:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "cgroup").write_text(cgroup)
+    (proc / "mountinfo").write_text(mountinfo)
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(f"MemTotal:       16000000 kB\nMemFree:         1000000 kB\nMemAvailable:   {available_kb} kB\n")
+    return str(proc), str(meminfo)
+
+
+def test_a_v2_container_has_the_room_under_its_memory_max_less_what_it_holds(tmp_path):
+    # docker run --memory 2g on cgroup v2 (JetPack 6): the container's /sys/fs/cgroup is its own cgroup; it
+    # holds 700 MB, of which 300 MB is page cache no process maps (dropped first) and 50 MB mapped libraries
+    fs = tmp_path / "sys fs cgroup"
+    fs.mkdir()
+    (fs / "memory.max").write_text(f"{2048 * MB}\n")
+    (fs / "memory.current").write_text(f"{700 * MB}\n")
+    (fs / "memory.stat").write_text(f"anon {350 * MB}\nfile {350 * MB}\nactive_file {100 * MB}\n"
+                                    f"inactive_file {250 * MB}\nfile_mapped {50 * MB}\n")
+    point = str(fs).replace(" ", "\\040")
+    proc, meminfo = write_proc(tmp_path, "0::/\n", f"1203 1195 0:29 / {point} ro,nosuid - cgroup2 cgroup rw\n")
+    mine = memory(proc, meminfo)
+    assert mine.limit is not None and mine.limit.source == str(fs / "memory.max")
+    assert mine.limit.used == 400 * MB and mine.available == (2048 - 400) * MB
+    assert mine.machine_available == 8_000_000 * 1024 and mine.machine_total == 16_000_000 * 1024
+    assert mine.limited_by.startswith("a memory limit of 2.15 GB with 0.42 GB in use: docker --memory"), mine.limited_by
+    (fs / "memory.max").write_text("max\n")
+    assert memory(proc, meminfo).limit is None and memory(proc, meminfo).available == 8_000_000 * 1024
+
+
+def test_the_tightest_memory_limit_over_a_cgroup_and_its_ancestors_counts(tmp_path):
+    # a systemd service with MemoryMax=6G in a slice of 4G, on the host's v2 hierarchy; the slice's room is
+    # the smaller, and a limit above the machine's MemAvailable is not what limits the run
+    fs = tmp_path / "cgroup"
+    leaf = fs / "jetdqn.slice" / "train.service"
+    leaf.mkdir(parents=True)
+    for d, limit, current in ((fs / "jetdqn.slice", 4096, 3000), (leaf, 6144, 1000)):
+        (d / "memory.max").write_text(f"{limit * MB}\n")
+        (d / "memory.current").write_text(f"{current * MB}\n")
+    proc, meminfo = write_proc(tmp_path, "0::/jetdqn.slice/train.service\n", f"35 24 0:30 / {fs} rw - cgroup2 cgroup2 rw\n")
+    mine = memory(proc, meminfo)
+    assert mine.available == 1096 * MB and mine.limit.source == str(fs / "jetdqn.slice" / "memory.max")
+    (fs / "jetdqn.slice" / "memory.max").write_text(f"{64 * 1024 * MB}\n")   # the machine is tighter than 64 GB
+    (leaf / "memory.max").write_text("max\n")
+    mine = memory(proc, meminfo)
+    assert mine.available == 8_000_000 * 1024 and mine.limited_by == ""
+
+
+def test_a_v1_container_reads_its_mounted_memory_subtree_and_no_limit_is_none(tmp_path):
+    # docker on cgroup v1 (JetPack 5): /proc/self/cgroup shows the host's path and the container's mount of
+    # the memory hierarchy is that cgroup; the total_ counters are the hierarchical ones
+    fs = tmp_path / "memory"
+    fs.mkdir()
+    (fs / "memory.limit_in_bytes").write_text(f"{1024 * MB}\n")
+    (fs / "memory.usage_in_bytes").write_text(f"{600 * MB}\n")
+    (fs / "memory.stat").write_text(f"inactive_file 1\ntotal_active_file {100 * MB}\ntotal_inactive_file {200 * MB}\n"
+                                    f"total_mapped_file {100 * MB}\n")
+    cgroup = "12:cpu,cpuacct:/docker/4f2a\n11:memory:/docker/4f2a\n0::/\n"
+    mounts = (f"700 690 0:31 /docker/4f2a {tmp_path / 'cpu'} ro,nosuid - cgroup cgroup rw,cpu,cpuacct\n"
+              f"701 690 0:32 /docker/4f2a {fs} ro - cgroup cgroup rw,memory\n")
+    proc, meminfo = write_proc(tmp_path, cgroup, mounts)
+    mine = memory(proc, meminfo)
+    assert mine.limit.used == 400 * MB and mine.available == 624 * MB
+    assert mine.limit.source == str(fs / "memory.limit_in_bytes")
+    (fs / "memory.limit_in_bytes").write_text("9223372036854771712\n")   # v1's "no limit"
+    assert memory(proc, meminfo).limit is None
+
+
+def test_no_cgroup_files_mean_the_machines_memory(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       4000000 kB\nMemAvailable:   3000000 kB\n")
+    mine = memory(str(tmp_path / "no-such-proc"), str(meminfo))
+    assert mine.limit is None and mine.available == 3_000_000 * 1024 and mine.limited_by == ""
