@@ -13,8 +13,9 @@ memory limit over the process's cgroup and its ancestors: the limit less what th
 counting the page cache no process has mapped, which the kernel drops before it kills anything (a cgroup
 whose processes have exited still holds the files they read: here 360 MB, all of it dropped on demand).
 v1 reads ``memory.limit_in_bytes``, ``memory.usage_in_bytes`` and ``memory.stat``'s ``total_active_file``,
-``total_inactive_file`` and ``total_mapped_file``; v2 ``memory.max``, ``memory.current`` and
-``memory.stat``'s ``active_file``, ``inactive_file`` and ``file_mapped``.
+``total_inactive_file`` and ``total_mapped_file``; v2 ``memory.max`` (and ``memory.high``, where the
+kernel stalls allocations in reclaim, when it is lower), ``memory.current`` and ``memory.stat``'s
+``active_file``, ``inactive_file`` and ``file_mapped``.
 
 On a Jetson the GPU shares this memory, and CUDA's own count of free memory (``cudaMemGetInfo``) is the
 kernel's MemFree there, which leaves out the page cache a warm board is full of; ``replay.device`` uses
@@ -120,15 +121,25 @@ def read_v1(directory: Path) -> Optional[MemoryLimit]:
 
 def read_v2(directory: Path) -> Optional[MemoryLimit]:
     try:
-        text = (directory / "memory.max").read_text().strip()
         current = int((directory / "memory.current").read_text())
-    except (OSError, ValueError):   # no memory.max: the root cgroup, or the memory controller not enabled here
+    except (OSError, ValueError):   # the root cgroup, or the memory controller not enabled here
         return None
-    if text == "max" or not text.isdigit():
+    # memory.max kills at the limit; memory.high (Kubernetes' memory QoS) stalls every allocation above it in
+    # reclaim, which for a replay filling up is a run slowed to a crawl: the lower of the two counts
+    limits = []
+    for name in ("memory.max", "memory.high"):
+        try:
+            text = (directory / name).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            limits.append((int(text), str(directory / name)))
+    if not limits:   # "max" in both: no limit here
         return None
+    limit, source = min(limits)
     stat = read_stat(directory / "memory.stat")
     cache = stat.get("active_file", 0) + stat.get("inactive_file", 0) - stat.get("file_mapped", 0)
-    return MemoryLimit(int(text), max(0, current - max(0, cache)), str(directory / "memory.max"))
+    return MemoryLimit(limit, max(0, current - max(0, cache)), source)
 
 
 def read_stat(path: Path) -> dict[str, int]:

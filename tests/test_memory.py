@@ -157,6 +157,9 @@ def test_a_v2_container_has_the_room_under_its_memory_max_less_what_it_holds(tmp
     assert mine.limited_by.startswith("a memory limit of 2.15 GB with 0.42 GB in use: docker --memory"), mine.limited_by
     (fs / "memory.max").write_text("max\n")
     assert memory(proc, meminfo).limit is None and memory(proc, meminfo).available == 8_000_000 * 1024
+    (fs / "memory.high").write_text(f"{1024 * MB}\n")   # Kubernetes' memory QoS: reclaim stalls above it
+    mine = memory(proc, meminfo)
+    assert mine.available == (1024 - 400) * MB and mine.limit.source == str(fs / "memory.high")
 
 
 def test_the_tightest_memory_limit_over_a_cgroup_and_its_ancestors_counts(tmp_path):
