@@ -42,8 +42,8 @@ class Config:
     replay_memory_fraction: float = _f(0.5, "Share of the available memory --replay-size auto may use (of the "
                                             "device's free memory with --replay-device cuda).")
     replay_device: str = _f("host", "Where replay frames live: host (numpy; compression available), or raw in one "
-                                    "tensor on cuda (stacks gathered on the GPU, no batch copies; on a Jetson no "
-                                    "copies at all) or cpu (the same code without a GPU).", ("host", "cpu", "cuda"))
+                                    "tensor on cuda (stacks gathered on the GPU: no batch copies, each new frame "
+                                    "copied in once) or cpu (the same code without a GPU).", ("host", "cpu", "cuda"))
     checkpoint_replay: bool = _f(False, "Save the replay with each checkpoint (compressed, incremental), so "
                                         "--resume continues with the same buffer instead of refilling it.")
     prioritized: bool = _f(False, "Prioritised replay (Schaul et al. 2016, proportional, as in Rainbow): sample "
