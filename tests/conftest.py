@@ -103,3 +103,66 @@ def tegrastats_lines() -> list[str]:
     if not TEGRASTATS_SAMPLES.exists():
         pytest.skip(f"{TEGRASTATS_SAMPLES} is not here (the shared/ folder beside the checkout)")
     return [l.rstrip("\n") for l in TEGRASTATS_SAMPLES.read_text().splitlines() if l.strip() and not l.startswith("#")]
+
+
+def writable_cgroup(controller: str) -> tuple[Path, str] | None:
+    """(directory, 'v1' or 'v2') where a child cgroup limiting ``controller`` (cpu, memory) can be made:
+    v1's hierarchy of that controller, or v2's with the controller enabled for children; None elsewhere."""
+    if os.geteuid() != 0:
+        return None
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        point = Path(fields[4])
+        if tail[0] == "cgroup" and controller in tail[2].split(",") and os.access(point, os.W_OK):
+            return point, "v1"
+        if tail[0] == "cgroup2" and os.access(point, os.W_OK):
+            try:
+                if controller in (point / "cgroup.subtree_control").read_text().split():
+                    return point, "v2"
+            except OSError:
+                pass
+    return None
+
+
+@pytest.fixture
+def limited_cgroup():
+    """make(controller, {'v1': {file: value}, 'v2': {file: value}}) -> (a preexec_fn that moves the child into
+    a cgroup whose parent has those limits written, the parent's directory, 'v1' or 'v2'). Skips where no
+    such cgroup can be made or joined (the machine's cgroups, not jetdqn); the cgroups are removed at the end."""
+    import uuid
+    made: list[Path] = []
+
+    def make(controller: str, limits: dict[str, dict[str, str]]):
+        found = writable_cgroup(controller)
+        if found is None:
+            pytest.skip(f"no writable cgroup with a {controller} controller here (needs root and cgroup v1 "
+                        f"{controller} or v2 with {controller} enabled)")
+        root, layout = found
+        parent = root / f"jetdqn-test-{uuid.uuid4().hex[:8]}"
+        inner = parent / "inner"
+
+        def join():
+            (inner / "cgroup.procs").write_text(str(os.getpid()))
+        try:
+            made.append(parent)
+            parent.mkdir()
+            if layout == "v2":
+                (parent / "cgroup.subtree_control").write_text(f"+{controller}")
+            for name, value in limits[layout].items():
+                (parent / name).write_text(value)
+            made.insert(0, inner)
+            inner.mkdir()
+            subprocess.run(["true"], preexec_fn=join, check=True, timeout=30)
+        except (OSError, subprocess.SubprocessError) as exc:
+            pytest.skip(f"a cgroup limiting {controller} could not be made or joined here ({layout}: {exc})")
+        return join, parent, layout
+
+    yield make
+    for d in made:
+        try:
+            d.rmdir()
+        except OSError:
+            pass

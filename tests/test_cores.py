@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -27,66 +26,16 @@ print(json.dumps({**c.as_record(), "why": c.limited_by}))
 """
 
 
-def cpu_cgroup_root() -> tuple[Path, str] | None:
-    """(directory, 'v1' or 'v2') where a child cgroup with a CPU quota can be made, or None."""
-    if os.geteuid() != 0:
-        return None
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or len(tail) < 3:
-            continue
-        point = Path(fields[4])
-        if tail[0] == "cgroup" and "cpu" in tail[2].split(",") and os.access(point, os.W_OK):
-            return point, "v1"
-        if tail[0] == "cgroup2" and os.access(point, os.W_OK):
-            try:
-                if "cpu" in (point / "cgroup.subtree_control").read_text().split():
-                    return point, "v2"
-            except OSError:
-                pass
-    return None
-
-
 @pytest.fixture
-def cpu_limited():
+def cpu_limited(limited_cgroup):
     """make(cpus) -> (a preexec_fn that moves the child into a cgroup whose parent has a quota of ``cpus``
-    CPUs, the parent's quota file). The cgroups are removed at the end."""
-    found = cpu_cgroup_root()
-    if found is None:
-        pytest.skip("no writable cgroup with a cpu controller here (needs root and cgroup v1 cpu or v2 with cpu)")
-    root, layout = found
-    made: list[Path] = []
-
+    CPUs, the parent's quota file)."""
     def make(cpus: float):
-        parent = root / f"jetdqn-test-{uuid.uuid4().hex[:8]}"
-        inner = parent / "inner"
-
-        def join():
-            (inner / "cgroup.procs").write_text(str(os.getpid()))
-        try:   # the machine's cgroups, not jetdqn: a layout that refuses this is skipped, not failed
-            made.append(parent)
-            parent.mkdir()
-            if layout == "v1":
-                (parent / "cpu.cfs_quota_us").write_text(str(int(cpus * 100_000)))
-                quota_file = parent / "cpu.cfs_quota_us"
-            else:
-                (parent / "cgroup.subtree_control").write_text("+cpu")
-                (parent / "cpu.max").write_text(f"{int(cpus * 100_000)} 100000")
-                quota_file = parent / "cpu.max"
-            made.insert(0, inner)
-            inner.mkdir()
-            subprocess.run(["true"], preexec_fn=join, check=True, timeout=30)
-        except (OSError, subprocess.SubprocessError) as exc:
-            pytest.skip(f"a cgroup with a CPU quota could not be made or joined here ({layout}: {exc})")
-        return join, quota_file
-
-    yield make
-    for d in made:
-        try:
-            d.rmdir()
-        except OSError:
-            pass
+        quota = int(cpus * 100_000)
+        join, parent, layout = limited_cgroup("cpu", {"v1": {"cpu.cfs_quota_us": str(quota)},
+                                                      "v2": {"cpu.max": f"{quota} 100000"}})
+        return join, parent / ("cpu.cfs_quota_us" if layout == "v1" else "cpu.max")
+    return make
 
 
 def env() -> dict:

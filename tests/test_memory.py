@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -26,66 +25,15 @@ from conftest import ROOT
 MB = 1 << 20
 
 
-def memory_cgroup_root() -> tuple[Path, str] | None:
-    """(directory, 'v1' or 'v2') where a child cgroup with a memory limit can be made, or None."""
-    if os.geteuid() != 0:
-        return None
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or len(tail) < 3:
-            continue
-        point = Path(fields[4])
-        if tail[0] == "cgroup" and "memory" in tail[2].split(",") and os.access(point, os.W_OK):
-            return point, "v1"
-        if tail[0] == "cgroup2" and os.access(point, os.W_OK):
-            try:
-                if "memory" in (point / "cgroup.subtree_control").read_text().split():
-                    return point, "v2"
-            except OSError:
-                pass
-    return None
-
-
 @pytest.fixture
-def memory_limited():
+def memory_limited(limited_cgroup):
     """make(mb) -> (a preexec_fn that moves the child into a cgroup whose parent has a memory limit of
-    ``mb`` MiB, the limit's file). The cgroups are removed at the end."""
-    found = memory_cgroup_root()
-    if found is None:
-        pytest.skip("no writable cgroup with a memory controller here (needs root and cgroup v1 memory or v2)")
-    root, layout = found
-    made: list[Path] = []
-
+    ``mb`` MiB, the limit's file)."""
     def make(mb: int):
-        parent = root / f"jetdqn-test-{uuid.uuid4().hex[:8]}"
-        inner = parent / "inner"
-
-        def join():
-            (inner / "cgroup.procs").write_text(str(os.getpid()))
-        try:   # the machine's cgroups, not jetdqn: a layout that refuses this is skipped, not failed
-            made.append(parent)
-            parent.mkdir()
-            if layout == "v1":
-                (parent / "memory.limit_in_bytes").write_text(str(mb * MB))
-                limit_file = parent / "memory.limit_in_bytes"
-            else:
-                (parent / "cgroup.subtree_control").write_text("+memory")
-                (parent / "memory.max").write_text(str(mb * MB))
-                limit_file = parent / "memory.max"
-            made.insert(0, inner)
-            inner.mkdir()
-            subprocess.run(["true"], preexec_fn=join, check=True, timeout=30)
-        except (OSError, subprocess.SubprocessError) as exc:
-            pytest.skip(f"a cgroup with a memory limit could not be made or joined here ({layout}: {exc})")
-        return join, limit_file
-
-    yield make
-    for d in made:
-        try:
-            d.rmdir()
-        except OSError:
-            pass
+        join, parent, layout = limited_cgroup("memory", {"v1": {"memory.limit_in_bytes": str(mb * MB)},
+                                                         "v2": {"memory.max": str(mb * MB)}})
+        return join, parent / ("memory.limit_in_bytes" if layout == "v1" else "memory.max")
+    return make
 
 
 def env() -> dict:
