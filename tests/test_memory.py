@@ -55,6 +55,10 @@ def test_a_replay_larger_than_the_containers_memory_limit_is_refused_before_the_
     assert line.startswith("error: a replay of 200,000 transitions needs 1.41 GB but only "), line
     assert "(a memory limit of 0.63 GB with " in line and f"in {limit_file});" in line, line
     assert len(line.splitlines()) == 1 and not run.exists()
+    assert "or --replay-compress lz4" in line
+    refused = train(["--replay-size", "3000000", "--replay-compress", "lz4", "--run-dir", str(run)], join)
+    assert refused.returncode == 2 and "needs 0.9" in refused.stderr, refused.stderr   # ~310 bytes a transition
+    assert "--replay-compress lz4" not in refused.stderr and not run.exists()   # it has it: the advice fits
 
 
 def test_an_auto_sized_replay_fits_the_containers_memory_limit_and_the_log_follows_it(memory_limited, tmp_path):

@@ -51,8 +51,8 @@ def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = Fal
         raise ReplayTooLarge(
             f"a replay of {capacity:,} transitions needs {need / 1e9:.2f} GB but only {avail / 1e9:.2f} GB "
             f"of {where} is available{f' ({why})' if why else ''}; lower --replay-size (about {int(0.9 * avail / (need / capacity)):,} "
-            f"fits), use --replay-size auto or --replay-compress lz4, or pass --allow-large-replay to allocate "
-            f"it anyway.")
+            f"fits), use --replay-size auto{' or --replay-compress lz4' if frame_bytes is None else ''}, or pass "
+            f"--allow-large-replay to allocate it anyway.")
     return need
 
 
