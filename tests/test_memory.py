@@ -81,6 +81,52 @@ def test_an_auto_sized_replay_fits_the_containers_memory_limit_and_the_log_follo
     assert console_line(near, 100, 1.0).endswith("  memory 570/600 MB of its limit"), console_line(near, 100, 1.0)
 
 
+HOG = """import sys, time
+b = bytearray(int(sys.argv[1]))
+b[::4096] = b"x" * len(b[::4096])   # every page touched: charged to the cgroup
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capacity(memory_limited, tmp_path):
+    """Another process in the container takes all but 40 MB of the room once the run has started (the room as
+    jetdqn counts it: the limit less what the cgroup holds, its mapped libraries included). The replay's
+    ~7,000 empty slots would take ~49 MB as they fill, more than is left beside the margin: it lowers the
+    capacity, says so, and runs on past the new size (the ring wraps). With 20 MB left and the rule off
+    (--allow-large-replay) the same run was killed by the kernel at step ~3,400 (docs/facts.md)."""
+    from jetdqn.memory import read_v1, read_v2
+    join, limit_file = memory_limited(600)
+    read = read_v1 if limit_file.name == "memory.limit_in_bytes" else read_v2
+    run = tmp_path / "r"
+    train_cmd = [sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--replay-size", "8000",
+                 "--learn-start", "1000000", "--total-steps", "4000", "--log-every", "100", "--run-dir", str(run)]
+    proc = subprocess.Popen(train_cmd, env=env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, preexec_fn=join)
+    hog, lines = None, []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if hog is None and line.startswith("step     1,000:"):
+                room = read(limit_file.parent).room
+                hog = subprocess.Popen([sys.executable, "-c", HOG, str(room - 40 * MB)], stdout=subprocess.PIPE,
+                                       text=True, preexec_fn=join)
+                assert hog.stdout.readline().strip() == "held"
+        assert proc.wait(timeout=120) == 0, "".join(lines)
+    finally:
+        proc.kill()
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    out = "".join(lines)
+    lowered = [line for line in lines if line.startswith("replay: capacity lowered from 8,000 to ")]
+    assert lowered, out
+    capacity = int(lowered[-1].split(" to ")[1].split()[0].replace(",", ""))
+    assert 1_000 <= capacity < 2_000, lowered   # what it held then, and what 40 MB less the margin leaves: nothing
+    assert f"in {limit_file})" in lowered[0] and "stays free for the rest of the run" in lowered[0], lowered[0]
+    assert "done: 4,000 steps" in out   # twice the new capacity: the ring wrapped and the run lived on
+
+
 def write_proc(tmp_path: Path, cgroup: str, mountinfo: str, available_kb: int = 8_000_000) -> tuple[str, str]:
     proc = tmp_path / "proc"
     proc.mkdir()

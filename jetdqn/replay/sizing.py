@@ -15,7 +15,7 @@ import numpy as np
 
 from ..memory import available_memory_bytes, memory
 from .buffer import ReplayBuffer
-from .storage import Codec, replay_bytes
+from .storage import Codec, replay_bytes, spare
 
 
 def probe_frame_bytes(cfg, steps: int = 300) -> float:
@@ -77,15 +77,46 @@ def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[di
 
 
 class ReplayBudget:
-    """--replay-size auto with compression: keeps the measured size within the budget fixed at the start."""
+    """Keeps a filling replay within memory: two rules, checked at every log record until the rings wrap.
+
+    - ``--replay-size auto`` with compression: the measured size stays within the budget fixed at the start
+      (the size of a compressed frame is an estimate until 10,000 are stored).
+    - Any host replay: it takes its memory as it fills (numpy's pages are charged when the ring first reaches
+      them, compressed frames as they are stored), so memory taken since the start by anything else (another
+      process in the container, a Jetson's CUDA context in the memory it shares) can leave too little for
+      the slots still empty, and the kernel would kill the run, without a word, when they fill. The capacity
+      is lowered to what the memory left holds beside ``storage.spare``'s margin, and the run says so.
+      ``--allow-large-replay`` (a machine with swap) turns this rule off, as it turns off the refusal.
+    """
 
     def __init__(self, cfg):
         self.budget = cfg.replay_memory_fraction * available_memory_bytes() if cfg.replay_size == 0 else None
+        self.watch_room = cfg.replay_device == "host" and not cfg.allow_large_replay
 
     def fit(self, replay, say: Callable[[str], None]) -> None:
-        if self.budget is None or not replay.frames.compressed or len(replay) < 10_000:
+        if self.budget is not None and replay.frames.compressed and len(replay) >= 10_000:
+            fits = int(self.budget / replay.bytes_per_transition)
+            if fits < replay.capacity and replay.shrink(fits // replay.streams):
+                say(f"replay: measured {replay.bytes_per_transition:.0f} bytes per transition; capacity "
+                    f"lowered to {replay.capacity:,} to stay within {self.budget / 1e9:.2f} GB")
+        if self.watch_room:
+            self.fit_room(replay, say)
+
+    @staticmethod
+    def fit_room(replay, say: Callable[[str], None]) -> None:
+        empty = replay.capacity - len(replay)
+        if empty <= 0 or (replay.frames.compressed and len(replay) < 10_000):
+            return   # full (a ring that wrapped keeps its size), or a compressed size not yet measured
+        per = replay.bytes_per_transition if replay.frames.compressed else replay_bytes(1, replay.frame_shape,
+                                                                                         replay.dtype)
+        mine = memory()
+        room = spare(mine.available)
+        if empty * per <= room:
             return
-        fits = int(self.budget / replay.bytes_per_transition)
-        if fits < replay.capacity and replay.shrink(fits // replay.streams):
-            say(f"replay: measured {replay.bytes_per_transition:.0f} bytes per transition; capacity "
-                f"lowered to {replay.capacity:,} to stay within {self.budget / 1e9:.2f} GB")
+        before = replay.capacity
+        if replay.shrink((len(replay) + int(room // per)) // replay.streams):
+            why = f" ({mine.limited_by})" if mine.limited_by else ""
+            say(f"replay: capacity lowered from {before:,} to {replay.capacity:,} transitions: its {empty:,} empty "
+                f"slots would take {empty * per / 1e9:.2f} GB as they fill, and of the {mine.available / 1e9:.2f} GB "
+                f"of memory left{why} {(mine.available - room) / 1e9:.2f} GB stays free for the rest of the run; "
+                f"a process that runs out of memory is killed without a word")

@@ -37,6 +37,17 @@ def replay_bytes(capacity: int, frame_shape: tuple, dtype, frame_bytes: Optional
     return int(capacity * (frame + META_BYTES + (PRIORITY_BYTES if prioritized else 0)))
 
 
+MARGIN_BYTES = 128 << 20   # at least this much memory stays free beside a full replay (see ``spare``)
+
+
+def spare(avail: int) -> int:
+    """What a replay may take of ``avail`` bytes: all but a margin of 10% or 128 MiB, whichever is more. The
+    rest of the run grows after the replay is made (the learner's buffers, an evaluation's 30 emulators:
+    ~0.1 GB), and a container's limit kills at the limit; the same margin is kept while the replay fills
+    (``sizing.ReplayBudget``), so a replay that passes here is not cut down later for it."""
+    return max(0, avail - max(avail // 10, MARGIN_BYTES))
+
+
 def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = False,
                frame_bytes: Optional[float] = None, avail: Optional[int] = None, where: str = "memory",
                prioritized: bool = False, why: str = "") -> int:
@@ -47,12 +58,13 @@ def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = Fal
     if avail is None:
         mine = memory()
         avail, why = mine.available, mine.limited_by
-    if avail and need > 0.9 * avail and not allow_large:
+    if avail and need > spare(avail) and not allow_large:
         raise ReplayTooLarge(
             f"a replay of {capacity:,} transitions needs {need / 1e9:.2f} GB but only {avail / 1e9:.2f} GB "
-            f"of {where} is available{f' ({why})' if why else ''}; lower --replay-size (about {int(0.9 * avail / (need / capacity)):,} "
-            f"fits), use --replay-size auto{' or --replay-compress lz4' if frame_bytes is None else ''}, or pass "
-            f"--allow-large-replay to allocate it anyway.")
+            f"of {where} is available{f' ({why})' if why else ''}; lower --replay-size (about "
+            f"{int(spare(avail) / (need / capacity)):,} fits), use --replay-size auto"
+            f"{' or --replay-compress lz4' if frame_bytes is None else ''}, or pass --allow-large-replay to "
+            f"allocate it anyway.")
     return need
 
 
