@@ -40,7 +40,8 @@ class Config:
     replay_compress: str = _f("off", "Keep replay frames compressed (decompressed only when sampled).",
                               ("off", "lz4", "zstd"))
     replay_memory_fraction: float = _f(0.5, "Share of the available memory --replay-size auto may use (of the "
-                                            "device's free memory with --replay-device cuda).")
+                                            "device's free memory with --replay-device cuda); 10% of it, at "
+                                            "least 128 MiB, always stays free.")
     replay_device: str = _f("host", "Where replay frames live: host (numpy; compression available), or raw in one "
                                     "tensor on cuda (stacks gathered on the GPU: no batch copies, each new frame "
                                     "copied in once) or cpu (the same code without a GPU).", ("host", "cpu", "cuda"))

@@ -127,6 +127,15 @@ def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capac
     assert "done: 4,000 steps" in out   # twice the new capacity: the ring wrapped and the run lived on
 
 
+def test_an_auto_replay_with_the_largest_fraction_keeps_the_margin_instead_of_refusing_itself(tmp_path):
+    """--replay-memory-fraction 0.95 is accepted, and the refusal keeps 10% free: auto sized a replay that the
+    same run then refused, telling the user to use --replay-size auto."""
+    ran = train(["--replay-size", "auto", "--replay-memory-fraction", "0.95", "--total-steps", "150",
+                 "--run-dir", str(tmp_path / "r")], None)
+    assert ran.returncode == 0, ran.stderr
+    assert "% of the available memory, all but the margin that stays free" in ran.stdout, ran.stdout
+
+
 def write_proc(tmp_path: Path, cgroup: str, mountinfo: str, available_kb: int = 8_000_000) -> tuple[str, str]:
     proc = tmp_path / "proc"
     proc.mkdir()

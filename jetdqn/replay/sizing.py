@@ -46,31 +46,46 @@ def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float]
     else:
         mine = memory()
         avail, where, why = mine.available, "the available memory", mine.limited_by
-    where += f"; {why}" if why else ""
-    budget = cfg.replay_memory_fraction * avail
+    budget, capped = auto_budget(cfg, avail)
     per = replay_bytes(1, frame_shape, dtype, frame_bytes * 1.25 if frame_bytes else None,
                        prioritized=cfg.prioritized and cfg.replay_device == "host")
     fits = int(budget / per)
     if fits < max(10 * cfg.batch_size, 2 * streams):
         from ..config import ConfigError
+        fix = ("more memory or a --replay-size that fits it" if capped else "raise --replay-memory-fraction or "
+               "give --replay-size")
         raise ConfigError(f"--replay-size auto with --replay-memory-fraction {cfg.replay_memory_fraction:g} fits only "
-                          f"{fits:,} transitions ({budget / 1e6:.2f} MB); raise the fraction or give --replay-size.")
+                          f"{fits:,} transitions ({budget / 1e6:.2f} MB of {avail / 1e6:.0f} MB); {fix}.")
     capacity = max(streams * 2, min(fits, 50_000_000))
+    share = (f"{budget / avail:.0%} of {where}" + (", all but the margin that stays free" if capped else "")
+             + (f"; {why}" if why else ""))
     say(f"replay: --replay-size auto -> {capacity:,} transitions at ~{per:.0f} bytes each "
-        f"({budget / 1e9:.2f} GB = {cfg.replay_memory_fraction:.0%} of {where})")
+        f"({budget / 1e9:.2f} GB = {share})")
     return capacity
+
+
+def auto_budget(cfg, avail: int) -> tuple[int, bool]:
+    """(bytes --replay-size auto may take of ``avail``, whether the margin ``storage.spare`` keeps free cut
+    --replay-memory-fraction's share): a fraction up to 0.95 is accepted, and the refusal of a replay that
+    leaves no margin would otherwise refuse the size auto chose."""
+    share = int(cfg.replay_memory_fraction * avail)
+    return min(share, spare(avail)), spare(avail) < share
 
 
 def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[dict]) -> tuple[ReplayBuffer, Optional[float]]:
     """The run's replay, one stream per env, and the compressed frame size it was sized with. A replay saved
     with the checkpoint being resumed (--checkpoint-replay) fixes the capacity."""
     frame_bytes = probe_frame_bytes(cfg) if cfg.replay_compress != "off" else None
+    measured = False
     if saved and cfg.checkpoint_replay:
         capacity = saved["stream_capacity"] * saved["streams"]
     else:
         capacity = choose_capacity(cfg, frame_shape, dtype, frame_bytes, streams)
+        measured = not cfg.replay_size
+    # an auto size was measured to fit a moment ago: measuring again would refuse it by what the process
+    # allocated in between
     replay = ReplayBuffer(capacity, frame_shape, dtype, cfg.history, num_streams=streams, seed=cfg.seed,
-                          allow_large=cfg.allow_large_replay, compress=cfg.replay_compress, frame_bytes=frame_bytes,
+                          allow_large=cfg.allow_large_replay or measured, compress=cfg.replay_compress, frame_bytes=frame_bytes,
                           n_step=cfg.n_step, gamma=cfg.gamma, device=cfg.replay_device, prioritized=cfg.prioritized,
                           priority_alpha=cfg.priority_alpha, priority_beta=cfg.priority_beta)
     return replay, frame_bytes
@@ -85,12 +100,13 @@ class ReplayBudget:
       them, compressed frames as they are stored), so memory taken since the start by anything else (another
       process in the container, a Jetson's CUDA context in the memory it shares) can leave too little for
       the slots still empty, and the kernel would kill the run, without a word, when they fill. The capacity
-      is lowered to what the memory left holds beside ``storage.spare``'s margin, and the run says so.
+      is lowered to what the memory left holds beside half of ``storage.spare``'s margin (the other half is
+      for what the run itself allocates after the replay is sized), and the run says so.
       ``--allow-large-replay`` (a machine with swap) turns this rule off, as it turns off the refusal.
     """
 
     def __init__(self, cfg):
-        self.budget = cfg.replay_memory_fraction * available_memory_bytes() if cfg.replay_size == 0 else None
+        self.budget = auto_budget(cfg, available_memory_bytes())[0] if cfg.replay_size == 0 else None
         self.watch_room = cfg.replay_device == "host" and not cfg.allow_large_replay
 
     def fit(self, replay, say: Callable[[str], None]) -> None:
@@ -110,7 +126,7 @@ class ReplayBudget:
         per = replay.bytes_per_transition if replay.frames.compressed else replay_bytes(1, replay.frame_shape,
                                                                                          replay.dtype)
         mine = memory()
-        room = spare(mine.available)
+        room = spare(mine.available, share=0.5)   # half the start's margin: the run has grown into the rest
         if empty * per <= room:
             return
         before = replay.capacity

@@ -40,12 +40,13 @@ def replay_bytes(capacity: int, frame_shape: tuple, dtype, frame_bytes: Optional
 MARGIN_BYTES = 128 << 20   # at least this much memory stays free beside a full replay (see ``spare``)
 
 
-def spare(avail: int) -> int:
+def spare(avail: int, share: float = 1.0) -> int:
     """What a replay may take of ``avail`` bytes: all but a margin of 10% or 128 MiB, whichever is more. The
     rest of the run grows after the replay is made (the learner's buffers, an evaluation's 30 emulators:
-    ~0.1 GB), and a container's limit kills at the limit; the same margin is kept while the replay fills
-    (``sizing.ReplayBudget``), so a replay that passes here is not cut down later for it."""
-    return max(0, avail - max(avail // 10, MARGIN_BYTES))
+    ~0.1 GB), and a container's limit kills at the limit. While the replay fills, ``sizing.ReplayBudget``
+    keeps ``share`` 0.5 of the margin: the run's own growth may take the other half without cutting down a
+    replay that passed here."""
+    return max(0, avail - int(share * max(avail // 10, MARGIN_BYTES)))
 
 
 def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = False,
