@@ -178,7 +178,8 @@ def test_the_tightest_memory_limit_over_a_cgroup_and_its_ancestors_counts(tmp_pa
     for d, limit, current in ((fs / "jetdqn.slice", 4096, 3000), (leaf, 6144, 1000)):
         (d / "memory.max").write_text(f"{limit * MB}\n")
         (d / "memory.current").write_text(f"{current * MB}\n")
-    proc, meminfo = write_proc(tmp_path, "0::/jetdqn.slice/train.service\n", f"35 24 0:30 / {fs} rw - cgroup2 cgroup2 rw\n")
+    mounts = f"35 24 0:30 / {fs} rw - cgroup2 cgroup2 rw\n"
+    proc, meminfo = write_proc(tmp_path, "0::/jetdqn.slice/train.service\n", mounts)
     mine = memory(proc, meminfo)
     assert mine.available == 1096 * MB and mine.limit.source == str(fs / "jetdqn.slice" / "memory.max")
     (fs / "jetdqn.slice" / "memory.max").write_text(f"{64 * 1024 * MB}\n")   # the machine is tighter than 64 GB

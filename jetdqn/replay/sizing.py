@@ -85,9 +85,10 @@ def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[di
     # an auto size was measured to fit a moment ago: measuring again would refuse it by what the process
     # allocated in between
     replay = ReplayBuffer(capacity, frame_shape, dtype, cfg.history, num_streams=streams, seed=cfg.seed,
-                          allow_large=cfg.allow_large_replay or measured, compress=cfg.replay_compress, frame_bytes=frame_bytes,
-                          n_step=cfg.n_step, gamma=cfg.gamma, device=cfg.replay_device, prioritized=cfg.prioritized,
-                          priority_alpha=cfg.priority_alpha, priority_beta=cfg.priority_beta)
+                          allow_large=cfg.allow_large_replay or measured, compress=cfg.replay_compress,
+                          frame_bytes=frame_bytes, n_step=cfg.n_step, gamma=cfg.gamma, device=cfg.replay_device,
+                          prioritized=cfg.prioritized, priority_alpha=cfg.priority_alpha,
+                          priority_beta=cfg.priority_beta)
     return replay, frame_bytes
 
 
