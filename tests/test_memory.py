@@ -136,6 +136,16 @@ def test_an_auto_replay_with_the_largest_fraction_keeps_the_margin_instead_of_re
     assert "% of the available memory, all but the margin that stays free" in ran.stdout, ran.stdout
 
 
+def test_telemetry_watch_shows_the_containers_memory_limit(memory_limited):
+    join, _ = memory_limited(600)
+    out = subprocess.run([sys.executable, "-m", "jetdqn.telemetry", "watch", "--source", "procfs", "--count", "1",
+                          "--interval", "0.2"], env=env(), cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         preexec_fn=join)
+    assert out.returncode == 0, out.stderr
+    used = int(out.stdout.split("(cgroup ")[1].split("/")[0])
+    assert out.stdout.count("/600 MB)") == 1 and 0 < used < 600, out.stdout
+
+
 def write_proc(tmp_path: Path, cgroup: str, mountinfo: str, available_kb: int = 8_000_000) -> tuple[str, str]:
     proc = tmp_path / "proc"
     proc.mkdir()

@@ -71,8 +71,11 @@ def cmd_watch(args) -> int:
             cores = " ".join("off" if x is None else f"{x:3.0f}" for x in r["cpu_per_core"])
             gpu = "-" if r.get("gpu_load") is None else f"{r['gpu_load']:.0f}%"
             power = "" if r.get("power_mw") is None else f"  power {r['power_mw'] / 1000:.1f} W"
+            # in a container the machine's RAM is not what runs out: its memory limit is
+            limit = ("" if r.get("mem_limit_mb") is None
+                     else f" (cgroup {r['mem_limit_used_mb']}/{r['mem_limit_mb']} MB)")
             print(f"{time.strftime('%H:%M:%S')}  cpu [{cores}] avg {r['cpu_avg']:.0f}%  gpu {gpu}  "
-                  f"ram {r['ram_used_mb']} MB{power}  ({r['telemetry_source']})", flush=True)
+                  f"ram {r['ram_used_mb']} MB{limit}{power}  ({r['telemetry_source']})", flush=True)
             shown += 1
     except KeyboardInterrupt:
         pass
