@@ -52,10 +52,14 @@ def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float]
     fits = int(budget / per)
     if fits < max(10 * cfg.batch_size, 2 * streams):
         from ..config import ConfigError
-        fix = ("more memory or a --replay-size that fits it" if capped else "raise --replay-memory-fraction or "
-               "give --replay-size")
+        fix = "raise --replay-memory-fraction or give --replay-size" if not capped else "give the run more memory"
+        if budget == 0:   # the margin takes it all: no storage mode helps
+            fix = "the 10% or 128 MiB kept free beside a replay takes it all: give the run more memory"
+        elif frame_bytes is None and cfg.replay_device == "host":
+            fix += " or use --replay-compress lz4 (Atari frames ~20x smaller)"
         raise ConfigError(f"--replay-size auto with --replay-memory-fraction {cfg.replay_memory_fraction:g} fits only "
-                          f"{fits:,} transitions ({budget / 1e6:.2f} MB of {avail / 1e6:.0f} MB); {fix}.")
+                          f"{fits:,} transitions ({budget / 1e6:.2f} MB of the {avail / 1e6:.0f} MB available"
+                          f"{f'; {why}' if why else ''}); {fix}.")
     capacity = max(streams * 2, min(fits, 50_000_000))
     share = (f"{budget / avail:.0%} of {where}" + (", all but the margin that stays free" if capped else "")
              + (f"; {why}" if why else ""))
