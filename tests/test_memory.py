@@ -93,14 +93,16 @@ def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capac
     """Another process in the container takes all but 40 MB of the room once the run has started (the room as
     jetdqn counts it: the limit less what the cgroup holds, its mapped libraries included). The replay's
     ~7,000 empty slots would take ~49 MB as they fill, more than is left beside the margin: it lowers the
-    capacity, says so, and runs on past the new size (the ring wraps). With 20 MB left and the rule off
+    capacity, says so, runs on past the new size (the ring wraps), and its saved replay resumes at that size.
+    With 20 MB left and the rule off
     (--allow-large-replay) the same run was killed by the kernel at step ~3,400 (docs/facts.md)."""
     from jetdqn.memory import read_v1, read_v2
     join, limit_file = memory_limited(600)
     read = read_v1 if limit_file.name == "memory.limit_in_bytes" else read_v2
     run = tmp_path / "r"
     train_cmd = [sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--replay-size", "8000",
-                 "--learn-start", "1000000", "--total-steps", "4000", "--log-every", "100", "--run-dir", str(run)]
+                 "--learn-start", "1000000", "--total-steps", "4000", "--log-every", "100", "--checkpoint-replay",
+                 "--checkpoint-every", "1000", "--run-dir", str(run)]
     proc = subprocess.Popen(train_cmd, env=env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, preexec_fn=join)
     hog, lines = None, []
@@ -125,6 +127,9 @@ def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capac
     assert 1_000 <= capacity < 2_000, lowered   # what it held then, and what 40 MB less the margin leaves: nothing
     assert f"in {limit_file})" in lowered[0] and "stays free for the rest of the run" in lowered[0], lowered[0]
     assert "done: 4,000 steps" in out   # twice the new capacity: the ring wrapped and the run lived on
+    resumed = train(["--resume", "--run-dir", str(run), "--total-steps", "4500"], None)   # saved at the lower size
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"the replay is restored ({capacity:,} transitions)" in resumed.stdout, resumed.stdout
 
 
 def test_an_auto_replay_with_the_largest_fraction_keeps_the_margin_instead_of_refusing_itself(tmp_path):
