@@ -94,8 +94,8 @@ def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capac
     jetdqn counts it: the limit less what the cgroup holds, its mapped libraries included). The replay's
     ~7,000 empty slots would take ~49 MB as they fill, more than is left beside the margin: it lowers the
     capacity, says so, runs on past the new size (the ring wraps), and its saved replay resumes at that size.
-    With 20 MB left and the rule off
-    (--allow-large-replay) the same run was killed by the kernel at step ~3,400 (docs/facts.md)."""
+    With 20 MB left and the rule off (--allow-large-replay) the same run was killed by the kernel at step
+    ~3,400 (docs/facts.md)."""
     from jetdqn.memory import read_v1, read_v2
     join, limit_file = memory_limited(600)
     read = read_v1 if limit_file.name == "memory.limit_in_bytes" else read_v2
