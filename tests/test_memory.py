@@ -127,6 +127,8 @@ def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capac
     assert 1_000 <= capacity < 2_000, lowered   # what it held then, and what 40 MB less the margin leaves: nothing
     assert f"in {limit_file})" in lowered[0] and "stays free for the rest of the run" in lowered[0], lowered[0]
     assert "done: 4,000 steps" in out   # twice the new capacity: the ring wrapped and the run lived on
+    last = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
+    assert last["replay_capacity"] == capacity and 7_063 <= last["replay_bytes_per_transition"] < 7_080, last
     resumed = train(["--resume", "--run-dir", str(run), "--total-steps", "4500"], None)   # saved at the lower size
     assert resumed.returncode == 0, resumed.stderr
     assert f"the replay is restored ({capacity:,} transitions)" in resumed.stdout, resumed.stdout
