@@ -101,8 +101,13 @@ def machine_memory(meminfo: str = "/proc/meminfo") -> tuple[int, int]:
             parts = value.split()
             if parts and parts[0].isdigit():
                 fields[name] = int(parts[0]) * 1024
-    except OSError:
-        pass
+    except OSError:   # not Linux: psutil's count, where it is installed
+        try:
+            import psutil
+            vm = psutil.virtual_memory()
+            return int(vm.total), int(vm.available)
+        except Exception:
+            return 0, 0
     return fields.get("MemTotal", 0), fields.get("MemAvailable", fields.get("MemFree", 0))
 
 
