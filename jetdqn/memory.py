@@ -2,8 +2,8 @@
 
 The replay is the one big allocation of a run (7 GB for a million raw transitions), and it fills over hours:
 numpy's zeroed pages are only charged when the ring first reaches them. Sized against the wrong number, a
-run starts, learns for hours and is killed with SIGKILL when the ring reaches the limit: no checkpoint, no
-message. /proc/meminfo (and psutil, which reads it) shows the machine's memory, also inside
+run starts, learns for hours and is killed with SIGKILL when the ring reaches the limit: no last checkpoint,
+no message. /proc/meminfo (and psutil, which reads it) shows the machine's memory, also inside
 ``docker run --memory 4g`` or under a Kubernetes memory limit or systemd's MemoryMax=; the kernel enforces
 the cgroup's limit all the same (measured here: a process in a cgroup of 200 MB, allocating 400 MB, was
 killed while MemAvailable read 24 GB).
