@@ -159,7 +159,8 @@ class Config:
     run_dir: Optional[str] = _f(None, "Run directory (default runs/<game>-<seed>).")
     resume: bool = _f(False, "Continue the run in --run-dir from its last checkpoint.")
     overwrite: bool = _f(False, "Delete what --run-dir holds and start over.")
-    allow_large_replay: bool = _f(False, "Allocate the replay even when it exceeds the available memory.")
+    allow_large_replay: bool = _f(False, "Allocate the replay even when it exceeds the available memory, and "
+                                         "keep its capacity while it fills (a machine with swap).")
     progress: str = _f("auto", "Progress display: a bar on a terminal, plain lines otherwise.",
                        ("auto", "bar", "lines", "off"))
 
