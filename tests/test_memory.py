@@ -134,6 +134,53 @@ def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capac
     assert f"the replay is restored ({capacity:,} transitions)" in resumed.stdout, resumed.stdout
 
 
+def test_a_capacity_lowered_for_another_process_goes_back_up_when_that_process_ends(memory_limited, tmp_path):
+    """As above, but the other process leaves 100 MB: the capacity is lowered part of the way (the margin
+    keeps 64 MiB of it), and when that process ends before the ring has wrapped, the next record raises the
+    capacity back to the 8,000 asked for, which the ring then fills and wraps at. A capacity once lowered
+    used to stay low for the rest of the run, and in its saved replay."""
+    from jetdqn.memory import read_v1, read_v2
+    join, limit_file = memory_limited(600)
+    read = read_v1 if limit_file.name == "memory.limit_in_bytes" else read_v2
+    run = tmp_path / "r"
+    train_cmd = [sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--replay-size", "8000",
+                 "--learn-start", "1000000", "--total-steps", "9000", "--log-every", "100", "--checkpoint-every",
+                 "100000", "--run-dir", str(run)]
+    proc = subprocess.Popen(train_cmd, env=env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, preexec_fn=join)
+    hog, lines = None, []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if hog is None and line.startswith("step     1,000:"):
+                room = read(limit_file.parent).room
+                hog = subprocess.Popen([sys.executable, "-c", HOG, str(room - 100 * MB)], stdout=subprocess.PIPE,
+                                       text=True, preexec_fn=join)
+                assert hog.stdout.readline().strip() == "held"
+            elif hog is not None and hog.poll() is None and line.startswith("replay: capacity lowered"):
+                hog.kill()   # the other program ends
+                hog.wait()
+        assert proc.wait(timeout=180) == 0, "".join(lines)
+    finally:
+        proc.kill()
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    out = "".join(lines)
+    lowered = [line for line in lines if line.startswith("replay: capacity lowered from 8,000 to ")]
+    raised = [line for line in lines if line.startswith("replay: capacity raised from ")]
+    assert len(lowered) == 1 and len(raised) == 1, out
+    capacity = int(lowered[0].split(" to ")[1].split()[0].replace(",", ""))
+    assert 1_200 < capacity < 7_000, lowered   # part of the way: 100 MB less the 64 MiB kept free holds ~5,000
+    assert raised[0].startswith(f"replay: capacity raised from {capacity:,} to 8,000 transitions (of the 8,000 "
+                                f"asked for): the memory has come back"), raised[0]
+    assert f"in {limit_file})" in raised[0], raised[0]
+    assert out.index(lowered[0]) < out.index(raised[0]) and "done: 9,000 steps" in out, out
+    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert capacity in {r["replay_capacity"] for r in records}, records
+    assert records[-1]["replay_capacity"] == 8_000 and records[-1]["replay_transitions"] == 8_000, records[-1]
+
+
 def test_an_auto_replay_with_the_largest_fraction_keeps_the_margin_instead_of_refusing_itself(tmp_path):
     """--replay-memory-fraction 0.95 is accepted, and the refusal keeps 10% free: auto sized a replay that the
     same run then refused, telling the user to use --replay-size auto."""

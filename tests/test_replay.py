@@ -79,6 +79,31 @@ def test_wrap_around_keeps_the_newest_and_never_uses_overwritten_frames():
         assert nz == list(range(nz[0], nz[0] + len(nz)))
 
 
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_a_capacity_lowered_then_raised_before_the_ring_wraps_keeps_every_stored_transition(prioritized):
+    """``resize`` (the memory rule's lowering and raising, ``sizing.ReplayBudget``) moves the capacity
+    between what is stored and what was allocated, only before a ring wraps: the ring then wraps at the
+    capacity it has, and samples are the stored frames, newest first, never an empty slot."""
+    buf = ReplayBuffer(100, (84, 84), history=4, seed=5, prioritized=prioritized)
+    fill(buf, [30], truncate_last=True)                  # frames 1-30
+    assert buf.resize(10) and buf.capacity == 31         # never below what is stored (and the next slot)
+    assert buf.resize(40) and buf.capacity == 40 and buf.allocated == 100
+    assert buf.resize(500) and buf.capacity == 100       # back up, never past what was allocated
+    assert buf.resize(60) and buf.capacity == 60
+    end = fill(buf, [20], start_value=31, truncate_last=True)   # frames 31-50: 50 of 60 slots
+    assert buf.resize(80) and not buf.wrapped
+    fill(buf, [50], start_value=end, truncate_last=True)   # frames 51-100: the ring wraps at 80
+    assert buf.wrapped and len(buf) == 80 and not buf.resize(100) and not buf.resize(50)
+    batch = buf.sample(1000)
+    newest = {int(o[-1, 0, 0]) for o in batch.obs}
+    assert min(newest) >= 100 - 79 and max(newest) <= 99     # the 80 newest, the last without a next frame
+    assert not newest & {30, 50}                               # truncated episodes' last steps: no next frame
+    for o, d, n in zip(batch.obs, batch.dones, batch.next_obs):
+        nz = [x for x in stack_values(o) if x]
+        assert nz == list(range(nz[0], nz[0] + len(nz))) and nz[0] >= 100 - 79
+        assert d == 0.0 and stack_values(n)[-1] == int(o[-1, 0, 0]) + 1
+
+
 def test_streams_are_kept_apart():
     buf = ReplayBuffer(200, (84, 84), history=4, num_streams=2, seed=4)
     for t in range(40):  # two envs writing interleaved, as a vector env does

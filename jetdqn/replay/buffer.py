@@ -108,7 +108,7 @@ class ReplayBuffer:
         self.pos = np.zeros(s, dtype=np.int64)          # next slot to write per stream
         self.size = np.zeros(s, dtype=np.int64)         # filled slots per stream
         self.rng = np.random.default_rng(seed)
-        # slot (s, i) is leaf s * c + i of the priorities (c as allocated: shrink leaves the stride alone)
+        # slot (s, i) is leaf s * c + i of the priorities (c as allocated: resize leaves the stride alone)
         self.priorities = Priorities(s * c, priority_alpha, priority_beta) if prioritized else None
         self.stride = c
         self.added = 0
@@ -128,7 +128,7 @@ class ReplayBuffer:
     @property
     def nbytes(self) -> int:
         """Bytes the replay takes at its capacity. Raw frames and the per-slot arrays count the slots the rings
-        use: a capacity lowered by ``shrink`` leaves the arrays' last slots unreached, and their pages are never
+        use: a capacity lowered by ``resize`` leaves the arrays' last slots unreached, and their pages are never
         charged (counting them, a raw replay lowered from 8,000 to 1,101 reported 7x a frame's bytes per transition)."""
         used = self.stream_capacity / self.stride
         slots = sum(a.nbytes for a in (self.actions, self.rewards, self.terminal, self.first)) * used
@@ -188,13 +188,24 @@ class ReplayBuffer:
             self.added += len(streams)
             self.dirty.update(zip(streams.tolist(), (p // self.CHUNK).tolist()))
 
-    def shrink(self, stream_capacity: int) -> bool:
-        """Lower the capacity to ``stream_capacity`` slots per stream; only possible before any ring wraps
-        (and never below what is stored). Returns whether it changed."""
+    @property
+    def allocated(self) -> int:
+        """The capacity the replay was made with: ``resize`` moves the capacity below it, never above."""
+        return self.stride * self.streams
+
+    @property
+    def wrapped(self) -> bool:
+        """Whether a ring has come round to its first slot: from then on the capacity is fixed."""
+        return bool((self.size >= self.stream_capacity).any())
+
+    def resize(self, stream_capacity: int) -> bool:
+        """Set the capacity to ``stream_capacity`` slots per stream: lower (never below what is stored) or
+        back up to what was allocated. Only before any ring wraps: until then each stream's slots are taken
+        in order from the first, so a slot past the stored ones is empty whatever the capacity says, and the
+        ring's arithmetic (modulo the capacity) reads the same stored slots. Returns whether it changed."""
         with self.lock:
-            wrapped = bool((self.size >= self.stream_capacity).any())
-            stream_capacity = max(int(self.size.max()) + 1, stream_capacity)
-            if wrapped or stream_capacity >= self.stream_capacity:
+            stream_capacity = min(self.stride, max(int(self.size.max()) + 1, stream_capacity))
+            if self.wrapped or stream_capacity == self.stream_capacity:
                 return False
             self.stream_capacity = stream_capacity
             self.capacity = stream_capacity * self.streams

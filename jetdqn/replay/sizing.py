@@ -106,38 +106,56 @@ class ReplayBudget:
       process in the container, a Jetson's CUDA context in the memory it shares) can leave too little for
       the slots still empty, and the kernel would kill the run, without a word, when they fill. The capacity
       is lowered to what the memory left holds beside half of ``storage.spare``'s margin (the other half is
-      for what the run itself allocates after the replay is sized), and the run says so.
-      ``--allow-large-replay`` (a machine with swap) turns this rule off, as it turns off the refusal.
+      for what the run itself allocates after the replay is sized), and the run says so. When the memory
+      comes back (the other program ended), the capacity goes back up towards the size asked for, in steps
+      of at least ``RAISE_STEP`` of it and to what 90% of the room holds, so that a count that wavers near
+      the line does not lower and raise it at every record. ``--allow-large-replay`` (a machine with swap)
+      turns this rule off, as it turns off the refusal.
     """
+
+    RAISE_STEP = 0.05   # of the capacity asked for: the least a raise adds, unless it reaches the ceiling
+    RAISE_ROOM = 0.9    # of the room: what a raise may take of it
 
     def __init__(self, cfg):
         self.budget = auto_budget(cfg, available_memory_bytes())[0] if cfg.replay_size == 0 else None
         self.watch_room = cfg.replay_device == "host" and not cfg.allow_large_replay
 
     def fit(self, replay, say: Callable[[str], None]) -> None:
+        ceiling = replay.allocated
         if self.budget is not None and replay.frames.compressed and len(replay) >= 10_000:
             fits = int(self.budget / replay.bytes_per_transition)
-            if fits < replay.capacity and replay.shrink(fits // replay.streams):
+            ceiling = min(ceiling, fits)
+            if fits < replay.capacity and replay.resize(fits // replay.streams):
                 say(f"replay: measured {replay.bytes_per_transition:.0f} bytes per transition; capacity "
                     f"lowered to {replay.capacity:,} to stay within {self.budget / 1e9:.2f} GB")
         if self.watch_room:
-            self.fit_room(replay, say)
+            self.fit_room(replay, say, ceiling)
 
-    @staticmethod
-    def fit_room(replay, say: Callable[[str], None]) -> None:
-        empty = replay.capacity - len(replay)
-        if empty <= 0 or (replay.frames.compressed and len(replay) < 10_000):
-            return   # full (a ring that wrapped keeps its size), or a compressed size not yet measured
+    @classmethod
+    def fit_room(cls, replay, say: Callable[[str], None], ceiling: int) -> None:
+        """Lower the capacity to what the memory left holds, or raise one lowered before back towards
+        ``ceiling`` (what was asked for, within the auto size's budget) when the memory has come back."""
+        if replay.wrapped or (replay.frames.compressed and len(replay) < 10_000):
+            return   # a ring that wrapped keeps its size; a compressed size is not yet measured
         per = replay.bytes_per_transition if replay.frames.compressed else replay_bytes(1, replay.frame_shape,
                                                                                          replay.dtype)
+        empty = replay.capacity - len(replay)
         mine = memory()
         room = spare(mine.available, share=0.5)   # half the start's margin: the run has grown into the rest
-        if empty * per <= room:
-            return
+        why = f" ({mine.limited_by})" if mine.limited_by else ""
         before = replay.capacity
-        if replay.shrink((len(replay) + int(room // per)) // replay.streams):
-            why = f" ({mine.limited_by})" if mine.limited_by else ""
-            say(f"replay: capacity lowered from {before:,} to {replay.capacity:,} transitions: its {empty:,} empty "
-                f"slots would take {empty * per / 1e9:.2f} GB as they fill, and of the {mine.available / 1e9:.2f} GB "
-                f"of memory left{why} {(mine.available - room) / 1e9:.2f} GB stays free for the rest of the run; "
-                f"a process that runs out of memory is killed without a word")
+        if empty * per > room:
+            if replay.resize((len(replay) + int(room // per)) // replay.streams):
+                say(f"replay: capacity lowered from {before:,} to {replay.capacity:,} transitions: its {empty:,} "
+                    f"empty slots would take {empty * per / 1e9:.2f} GB as they fill, and of the "
+                    f"{mine.available / 1e9:.2f} GB of memory left{why} {(mine.available - room) / 1e9:.2f} GB stays "
+                    f"free for the rest of the run; a process that runs out of memory is killed without a word")
+            return
+        target = min(ceiling, len(replay) + int(cls.RAISE_ROOM * room // per))
+        if target <= before or (target < ceiling and target - before < cls.RAISE_STEP * replay.allocated):
+            return
+        if replay.resize(target // replay.streams):
+            say(f"replay: capacity raised from {before:,} to {replay.capacity:,} transitions (of the "
+                f"{replay.allocated:,} asked for): the memory has come back, and of the {mine.available / 1e9:.2f} "
+                f"GB left{why} its {replay.capacity - len(replay):,} empty slots take "
+                f"{(replay.capacity - len(replay)) * per / 1e9:.2f} GB as they fill")
