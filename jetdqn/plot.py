@@ -34,15 +34,21 @@ def evaluation_series(evals: list) -> dict:
 
 
 def read_run(run_dir: Path) -> tuple[list, list]:
-    """A run's log records that carry a training return, and its evaluation records."""
+    """A run's log records (all of them: the curve draws those with a training return, ``lr_cut_marks``
+    reads the learning rate of every one) and its evaluation records. log.jsonl is read once: a long run's
+    is tens of MB."""
     if not run_dir.is_dir():
         raise ValueError(f"{run_dir} is not a run directory (it should hold log.jsonl and eval.jsonl)")
-    log = [r for r in read_jsonl(run_dir / "log.jsonl") if r.get("return_mean") is not None] \
-        if (run_dir / "log.jsonl").exists() else []
+    log = read_jsonl(run_dir / "log.jsonl") if (run_dir / "log.jsonl").exists() else []
     evals = read_jsonl(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").exists() else []
-    if not log and not evals:
+    if not returns(log) and not evals:
         raise ValueError(f"{run_dir} has no episode returns yet (log.jsonl / eval.jsonl)")
     return log, evals
+
+
+def returns(log: list) -> list:
+    """The log records that carry a training return (none before the first game ends)."""
+    return [r for r in log if r.get("return_mean") is not None]
 
 
 # Settings a resume may change without changing what is learnt: how far the run goes (a step total or a
@@ -69,13 +75,16 @@ def segment_marks(run_dir: Path) -> list[tuple[dict, str]]:
     return marks
 
 
-def lr_cut_marks(run_dir: Path) -> list[tuple[dict, str]]:
-    """Where the learning rate changed inside a segment (--lr-cuts), from the log records' ``lr``: the first
-    record at the new rate, labelled. A change at a resume is that resume's mark already."""
+def lr_cut_marks(run_dir: Path, log: Optional[list] = None) -> list[tuple[dict, str]]:
+    """Where the learning rate changed inside a segment (--lr-cuts), from the log records' ``lr`` (``log``:
+    the run's records, already read; by default log.jsonl's): the first record at the new rate, labelled. A
+    change at a resume is that resume's mark already."""
     path, segments = run_dir / "log.jsonl", run_dir / "segments.jsonl"
     resumes = [seg["step"] for seg in read_jsonl(segments) if seg.get("resumed")] if segments.exists() else []
+    if log is None:
+        log = read_jsonl(path) if path.exists() else []
     marks, before = [], None
-    for record in read_jsonl(path) if path.exists() else []:
+    for record in log:
         lr = record.get("lr")
         if lr is None:
             continue
@@ -112,9 +121,10 @@ def learning_figure(run_dir: Path, against: tuple = ()):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    log, evals = read_run(run_dir)
-    marks = segment_marks(run_dir) + lr_cut_marks(run_dir)
-    others = [(run_name(Path(o)), *read_run(Path(o))) for o in against]   # named once, drawn on both axes
+    records, evals = read_run(run_dir)
+    log, marks = returns(records), segment_marks(run_dir) + lr_cut_marks(run_dir, records)
+    others = [(run_name(Path(o)), returns(o_log), o_evals)   # named once, drawn on both axes
+              for o in against for o_log, o_evals in [read_run(Path(o))]]
     name = run_name(run_dir)
     prefix = f"{name}: " if others else ""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
