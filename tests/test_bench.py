@@ -45,6 +45,37 @@ def test_bench_refuses_bad_values():
     assert empty.returncode == 2 and "matches no case" in empty.stderr and "Traceback" not in empty.stderr
 
 
+def test_bf16_rows_are_left_out_where_the_hardware_would_emulate_bf16_and_train_says_so(tmp_path):
+    """On a CPU without AMX PyTorch's bf16 is slower than fp32: the bench's bf16 row ran 78.0 s per 1000 steps
+    against 8.9 s in fp32 on an AVX2 EPYC VM (benchmarks/results/vm-2026-11-28-pong.md), and was printed as a
+    speed-up row at 507% of the baseline. There it is now "not run" with the reason (``--all`` runs it), and
+    ``--amp bf16`` asked of jetdqn.train runs but says why it is slow."""
+    from jetdqn.autotune import bf16_hardware
+    from jetdqn.bench.cases import all_cases
+    amx = " amx_bf16" in open("/proc/cpuinfo").read()
+    amp, why = bf16_hardware(False)
+    assert amp == ("bf16" if amx else "off"), (amp, why)
+    bf16_rows = [c for c in all_cases() if c.needs_bf16]
+    assert {c.key for c in bf16_rows} == {"bf16-fast", "cuda-graphs"}
+    fast = bf16_rows[0]
+    said = fast.skip_reason(False, True, None, run_all=False, no_bf16="no bf16 here")
+    assert said == "not run: no bf16 here; --all runs it", said
+    assert fast.skip_reason(False, True, None, run_all=True, no_bf16="no bf16 here") is None
+    assert fast.skip_reason(False, True, None, run_all=False, no_bf16=None) is None
+    train = run_module("jetdqn.train", "--preset", "smoke", "--amp", "bf16", "--total-steps", "100", "--run-dir",
+                       str(tmp_path / "run"))
+    said = [line for line in train.stdout.splitlines() if line.startswith("amp bf16: ")]
+    if amx:
+        assert not said, train.stdout
+        return
+    assert said == ["amp bf16: this CPU has no AMX (x86's bf16 matrix units): bf16 would be slower than fp32 here "
+                    "(bf16 took 9x fp32's time on an AVX2 CPU); --amp auto or off computes in fp32"], train.stdout
+    run_module("jetdqn.bench", "pong", "--cases", "bf16-fast", "--out", str(tmp_path))   # nothing to run: quick
+    row = json.loads(next(tmp_path.glob("*-pong.json")).read_text())["rows"][0]
+    assert row["status"] == ("not run: this CPU has no AMX (x86's bf16 matrix units): bf16 would be slower than "
+                             "fp32 here (an AVX2 VM: 78.0 s per 1000 steps against 8.9 in fp32); --all runs it"), row
+
+
 @pytest.mark.slow
 def test_a_benchmark_never_writes_over_earlier_results(tmp_path):
     import datetime

@@ -21,16 +21,21 @@ class Case:
     repeats: Optional[int] = None   # runs of this case (default: --repeats)
     baseline: bool = False          # the row jetdqn's speed-ups are ratios against
     cudnn_row: bool = False         # a row about the cuDNN switches (the TX1 table's last two)
+    needs_bf16: bool = False        # computes in bf16: left out (run with --all) where the hardware emulates it
 
     def matches(self, words: list[str]) -> bool:
         return any(w in self.name.lower() or w == self.key for w in words)
 
-    def skip_reason(self, cuda: bool, has_ray: bool, display_reason: Optional[str], run_all: bool) -> Optional[str]:
-        """Why this row cannot run here ("not run: ..."), or None."""
+    def skip_reason(self, cuda: bool, has_ray: bool, display_reason: Optional[str], run_all: bool,
+                    no_bf16: Optional[str] = None) -> Optional[str]:
+        """Why this row cannot run here ("not run: ..."), or None. ``no_bf16``: why this machine's bf16 would
+        be emulated (``autotune.bf16_hardware``), None where it computes bf16 natively."""
         if self.needs_ray and not has_ray:
             return "not run: Ray is not installed (pip install jetdqn[ray])"
         if self.needs_cuda and not cuda:
             return "not run: no CUDA device" + (" (cuDNN needs one)" if self.cudnn_row else "")
+        if self.needs_bf16 and no_bf16 and not run_all:
+            return f"not run: {no_bf16}; --all runs it"
         if self.cpu_extra and not cuda and not run_all:
             return f"not run: {self.cpu_extra}"
         if self.needs_display and display_reason:
@@ -61,9 +66,9 @@ JETDQN_CASES = [
     Case("fp32-fast", "jetdqn: 8 envs, channels-last, torch.compile, paired target pass (fp32: every speed-up "
          "without reduced precision)", FAST8 + ["--channels-last", "--compile", "--fuse-target"]),
     Case("bf16-fast", "jetdqn: + bf16 with fp32 master weights (all speed-ups)",
-         FAST8 + ["--channels-last", "--amp", "bf16", "--compile", "--fuse-target"]),
+         FAST8 + ["--channels-last", "--amp", "bf16", "--compile", "--fuse-target"], needs_bf16=True),
     Case("cuda-graphs", "jetdqn: + CUDA graphs (bf16)", FAST + ["--amp", "bf16", "--cuda-graphs", "--cudnn-benchmark"],
-         needs_cuda=True),
+         needs_cuda=True, needs_bf16=True),
     # The GPU pipeline, one change per row: emulators on every core the loop does not need, then the replay in
     # GPU memory (no batch copies). --learner-stream has no row while it is experimental: it crashed in its
     # first bench run on an H100 (benchmarks/results/cuda-h100/gpu-pipeline-2026-11-23).

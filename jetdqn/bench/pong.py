@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..autotune import bf16_hardware
 from .cases import all_cases
 from .machine import display_reason, machine_info
 from .report import cudnn_line, header, new_result_path, speedups, table, with_ext, write_files
@@ -30,8 +31,12 @@ def bench_pong(args) -> int:
             return 2
     print(header(info, args), flush=True)
     skipped = {}
+    amp, why_not = bf16_hardware(bool(info["cuda"]))
+    no_bf16 = None if amp == "bf16" else why_not + ("" if info["cuda"] else
+                                                     " (an AVX2 VM: 78.0 s per 1000 steps against 8.9 in fp32)")
     for case in cases:
-        why = case.skip_reason(info["cuda"], importlib.util.find_spec("ray") is not None, display_reason(), args.all)
+        why = case.skip_reason(info["cuda"], importlib.util.find_spec("ray") is not None, display_reason(), args.all,
+                               no_bf16)
         if why:
             skipped[case] = why
             print(f"- {case.name}: {why}", flush=True)
