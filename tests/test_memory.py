@@ -89,6 +89,36 @@ time.sleep(600)
 """
 
 
+def train_beside_a_hog(args: list[str], join, limit_file: Path, leave_mb: int, end_hog_on: str = "") -> list[str]:
+    """The smoke run with ``args`` in the cgroup; at step 1,000 another process in it takes all of the room
+    but ``leave_mb`` MiB (the room as jetdqn counts it: the limit less what the cgroup holds, its mapped
+    libraries included), and ends when the run prints a line starting with ``end_hog_on`` (if given). The
+    run's console lines; it must finish."""
+    from jetdqn.memory import read_v1, read_v2
+    read = read_v1 if limit_file.name == "memory.limit_in_bytes" else read_v2
+    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", *args], env=env(), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=join)
+    hog, lines = None, []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if hog is None and line.startswith("step     1,000:"):
+                room = read(limit_file.parent).room
+                hog = subprocess.Popen([sys.executable, "-c", HOG, str(room - leave_mb * MB)], stdout=subprocess.PIPE,
+                                       text=True, preexec_fn=join)
+                assert hog.stdout.readline().strip() == "held"
+            elif end_hog_on and hog is not None and hog.poll() is None and line.startswith(end_hog_on):
+                hog.kill()   # the other program ends
+                hog.wait()
+        assert proc.wait(timeout=180) == 0, "".join(lines)
+    finally:
+        proc.kill()
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    return lines
+
+
 def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capacity(memory_limited, tmp_path):
     """Another process in the container takes all but 40 MB of the room once the run has started (the room as
     jetdqn counts it: the limit less what the cgroup holds, its mapped libraries included). The replay's
@@ -96,30 +126,11 @@ def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capac
     capacity, says so, runs on past the new size (the ring wraps), and its saved replay resumes at that size.
     With 20 MB left and the rule off (--allow-large-replay) the same run was killed by the kernel at step
     ~3,400 (docs/facts.md)."""
-    from jetdqn.memory import read_v1, read_v2
     join, limit_file = memory_limited(600)
-    read = read_v1 if limit_file.name == "memory.limit_in_bytes" else read_v2
     run = tmp_path / "r"
-    train_cmd = [sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--replay-size", "8000",
-                 "--learn-start", "1000000", "--total-steps", "4000", "--log-every", "100", "--checkpoint-replay",
-                 "--checkpoint-every", "1000", "--run-dir", str(run)]
-    proc = subprocess.Popen(train_cmd, env=env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, preexec_fn=join)
-    hog, lines = None, []
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            if hog is None and line.startswith("step     1,000:"):
-                room = read(limit_file.parent).room
-                hog = subprocess.Popen([sys.executable, "-c", HOG, str(room - 40 * MB)], stdout=subprocess.PIPE,
-                                       text=True, preexec_fn=join)
-                assert hog.stdout.readline().strip() == "held"
-        assert proc.wait(timeout=120) == 0, "".join(lines)
-    finally:
-        proc.kill()
-        if hog is not None:
-            hog.kill()
-            hog.wait()
+    lines = train_beside_a_hog(["--replay-size", "8000", "--learn-start", "1000000", "--total-steps", "4000",
+                                "--log-every", "100", "--checkpoint-replay", "--checkpoint-every", "1000",
+                                "--run-dir", str(run)], join, limit_file, leave_mb=40)
     out = "".join(lines)
     lowered = [line for line in lines if line.startswith("replay: capacity lowered from 8,000 to ")]
     assert lowered, out
@@ -139,33 +150,11 @@ def test_a_capacity_lowered_for_another_process_goes_back_up_when_that_process_e
     keeps 64 MiB of it), and when that process ends before the ring has wrapped, the next record raises the
     capacity back to the 8,000 asked for, which the ring then fills and wraps at. A capacity once lowered
     used to stay low for the rest of the run, and in its saved replay."""
-    from jetdqn.memory import read_v1, read_v2
     join, limit_file = memory_limited(600)
-    read = read_v1 if limit_file.name == "memory.limit_in_bytes" else read_v2
     run = tmp_path / "r"
-    train_cmd = [sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--replay-size", "8000",
-                 "--learn-start", "1000000", "--total-steps", "9000", "--log-every", "100", "--checkpoint-every",
-                 "100000", "--run-dir", str(run)]
-    proc = subprocess.Popen(train_cmd, env=env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, preexec_fn=join)
-    hog, lines = None, []
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            if hog is None and line.startswith("step     1,000:"):
-                room = read(limit_file.parent).room
-                hog = subprocess.Popen([sys.executable, "-c", HOG, str(room - 100 * MB)], stdout=subprocess.PIPE,
-                                       text=True, preexec_fn=join)
-                assert hog.stdout.readline().strip() == "held"
-            elif hog is not None and hog.poll() is None and line.startswith("replay: capacity lowered"):
-                hog.kill()   # the other program ends
-                hog.wait()
-        assert proc.wait(timeout=180) == 0, "".join(lines)
-    finally:
-        proc.kill()
-        if hog is not None:
-            hog.kill()
-            hog.wait()
+    lines = train_beside_a_hog(["--replay-size", "8000", "--learn-start", "1000000", "--total-steps", "9000",
+                                "--log-every", "100", "--checkpoint-every", "100000", "--run-dir", str(run)], join,
+                               limit_file, leave_mb=100, end_hog_on="replay: capacity lowered")
     out = "".join(lines)
     lowered = [line for line in lines if line.startswith("replay: capacity lowered from 8,000 to ")]
     raised = [line for line in lines if line.startswith("replay: capacity raised from ")]
