@@ -9,6 +9,7 @@ real-shaped batches, exactly the overlap of the training loop.
 from __future__ import annotations
 
 import dataclasses
+import platform
 import time
 from typing import Callable, Optional
 
@@ -129,15 +130,21 @@ def native_bf16(cfg: Config) -> tuple[str, str]:
     return bf16_hardware(cfg.device != "cpu" and torch.cuda.is_available())
 
 
-def bf16_hardware(cuda: bool) -> tuple[str, str]:
-    """("bf16" or "off", why) for the GPU (``cuda``) or this CPU: ``native_bf16``'s rule, for callers without
-    a config (the benchmark's bf16 rows). On an AVX2-only CPU the gap is widest: the bench's bf16 row ran
-    78.0 s per 1000 steps against 8.9 s in fp32 (2-core AMD EPYC VM, 2026-11-28)."""
+def bf16_hardware(cuda: bool, machine: str = "") -> tuple[str, str]:
+    """("bf16" or "off", why) for the GPU (``cuda``) or this CPU (``machine``: platform.machine() unless
+    given): ``native_bf16``'s rule, for callers without a config (the benchmark's bf16 rows). On an AVX2-only
+    CPU the gap is widest: the bench's bf16 row ran 78.0 s per 1000 steps against 8.9 s in fp32 (2-core AMD
+    EPYC VM, 2026-11-28). An ARM CPU (a Jetson's, run with --device cpu) gets fp32 too, with its own reason:
+    bf16 there has not been measured."""
     if cuda:
         major, minor = torch.cuda.get_device_capability()
         if major >= 8:
             return "bf16", f"CUDA compute capability {major}.{minor} has bf16 units"
         return "off", f"CUDA compute capability {major}.{minor} has no bf16 units"
+    machine = (machine or platform.machine()).lower()
+    if machine not in ("x86_64", "amd64", "i386", "i686"):
+        return "off", (f"bf16 on this {machine} CPU has not been measured against fp32 (it was faster only on "
+                       f"x86 CPUs with AMX)")
     try:
         with open("/proc/cpuinfo") as f:
             amx = " amx_bf16" in f.read()
