@@ -143,6 +143,7 @@ def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capac
     resumed = train(["--resume", "--run-dir", str(run), "--total-steps", "4500"], None)   # saved at the lower size
     assert resumed.returncode == 0, resumed.stderr
     assert f"the replay is restored ({capacity:,} transitions)" in resumed.stdout, resumed.stdout
+    assert "capacity raised" not in resumed.stdout   # its ring wrapped: the capacity is fixed
 
 
 def test_a_capacity_lowered_for_another_process_goes_back_up_when_that_process_ends(memory_limited, tmp_path):
@@ -168,6 +169,30 @@ def test_a_capacity_lowered_for_another_process_goes_back_up_when_that_process_e
     records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     assert capacity in {r["replay_capacity"] for r in records}, records
     assert records[-1]["replay_capacity"] == 8_000 and records[-1]["replay_transitions"] == 8_000, records[-1]
+
+
+def test_a_replay_saved_at_a_lowered_capacity_is_raised_again_after_a_resume(memory_limited, tmp_path):
+    """A run stopped while its replay was lowered (the other process still there, the ring not wrapped) saves
+    that replay; resumed once the memory is back, it gets the 8,000 asked for allocated, loads the saved
+    transitions, and the first record raises the capacity again. Before, a replay saved at a lowered capacity
+    kept it for good: the saved size fixed the new replay's."""
+    join, limit_file = memory_limited(600)
+    run = tmp_path / "r"
+    lines = train_beside_a_hog(["--replay-size", "8000", "--learn-start", "1000000", "--total-steps", "3000",
+                                "--log-every", "100", "--checkpoint-replay", "--checkpoint-every", "100000",
+                                "--run-dir", str(run)], join, limit_file, leave_mb=100)
+    lowered = [line for line in lines if line.startswith("replay: capacity lowered from ")]
+    assert lowered and lowered[0].startswith("replay: capacity lowered from 8,000 to "), "".join(lines)
+    capacity = int(lowered[-1].split(" to ")[1].split()[0].replace(",", ""))   # the run grows: maybe lowered again
+    assert 3_000 < capacity < 7_000, lowered   # not wrapped when the run ended
+    resumed = train(["--resume", "--run-dir", str(run), "--total-steps", "3300"], join)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "the replay is restored (3,000 transitions)" in resumed.stdout, resumed.stdout
+    raised = [line for line in resumed.stdout.splitlines() if line.startswith("replay: capacity raised from ")]
+    assert raised and raised[0].startswith(f"replay: capacity raised from {capacity:,} to 8,000 transitions"), \
+        resumed.stdout
+    last = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
+    assert last["step"] == 3_300 and last["replay_capacity"] == 8_000 and last["replay_transitions"] == 3_300, last
 
 
 def test_an_auto_replay_with_the_largest_fraction_keeps_the_margin_instead_of_refusing_itself(tmp_path):

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..memory import available_memory_bytes, memory
 from .buffer import ReplayBuffer
-from .storage import Codec, replay_bytes, spare
+from .storage import Codec, ReplayTooLarge, replay_bytes, spare
 
 
 def probe_frame_bytes(cfg, steps: int = 300) -> float:
@@ -78,22 +78,50 @@ def auto_budget(cfg, avail: int) -> tuple[int, bool]:
 
 def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[dict]) -> tuple[ReplayBuffer, Optional[float]]:
     """The run's replay, one stream per env, and the compressed frame size it was sized with. A replay saved
-    with the checkpoint being resumed (--checkpoint-replay) fixes the capacity."""
+    with the checkpoint being resumed (--checkpoint-replay) fixes the capacity; one whose capacity the
+    memory rule lowered before its rings wrapped (``ReplayBudget``) gets the --replay-size asked for
+    allocated, where that fits now, so the rule can raise it again (``regrown``)."""
     frame_bytes = probe_frame_bytes(cfg) if cfg.replay_compress != "off" else None
     measured = False
     if saved and cfg.checkpoint_replay:
         capacity = saved["stream_capacity"] * saved["streams"]
+        replay = regrown(cfg, saved, streams, frame_shape, dtype, frame_bytes)
+        if replay is not None:
+            return replay, frame_bytes
     else:
         capacity = choose_capacity(cfg, frame_shape, dtype, frame_bytes, streams)
         measured = not cfg.replay_size
     # an auto size was measured to fit a moment ago: measuring again would refuse it by what the process
     # allocated in between
-    replay = ReplayBuffer(capacity, frame_shape, dtype, cfg.history, num_streams=streams, seed=cfg.seed,
-                          allow_large=cfg.allow_large_replay or measured, compress=cfg.replay_compress,
-                          frame_bytes=frame_bytes, n_step=cfg.n_step, gamma=cfg.gamma, device=cfg.replay_device,
-                          prioritized=cfg.prioritized, priority_alpha=cfg.priority_alpha,
-                          priority_beta=cfg.priority_beta)
-    return replay, frame_bytes
+    return new_replay(cfg, capacity, streams, frame_shape, dtype, frame_bytes,
+                      cfg.allow_large_replay or measured), frame_bytes
+
+
+def new_replay(cfg, capacity: int, streams: int, frame_shape: tuple, dtype, frame_bytes: Optional[float],
+               allow_large: bool) -> ReplayBuffer:
+    return ReplayBuffer(capacity, frame_shape, dtype, cfg.history, num_streams=streams, seed=cfg.seed,
+                        allow_large=allow_large, compress=cfg.replay_compress, frame_bytes=frame_bytes,
+                        n_step=cfg.n_step, gamma=cfg.gamma, device=cfg.replay_device, prioritized=cfg.prioritized,
+                        priority_alpha=cfg.priority_alpha, priority_beta=cfg.priority_beta)
+
+
+def regrown(cfg, saved: dict, streams: int, frame_shape: tuple, dtype,
+            frame_bytes: Optional[float]) -> Optional[ReplayBuffer]:
+    """A replay of the --replay-size asked for, set to the saved capacity so the saved one loads into it, when
+    the saved one was lowered below that size before any ring wrapped and the memory rule watches this run
+    (a host replay, without --allow-large-replay); None otherwise, or when the size asked for does not fit
+    now (the saved capacity then, as without this). Until a ring wraps its slots are taken in order, so the
+    rule may raise the capacity towards what was allocated at any record."""
+    asked = cfg.replay_size // streams
+    if (cfg.replay_device != "host" or cfg.allow_large_replay or saved["streams"] != streams
+            or asked <= saved["stream_capacity"] or max(saved["size"]) >= saved["stream_capacity"]):
+        return None
+    try:
+        replay = new_replay(cfg, asked * streams, streams, frame_shape, dtype, frame_bytes, False)
+    except ReplayTooLarge:
+        return None
+    replay.resize(saved["stream_capacity"])
+    return replay
 
 
 class ReplayBudget:
