@@ -146,6 +146,7 @@ def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capac
     assert "capacity raised" not in resumed.stdout   # its ring wrapped: the capacity is fixed
 
 
+@pytest.mark.slow   # 9,000 steps (~35 s); make test raises a capacity in the resume test below
 def test_a_capacity_lowered_for_another_process_goes_back_up_when_that_process_ends(memory_limited, tmp_path):
     """As above, but the other process leaves 100 MB: the capacity is lowered part of the way (the margin
     keeps 64 MiB of it), and when that process ends before the ring has wrapped, the next record raises the
