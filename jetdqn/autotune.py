@@ -106,8 +106,7 @@ def resolve_auto(cfg: Config, log: Callable[[str], None] = print) -> tuple[Confi
         log(f"amp auto: {amp} ({why})")
         cfg = dataclasses.replace(cfg, amp=amp)
     elif cfg.amp == "bf16" and native_bf16(cfg)[0] == "off":   # asked for: it runs, and the user is told
-        log(f"amp bf16: {native_bf16(cfg)[1]} (bf16 took 9x fp32's time on an AVX2 CPU); --amp auto "
-            f"or off computes in fp32")
+        log(f"amp bf16: {native_bf16(cfg)[1]}; --amp auto or off computes in fp32")
     if cfg.num_envs != 0 and cfg.threads != -1:
         return cfg, None
     if not cfg.is_atari:
@@ -152,7 +151,8 @@ def bf16_hardware(cuda: bool, machine: str = "") -> tuple[str, str]:
         amx = False
     if amx:
         return "bf16", "this CPU has AMX, which computes bf16 natively"
-    return "off", "this CPU has no AMX (x86's bf16 matrix units): bf16 would be slower than fp32 here"
+    return "off", ("this CPU has no AMX (x86's bf16 matrix units): bf16 would be slower than fp32 here (on an AVX2 "
+                   "VM 78.0 s per 1000 Pong steps against 8.9)")
 
 
 def gpu_split(cfg: Config, log: Callable[[str], None] = print) -> tuple[Config, dict]:

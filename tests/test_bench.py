@@ -71,11 +71,12 @@ def test_bf16_rows_are_left_out_where_the_hardware_would_emulate_bf16_and_train_
         assert not said, train.stdout
         return
     assert said == ["amp bf16: this CPU has no AMX (x86's bf16 matrix units): bf16 would be slower than fp32 here "
-                    "(bf16 took 9x fp32's time on an AVX2 CPU); --amp auto or off computes in fp32"], train.stdout
+                    "(on an AVX2 VM 78.0 s per 1000 Pong steps against 8.9); --amp auto or off computes in fp32"], \
+        train.stdout
     run_module("jetdqn.bench", "pong", "--cases", "bf16-fast", "--out", str(tmp_path))   # nothing to run: quick
     row = json.loads(next(tmp_path.glob("*-pong.json")).read_text())["rows"][0]
     assert row["status"] == ("not run: this CPU has no AMX (x86's bf16 matrix units): bf16 would be slower than "
-                             "fp32 here (an AVX2 VM: 78.0 s per 1000 steps against 8.9 in fp32); --all runs it"), row
+                             "fp32 here (on an AVX2 VM 78.0 s per 1000 Pong steps against 8.9); --all runs it"), row
 
 
 @pytest.mark.slow
