@@ -105,8 +105,10 @@ def resolve_auto(cfg: Config, log: Callable[[str], None] = print) -> tuple[Confi
         amp, why = ("off", "--reuse-conv acts in fp32") if cfg.reuse_conv else native_bf16(cfg)
         log(f"amp auto: {amp} ({why})")
         cfg = dataclasses.replace(cfg, amp=amp)
-    elif cfg.amp == "bf16" and native_bf16(cfg)[0] == "off":   # asked for: it runs, and the user is told
-        log(f"amp bf16: {native_bf16(cfg)[1]}; --amp auto or off computes in fp32")
+    elif cfg.amp == "bf16":
+        amp, why = native_bf16(cfg)
+        if amp == "off":   # asked for: it runs, and the user is told
+            log(f"amp bf16: {why}; --amp auto or off computes in fp32")
     if cfg.num_envs != 0 and cfg.threads != -1:
         return cfg, None
     if not cfg.is_atari:
