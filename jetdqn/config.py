@@ -334,7 +334,7 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
     for f in dataclasses.fields(Config):
         if not f.metadata.get("cli", True) or (fields is not None and f.name not in fields):
             continue
-        help_text = f.metadata.get("help", "")
+        help_text = f.metadata.get("help", "").replace("%", "%%")   # argparse formats help with %
         default = f.default
         if f.type in ("bool", bool):
             parser.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction,

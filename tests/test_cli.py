@@ -162,3 +162,15 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
     played = run_module("jetdqn.play", "--model", str(run / "model.pt"), "--display-freq", "0", "--max-steps", "30",
                         "--sticky-actions", "0.25", "--json", env={"DISPLAY": ""})
     assert json.loads(played.stdout)["sticky_actions"] == 0.25 and json.loads(played.stdout)["frames_stepped"] == 30
+
+
+@pytest.mark.parametrize("command", ["train", "play", "bench", "plot", "telemetry", "export", "evaluate"])
+def test_every_command_prints_its_help(command, capsys):
+    """argparse formats each help text with %: one flag's "10% of it" made `train --help` a TypeError."""
+    from jetdqn.__main__ import main
+    with pytest.raises(SystemExit) as stop:
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert stop.value.code == 0 and out.startswith("usage: ")
+    if command == "train":
+        assert "10% of it, at least 128 MiB, always stays free" in out
