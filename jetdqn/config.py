@@ -251,6 +251,9 @@ class Config:
                                 or self.device == "cuda" or self.backend != "local"):
             raise ConfigError("--reuse-conv acts with the Atari CNN in fp32 on the CPU in this process: drop it, or "
                               "drop --env, --amp bf16/fp16, --cuda-graphs, --device cuda and --backend ray.")
+        if self.learner_stream and not self.cuda_graphs:
+            raise ConfigError("--learner-stream runs the CUDA-graph update on a stream of its own, and this run "
+                              "captures no graphs: add --cuda-graphs or drop --learner-stream.")
         if self.prioritized and self.learner_stream:
             raise ConfigError("--prioritized reads each update's TD errors back for the next sampling, which a "
                               "learner on its own CUDA stream would wait for: drop --learner-stream.")

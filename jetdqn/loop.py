@@ -121,7 +121,8 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
     sampler = make_sampler(cfg, progress.line)  # before the envs: a bad telemetry source fails fast
     rt = runtime.apply(cfg)
     if str(rt.report.get("cuda_graphs", "")).startswith("no effect"):
-        progress.line("--cuda-graphs has no effect here: there is no CUDA device; the run goes on without graphs")
+        flags = "--cuda-graphs and --learner-stream have" if cfg.learner_stream else "--cuda-graphs has"
+        progress.line(f"{flags} no effect here: there is no CUDA device; the run goes on without graphs")
     rng = np.random.default_rng(cfg.seed)
     clock = PhaseClock()
     if cfg.backend == "ray":

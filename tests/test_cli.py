@@ -39,6 +39,7 @@ def test_every_preset_is_a_valid_config():
     (["--lr-cuts", "5e5"], "--lr-cuts takes STEP:LR pairs"),
     (["--lr-cuts", "1M:2.5e-5,500k:1e-5"], "--lr-cuts must list its steps in rising order"),
     (["--lr-cuts", "1M:0"], "--lr-cuts needs a positive step and a positive learning rate"),
+    (["--learner-stream"], "this run captures no graphs: add --cuda-graphs or drop --learner-stream"),
 ])
 def test_bad_input_gets_one_sentence(tmp_path, argv, message):
     import torch

@@ -141,9 +141,9 @@ def test_cuda_only_flags_are_recorded_without_cuda(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     run = tmp_path / "run"
-    out = run_module("jetdqn.train", "--preset", "smoke", "--cuda-graphs", "--run-dir", str(run), "--telemetry", "off",
-                     "--total-steps", "100").stdout
-    assert "--cuda-graphs has no effect here" in out                     # said, not only recorded
+    out = run_module("jetdqn.train", "--preset", "smoke", "--cuda-graphs", "--learner-stream", "--run-dir", str(run),
+                     "--telemetry", "off", "--total-steps", "100").stdout
+    assert "--cuda-graphs and --learner-stream have no effect here" in out   # said, not only recorded
     assert json.loads((run / "config.json").read_text())["runtime"]["cuda_graphs"] == "no effect: no CUDA device"
 
 
