@@ -272,7 +272,34 @@ class Config:
             raise ConfigError("--resume and --overwrite contradict each other; pick one.")
         if self.telemetry_interval_ms < 50:
             raise ConfigError("--telemetry-interval-ms must be at least 50.")
+        self._refuse_settings_without_effect()
         return self
+
+    # settings that only one mode reads: (the flags that turn it on, whether this config has it on)
+    _ONLY_WITH = {
+        "priority_alpha": ("--prioritized", lambda c: c.prioritized),
+        "priority_beta": ("--prioritized", lambda c: c.prioritized),
+        "adam_eps": ("--optimizer adam", lambda c: c.optimizer == "adam"),
+        "rmsprop_alpha": ("--optimizer rmsprop", lambda c: c.optimizer == "rmsprop"),
+        "rmsprop_eps": ("--optimizer rmsprop", lambda c: c.optimizer == "rmsprop"),
+        "actor_refresh": ("--async-learner (or --learner-stream)", lambda c: c.async_learner or c.learner_stream),
+        "num_actors": ("--backend ray", lambda c: c.backend == "ray"),
+        "ray_address": ("--backend ray", lambda c: c.backend == "ray"),
+        "ray_segment": ("--backend ray", lambda c: c.backend == "ray"),
+        "ray_weights_every": ("--backend ray", lambda c: c.backend == "ray"),
+        "env_threads": ("--num-envs above 1 (or auto)", lambda c: c.num_envs != 1),
+    }
+
+    def _refuse_settings_without_effect(self) -> None:
+        """A setting moved from its default that nothing in this run reads is refused: ``--num-actors 4``
+        without ``--backend ray`` once trained locally, in silence. Settings at their defaults pass, so a
+        run's config.json (every setting written out) loads whatever its mode."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for name, (needs, on) in self._ONLY_WITH.items():
+            value = getattr(self, name)
+            if value != defaults[name] and not on(self):
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(f"{flag} {value} has no effect without {needs}: add it, or drop {flag}.")
 
 
 def parse_lr_cuts(text: Optional[str]) -> list[tuple[int, float]]:

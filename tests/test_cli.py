@@ -40,6 +40,7 @@ def test_every_preset_is_a_valid_config():
     (["--lr-cuts", "1M:2.5e-5,500k:1e-5"], "--lr-cuts must list its steps in rising order"),
     (["--lr-cuts", "1M:0"], "--lr-cuts needs a positive step and a positive learning rate"),
     (["--learner-stream"], "this run captures no graphs: add --cuda-graphs or drop --learner-stream"),
+    (["--num-actors", "4"], "--num-actors 4 has no effect without --backend ray: add it, or drop --num-actors."),
 ])
 def test_bad_input_gets_one_sentence(tmp_path, argv, message):
     import torch
@@ -50,6 +51,24 @@ def test_bad_input_gets_one_sentence(tmp_path, argv, message):
     assert message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_setting_its_mode_does_not_read_is_refused_not_ignored():
+    """Each setting that one mode alone reads, moved from its default with that mode off; at its default it
+    passes (a run's config.json writes every setting out, whatever its mode)."""
+    from jetdqn.config import ConfigError
+    refused = [({"priority_beta": 0.4}, "--prioritized"), ({"rmsprop_eps": 1e-5}, "--optimizer rmsprop"),
+               ({"optimizer": "rmsprop", "adam_eps": 1e-8}, "--optimizer adam"),
+               ({"actor_refresh": 2}, "--async-learner"), ({"ray_address": "head:6379"}, "--backend ray"),
+               ({"ray_segment": 10}, "--backend ray"), ({"env_threads": 2}, "--num-envs above 1")]
+    for settings, needs in refused:
+        with pytest.raises(ConfigError, match=f"has no effect without {needs}"):
+            make_config(settings)
+    for settings in ({"prioritized": True, "priority_beta": 0.4}, {"async_learner": True, "actor_refresh": 2},
+                     {"num_envs": 2, "env_threads": 2}, {"num_envs": 0, "env_threads": 2},
+                     {"optimizer": "rmsprop", "rmsprop_eps": 1e-5}, {"backend": "ray", "ray_segment": 10},
+                     {"num_actors": 2, "adam_eps": 1.5e-4, "priority_alpha": 0.5}):
+        make_config(settings)
 
 
 def test_emulator_options_are_refused_for_a_gymnasium_env():
