@@ -171,3 +171,27 @@ def test_n_step_returns_match_a_walk_over_the_stored_episodes(n):
         seen.add(v)
     # every transition that has a successor or ends the game is sampled; 14 and 23 are not
     assert seen == set(range(1, 24)) - {14, 23}
+
+
+def test_an_auto_sized_replay_saved_at_a_lowered_capacity_resumes_at_the_size_auto_chose(tmp_path):
+    """The saved replay records the slots it was allocated, so a --replay-size auto run resumed after the
+    memory rule lowered it (``sizing.regrown``) gets auto's size back, as a run with a number does; a replay
+    saved before it recorded them, or one whose ring wrapped, resumes at the saved capacity."""
+    import json
+    from jetdqn.config import make_config
+    from jetdqn.replay.saving import load_replay, save_replay
+    from jetdqn.replay.sizing import regrown
+    buf = ReplayBuffer(400, (84, 84), history=4, num_streams=2, seed=3)   # 400: what auto chose
+    fill(buf, [60], stream=0)
+    fill(buf, [60], stream=1, start_value=101)
+    assert buf.resize(80) and buf.capacity == 160                         # the memory rule lowered it
+    manifest = json.loads(json.dumps(save_replay(buf, tmp_path, None)))
+    cfg = make_config({"game": "pong", "replay_size": "auto", "checkpoint_replay": True})
+    back = regrown(cfg, manifest, 2, (84, 84), np.uint8, None)
+    assert (back.allocated, back.capacity) == (400, 160)
+    load_replay(back, tmp_path, manifest)
+    assert len(back) == 120 and back.resize(200) and back.capacity == 400
+    assert stack_values(back.sample(50).obs[0])[-1] in set(range(1, 61)) | set(range(101, 161))
+    older = {k: v for k, v in manifest.items() if k != "stream_allocated"}
+    assert regrown(cfg, older, 2, (84, 84), np.uint8, None) is None
+    assert regrown(cfg, {**manifest, "size": [80, 60]}, 2, (84, 84), np.uint8, None) is None   # wrapped

@@ -213,8 +213,9 @@ class ReplayBuffer:
 
     # ---------------------------------------------------------------- saving (replay/saving.py)
     def layout(self) -> dict:
-        """What a saved replay must match to be loaded into this one."""
-        return {"streams": self.streams, "stream_capacity": self.stream_capacity,
+        """What a saved replay must match to be loaded into this one, and the slots each stream was allocated
+        (``stream_allocated``: a resume may raise a lowered capacity back towards them, ``sizing.regrown``)."""
+        return {"streams": self.streams, "stream_capacity": self.stream_capacity, "stream_allocated": self.stride,
                 "frame_shape": list(self.frame_shape), "dtype": str(self.dtype), "history": self.history}
 
     def chunks(self, changed_only: bool) -> list[tuple[int, int]]:

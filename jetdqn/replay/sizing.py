@@ -79,8 +79,8 @@ def auto_budget(cfg, avail: int) -> tuple[int, bool]:
 def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[dict]) -> tuple[ReplayBuffer, Optional[float]]:
     """The run's replay, one stream per env, and the compressed frame size it was sized with. A replay saved
     with the checkpoint being resumed (--checkpoint-replay) fixes the capacity; one whose capacity the
-    memory rule lowered before its rings wrapped (``ReplayBudget``) gets the --replay-size asked for
-    allocated, where that fits now, so the rule can raise it again (``regrown``)."""
+    memory rule lowered before its rings wrapped (``ReplayBudget``) gets the --replay-size asked for (or the
+    size auto chose) allocated, where that fits now, so the rule can raise it again (``regrown``)."""
     frame_bytes = probe_frame_bytes(cfg) if cfg.replay_compress != "off" else None
     measured = False
     if saved and cfg.checkpoint_replay:
@@ -107,12 +107,13 @@ def new_replay(cfg, capacity: int, streams: int, frame_shape: tuple, dtype, fram
 
 def regrown(cfg, saved: dict, streams: int, frame_shape: tuple, dtype,
             frame_bytes: Optional[float]) -> Optional[ReplayBuffer]:
-    """A replay of the --replay-size asked for, set to the saved capacity so the saved one loads into it, when
-    the saved one was lowered below that size before any ring wrapped and the memory rule watches this run
-    (a host replay, without --allow-large-replay); None otherwise, or when the size asked for does not fit
-    now (the saved capacity then, as without this). Until a ring wraps its slots are taken in order, so the
-    rule may raise the capacity towards what was allocated at any record."""
-    asked = cfg.replay_size // streams
+    """A replay of the --replay-size asked for (with auto: the size auto chose at the run's start, which the
+    saved replay records), set to the saved capacity so the saved one loads into it, when the saved one was
+    lowered below that size before any ring wrapped and the memory rule watches this run (a host replay,
+    without --allow-large-replay); None otherwise, or when that size does not fit now (the saved capacity
+    then, as without this). Until a ring wraps its slots are taken in order, so the rule may raise the
+    capacity towards what was allocated at any record."""
+    asked = cfg.replay_size // streams if cfg.replay_size else int(saved.get("stream_allocated", 0))
     if (cfg.replay_device != "host" or cfg.allow_large_replay or saved["streams"] != streams
             or asked <= saved["stream_capacity"] or max(saved["size"]) >= saved["stream_capacity"]):
         return None
