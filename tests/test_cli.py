@@ -184,12 +184,15 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
     assert json.loads(played.stdout)["sticky_actions"] == 0.25 and json.loads(played.stdout)["frames_stepped"] == 30
 
 
-@pytest.mark.parametrize("command", ["train", "play", "bench", "plot", "telemetry", "export", "evaluate"])
+@pytest.mark.parametrize("command", ["train", "play", "bench", "plot", "telemetry", "export", "evaluate",
+                                     *(f"bench {what}" for what in ("pong", "convs", "acting", "replay", "engines",
+                                                                    "reuse")),
+                                     *(f"telemetry {what}" for what in ("parse", "watch", "plot"))])
 def test_every_command_prints_its_help(command, capsys):
     """argparse formats each help text with %: one flag's "10% of it" made `train --help` a TypeError."""
     from jetdqn.__main__ import main
     with pytest.raises(SystemExit) as stop:
-        main([command, "--help"])
+        main([*command.split(), "--help"])
     out = capsys.readouterr().out
     assert stop.value.code == 0 and out.startswith("usage: ")
     if command == "train":
