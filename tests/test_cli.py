@@ -40,6 +40,8 @@ def test_every_preset_is_a_valid_config():
     (["--lr-cuts", "1M:2.5e-5,500k:1e-5"], "--lr-cuts must list its steps in rising order"),
     (["--lr-cuts", "1M:0"], "--lr-cuts needs a positive step and a positive learning rate"),
     (["--learner-stream"], "this run captures no graphs: add --cuda-graphs or drop --learner-stream"),
+    (["--replay-size", "10", "--batch-size", "8", "--num-envs", "8", "--total-steps", "10"],
+     "--replay-size 10 is too small for 8 envs"),
     (["--num-actors", "4"], "--num-actors 4 has no effect without --backend ray: add it, or drop --num-actors."),
 ])
 def test_bad_input_gets_one_sentence(tmp_path, argv, message):

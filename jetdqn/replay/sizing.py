@@ -38,6 +38,10 @@ def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float]
                     say: Callable[[str], None] = lambda m: print(m, flush=True)) -> int:
     """--replay-size N, or for auto the most transitions that fit in the memory budget."""
     if cfg.replay_size:
+        if cfg.replay_size < 2 * streams:   # each env writes a ring of its own: a frame and its successor
+            from ..config import ConfigError
+            raise ConfigError(f"--replay-size {cfg.replay_size:,} is too small for {streams} envs, each of which "
+                              f"keeps a stream of at least 2 transitions: give --replay-size {2 * streams} or more.")
         return cfg.replay_size
     if cfg.replay_device != "host":
         from .device import device_memory
