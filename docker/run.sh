@@ -25,6 +25,9 @@ while [ $# -gt 0 ]; do
     --run-dir) need_value "$1" $# "${2:-}"; run_dir="$2"; shift 2 ;;
     -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
     --) shift; break ;;
+    -*) echo "error: docker/run.sh has no option $1; it takes --dry-run, --image IMAGE and --run-dir DIR before the" \
+          "command (put -- before a command that starts with -)" >&2
+        exit 2 ;;
     *) break ;;
   esac
 done

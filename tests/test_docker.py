@@ -60,6 +60,11 @@ def test_a_relative_run_dir_is_a_host_folder_and_a_flag_without_its_value_is_one
     for flag in ("--image", "--run-dir"):
         proc = subprocess.run(["bash", "docker/run.sh", "--dry-run", flag], cwd=ROOT, capture_output=True, text=True)
         assert proc.returncode == 2 and proc.stderr == f"error: {flag} needs a value (docker/run.sh --help)\n"
+    # a mistyped option was passed on as the container's command
+    proc = subprocess.run(["bash", "docker/run.sh", "--dry-run", "--imgae", "jetdqn:cuda", "make", "bench-pong"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: docker/run.sh has no option --imgae;")
+    assert dry_run(tmp_path, "--", "-c", "true")[-2:] == ["-c", "true"]
 
 
 def test_x86_host_with_an_nvidia_gpu(tmp_path):
