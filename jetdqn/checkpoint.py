@@ -36,7 +36,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_torch_save(obj: Any, path: Path) -> None:
+def atomic_torch_save(obj: Any, path: Path, resumable: bool = True) -> None:
+    """``obj`` in ``path`` whole or not at all (a temporary file, synced, then renamed); ``resumable``: whether
+    the run has a checkpoint to resume from should the write fail (the sentence says what to do then)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -47,18 +49,21 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except (OSError, RuntimeError) as exc:   # torch reports a full disk as a RuntimeError of its zip writer
-        raise CheckpointError(unwritable(path, exc)) from None
+        raise CheckpointError(unwritable(path, exc, resumable)) from None
     finally:
         if tmp.exists():
             tmp.unlink()
     _fsync_dir(path.parent)
 
 
-def unwritable(path: Path, exc: Exception) -> str:
-    """One sentence for a file that could not be written (a full or read-only disk, most likely)."""
+def unwritable(path: Path, exc: Exception, resumable: bool = True) -> str:
+    """One sentence for a file that could not be written (a full or read-only disk, most likely): with a
+    checkpoint to resume from, --resume; without one (the run's first save failed), a new start."""
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "the write failed part way"
-    return (f"could not write {path} ({reason}; is the disk full or read-only?); what was saved before it is "
-            f"unchanged: free some space (or make the run directory writable), then --resume")
+    then = ("what was saved before it is unchanged: free some space (or make the run directory writable), then "
+            "--resume" if resumable else "the run has no checkpoint to resume from yet: free some space (or make "
+            "the run directory writable), then start it again with --overwrite")
+    return f"could not write {path} ({reason}; is the disk full or read-only?); {then}"
 
 
 def rng_state(np_rng: np.random.Generator) -> dict:
@@ -83,12 +88,12 @@ def restore_rng(state: dict, np_rng: np.random.Generator) -> None:
 
 
 def save(path: Path, *, agent_state: dict, network: dict, env_name: str, counters: dict, rng: dict,
-         config: dict, replay: Optional[dict] = None) -> None:
+         config: dict, replay: Optional[dict] = None, resumable: bool = True) -> None:
     payload = {"format": FORMAT, "version": VERSION, "env": env_name, "network": network,
                "agent": agent_state, "counters": counters, "rng": rng, "config": config}
     if replay is not None:
         payload["replay"] = replay
-    atomic_torch_save(payload, path)
+    atomic_torch_save(payload, path, resumable)
 
 
 def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] = None,
@@ -161,12 +166,13 @@ def _first_words(text: str, limit: int = 160) -> str:
     return line[:limit].rsplit(" ", 1)[0] + " ..."
 
 
-def save_model_only(path: Path, agent_state: dict, network: dict, env_name: str, config: dict, step: int) -> None:
+def save_model_only(path: Path, agent_state: dict, network: dict, env_name: str, config: dict, step: int,
+                    resumable: bool = True) -> None:
     """A small file with the online network alone (for sharing trained weights) and the agent step it was
     taken at, so weights passed around still say how long they trained."""
     atomic_torch_save({"format": FORMAT, "version": VERSION, "env": env_name, "network": network,
                        "agent": {"online": agent_state["online"]}, "counters": {"step": int(step)}, "config": config},
-                      path)
+                      path, resumable)
 
 
 class Checkpointer:
@@ -188,15 +194,16 @@ class Checkpointer:
 
     def save(self, counters: dict) -> None:
         manifest = None
+        resumable = self.latest.exists()
         if self.cfg.checkpoint_replay:
             from .replay.saving import save_replay
             try:
                 manifest = save_replay(self.replay, self.replay_dir, self.manifest)
             except OSError as exc:
-                raise CheckpointError(unwritable(Path(exc.filename or self.replay_dir), exc)) from None
+                raise CheckpointError(unwritable(Path(exc.filename or self.replay_dir), exc, resumable)) from None
         save(self.latest, agent_state=self.agent.state_dict(), network=self.agent.network_spec(),
              env_name=self.cfg.env_name, counters=counters, rng=rng_state(self.rng), config=self.cfg.to_dict(),
-             replay=manifest)
+             replay=manifest, resumable=resumable)
         if manifest is not None:
             from .replay.saving import prune
             prune(self.replay_dir, manifest)  # only now: the old checkpoint named the old files until the rename
@@ -209,13 +216,14 @@ class Checkpointer:
         the score that made them the best (``evaluated``)."""
         from .export import model_spec, write_safetensors
         state = self.agent.state_dict()
+        resumable = self.latest.exists()
         save_model_only(self.run_dir / f"{name}.pt", state, self.agent.network_spec(), self.cfg.env_name,
-                        self.cfg.to_dict(), step)
+                        self.cfg.to_dict(), step, resumable)
         spec = model_spec(self.agent.network_spec(), self.cfg.env_name, self.cfg.to_dict(), step, evaluated)
         try:
             write_safetensors(state["online"], spec, self.run_dir / f"{name}.safetensors")
         except OSError as exc:
-            raise CheckpointError(unwritable(Path(exc.filename or self.run_dir), exc)) from None
+            raise CheckpointError(unwritable(Path(exc.filename or self.run_dir), exc, resumable)) from None
 
     def restore(self, payload: dict) -> bool:
         """The agent, the random generators and (when saved and asked for) the replay from a loaded

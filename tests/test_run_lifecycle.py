@@ -418,7 +418,8 @@ def test_a_truncated_replay_chunk_is_one_sentence_and_the_run_goes_on_without_it
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 3 MB tmpfs (root only): a smoke run's first checkpoint (~6 MB) does not fit."""
+    """A 3 MB tmpfs (root only): a smoke run's first checkpoint (~27 MB: two networks and Adam's moments)
+    does not fit."""
     where = tmp_path / "disk"
     where.mkdir()
     if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3M", "tmpfs", str(where)],
@@ -429,12 +430,27 @@ def small_disk(tmp_path):
 
 
 def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
+    """The sentence says what to do: a run whose first checkpoint did not fit has nothing to resume (start it
+    again with --overwrite); one whose later checkpoint did not fit resumes from the one before."""
     run = small_disk / "run"
     proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
                       check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "could not write" in proc.stderr and "is the disk full or read-only" in proc.stderr
+    assert "no checkpoint to resume from yet" in proc.stderr and "--overwrite" in proc.stderr
     assert not [p.name for p in run.rglob("*") if ".tmp" in p.name]      # no torn temporary file left
+    subprocess.run(["mount", "-o", "remount,size=96M", str(small_disk)], check=True)
+    smoke = ["--run-dir", str(run), "--telemetry", "off"]
+    run_module("jetdqn.train", "--preset", "smoke", *smoke, "--total-steps", "200", "--overwrite")
+    free = os.statvfs(small_disk)
+    (small_disk / "filler").write_bytes(bytes(free.f_bavail * free.f_frsize - (1 << 20)))   # 1 MB left
+    proc = run_module("jetdqn.train", "--resume", *smoke, "--total-steps", "400", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "what was saved before it is unchanged" in proc.stderr and "then --resume" in proc.stderr
+    (small_disk / "filler").unlink()
+    run_module("jetdqn.train", "--resume", *smoke, "--total-steps", "400")
+    assert records(run)[-1]["step"] == 400
+    run.joinpath("checkpoints", "latest.pt").unlink()                     # the next part's disk is full again
     subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
     proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(small_disk / "other"),
                       "--telemetry", "off", check=False)
