@@ -197,7 +197,7 @@ def run_loop(run: Run) -> dict:
                     run.budget.fit(replay, run.progress.line)
                 if evaluation_due(cfg, state):
                     with log.timed("evaluating"):
-                        reached = evaluate(run)
+                        reached = evaluate_or_stop(run)
                     if reached:
                         break  # --target-return reached
                 if checkpoints.due(state.step):
@@ -299,6 +299,22 @@ def evaluation_due(cfg: Config, state: RunState) -> bool:
     return bool(cfg.eval_every and cfg.eval_episodes and state.step - state.last_eval_step >= cfg.eval_every)
 
 
+def evaluate_or_stop(run: Run) -> bool:
+    """``evaluate``, unless a stop signal comes while its games (or a confirmation's) are played: then the
+    run goes on to save its checkpoint at once, saying so, and the checkpoint's count of the last evaluation
+    makes the resumed run play the evaluation again at its first step."""
+    from .evaluate import EvaluationStopped
+    state = run.state
+    since = state.last_eval_step
+    try:
+        return evaluate(run)
+    except EvaluationStopped as stopped:
+        state.last_eval_step = since
+        run.progress.line(f"{state.interrupted} came during {stopped}: its games are dropped, and the resumed run "
+                          f"plays it again")
+        return False
+
+
 def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     """Evaluate now (eval.jsonl); True when --target-return is reached, which ends the run. A mean at the
     target from fewer than --final-eval-games games is only a candidate: a confirming evaluation of that
@@ -307,7 +323,7 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     from .evaluate import evaluate_run
     state, cfg = run.state, run.cfg
     state.last_eval = evaluate_run(run.agent, cfg, state.step, state.wall_s(), run.run_dir, run.progress.line,
-                                   games, kind)
+                                   games, kind, stop=lambda: state.interrupted is not None)
     state.last_eval_step = state.step
     if run.mirror is not None:
         run.mirror.evaluation(state.last_eval)
@@ -354,7 +370,12 @@ def finish(run: Run, log: RunLog) -> None:
     elif cfg.eval_episodes and not state.reached_target and not (
             state.last_eval is not None and state.last_eval_step == state.step
             and state.last_eval["games"] >= cfg.final_eval_games):
-        evaluate(run, max(cfg.final_eval_games, cfg.eval_episodes) if cfg.final_eval_games else 0, "final")
+        from .evaluate import EvaluationStopped
+        try:
+            evaluate(run, max(cfg.final_eval_games, cfg.eval_episodes) if cfg.final_eval_games else 0, "final")
+        except EvaluationStopped as stopped:   # the run's work is saved: only the games are dropped
+            run.progress.line(f"{state.interrupted} came during {stopped}: its games are dropped; the weights are "
+                              f"saved (python -m jetdqn.evaluate {run.run_dir} plays them)")
     log.close()
     run.progress.close()
 

@@ -416,6 +416,27 @@ def test_a_truncated_replay_chunk_is_one_sentence_and_the_run_goes_on_without_it
     assert records(run)[-1]["step"] == 400
 
 
+def test_a_signal_during_an_evaluation_drops_its_games_and_the_resumed_run_plays_it(tmp_path):
+    """docker stop gives a run 60 s (run.sh's --stop-timeout) to save, and 30 evaluation games took 25-58 s
+    in the committed 2-core runs: a SIGTERM that comes while they are played drops them unscored, the run
+    saves at once, and the resumed run plays that evaluation at its first step."""
+    run = tmp_path / "run"
+    proc = start_training(run, "--eval-every", "300", "--eval-episodes", "30", "--progress", "lines")
+    wait_for_records(run, proc, 3)          # the record of step 300, written just before its evaluation
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert "SIGTERM came during the periodic evaluation at step 300: its games are dropped" in out, out
+    assert "stopped by SIGTERM at step 300; checkpoint saved" in out
+    assert records(run, "eval.jsonl") == []                                  # nothing scored from half games
+    counters = ckpt.load(run / "checkpoints" / "latest.pt")["counters"]
+    assert (counters["step"], counters["last_eval_step"]) == (300, 0)
+    out = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "400", "--eval-episodes",
+                     "2", "--final-eval-games", "0", "--progress", "lines").stdout
+    played = records(run, "eval.jsonl")
+    assert [(e["step"], e["kind"], e["games"]) for e in played] == [(301, "periodic", 2), (400, "final", 2)], out
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A 3 MB tmpfs (root only): a smoke run's first checkpoint (~27 MB: two networks and Adam's moments)
