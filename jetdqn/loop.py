@@ -123,6 +123,10 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
     if str(rt.report.get("cuda_graphs", "")).startswith("no effect"):
         flags = "--cuda-graphs and --learner-stream have" if cfg.learner_stream else "--cuda-graphs has"
         progress.line(f"{flags} no effect here: there is no CUDA device; the run goes on without graphs")
+    if str(rt.report.get("cudnn_applied", "")).startswith("no effect"):
+        asked = [f"--{name.replace('_', '-')}" for name, on in rt.report["cudnn_asked"].items() if on]
+        progress.line(f"{' and '.join(asked)} {'has' if len(asked) == 1 else 'have'} no effect here: cuDNN is "
+                      f"CUDA's, and there is no CUDA device (config.json records it)")
     rng = np.random.default_rng(cfg.seed)
     clock = PhaseClock()
     if cfg.backend == "ray":

@@ -142,8 +142,9 @@ def test_cuda_only_flags_are_recorded_without_cuda(tmp_path):
         pytest.skip("this machine has a GPU")
     run = tmp_path / "run"
     out = run_module("jetdqn.train", "--preset", "smoke", "--cuda-graphs", "--learner-stream", "--run-dir", str(run),
-                     "--telemetry", "off", "--total-steps", "100").stdout
+                     "--telemetry", "off", "--total-steps", "100", "--cudnn-benchmark").stdout
     assert "--cuda-graphs and --learner-stream have no effect here" in out   # said, not only recorded
+    assert "--cudnn-benchmark has no effect here: cuDNN is CUDA's" in out
     assert json.loads((run / "config.json").read_text())["runtime"]["cuda_graphs"] == "no effect: no CUDA device"
 
 
