@@ -14,13 +14,8 @@ CPU); only the order of the CPU's work changes.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import faulthandler
 import math
-import signal
-import sys
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -32,6 +27,7 @@ import numpy as np
 from . import checkpoint as ckpt
 from .config import Config
 from .records import Progress, RunLog
+from .signals import stop_on_signals
 
 
 @dataclass
@@ -49,6 +45,10 @@ class RunState:
     interrupted: Optional[str] = None  # the signal that asked the run to stop (SIGINT, SIGTERM, SIGHUP)
     reached_target: bool = False
     diverged: Optional[str] = None     # why the loss stopped the run
+
+    def stop(self, signal_name: str) -> None:
+        """A stop signal came (``signals.stop_on_signals``): the loop ends after this step; the first one names it."""
+        self.interrupted = self.interrupted or signal_name
 
     def wall_s(self) -> float:
         return self.wall_before + time.monotonic() - self.t_start
@@ -170,7 +170,7 @@ def run_loop(run: Run) -> dict:
     learner.start()
     run.sampler.mark_threads("learner", learner.threads)
     summary: dict = {}
-    with stop_on_signals(state):           # until the last checkpoint is written: a second signal waits too
+    with stop_on_signals(state.stop):      # until the last checkpoint is written: a second signal waits too
         try:
             acting.start(agent, state.step)     # resets the envs (or starts Ray and its actors)
             # the first record's CPU times count from here, as its interval does (the resets are not in it)
@@ -382,44 +382,6 @@ def finish(run: Run, log: RunLog) -> None:
                               f"saved (python -m jetdqn.evaluate {run.run_dir} plays them)")
     log.close()
     run.progress.close()
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, docker stop / systemd, a closed terminal
-STACKS_SIGNAL = signal.SIGUSR1   # kill -USR1 PID (docker kill -s USR1): every thread's Python stack to stderr
-
-
-@contextlib.contextmanager
-def stop_on_signals(state: RunState):
-    """Ctrl-C, SIGTERM and SIGHUP end the loop after the current step; the run then saves as at its end.
-    The handlers stay in place until the save is done, so a second signal cannot cut it short.
-
-    SIGUSR1 prints where every thread is (faulthandler) and the run goes on. A Python handler runs only when
-    the main thread is back in the interpreter, so a run stuck in a native wait (a CUDA event that never
-    completes) ignores SIGTERM; faulthandler's handler is C and answers anyway, with the Python line the wait
-    was called from.
-
-    A signal this process was started ignoring stays ignored: ``nohup`` ignores SIGHUP so that a run
-    outlives the SSH session that started it (the usual way to leave a board training overnight), and a
-    shell script's background job ignores SIGINT. Catching them anyway stopped such a run at logout."""
-    def on_signal(signum, frame):
-        state.interrupted = state.interrupted or signal.Signals(signum).name
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
-    try:
-        faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True)
-        stacks = True
-    except (AttributeError, ValueError, OSError):   # a stderr without a file descriptor (captured, closed)
-        stacks = False
-    try:
-        yield
-    finally:
-        if stacks:
-            faulthandler.unregister(STACKS_SIGNAL)
-        for s, handler in old.items():
-            if handler is not None:  # None: installed outside Python, nothing to put back
-                signal.signal(s, handler)
 
 
 def train(cfg: Config, progress: Optional[Progress] = None) -> dict:

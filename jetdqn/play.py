@@ -12,6 +12,7 @@ need_torch(command=__name__ == "__main__")   # before the imports below, which l
 
 import argparse
 import json
+import signal
 import sys
 import time
 from typing import Optional
@@ -20,6 +21,7 @@ import numpy as np
 
 from .checkpoint import CheckpointError
 from .config import Parser, count, ends_on_ctrl_c, probability
+from .signals import said, stop_on_signals
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,39 +113,14 @@ def play(args: argparse.Namespace, out=print) -> dict:
         out(f"sticky actions: the emulator repeats the previous action with probability {cfg.sticky_actions:g}")
     renderer = make_renderer(args.display_freq, f"jetdqn play: {cfg.env_name}", out, record=args.record,
                              record_all=args.record_all, fps=args.fps or 30)
-    rng = np.random.default_rng(args.seed)
     stack = FrameStack(cfg.history, env.frame_shape, env.frame_dtype)
     scores: list[float] = []
     stepped = 0
-    interrupted = False
+    stopped: list[str] = []    # the stop signals that came (Ctrl-C, docker stop's SIGTERM, SIGHUP)
     t0 = time.monotonic()
     try:
-        while args.episodes == 0 or len(scores) < args.episodes:
-            stack.reset(env.reset())
-            score = 0.0
-            while True:
-                t_step = time.monotonic()
-                action = agent.act(stack.frames[None], args.eps, rng)[0]
-                st = env.step(int(action))
-                stepped += 1
-                score += st.reward
-                if renderer is not None:
-                    renderer.offer(env.screen_rgb, step=stepped, episode_return=score, epsilon=args.eps)
-                if st.game_over or st.truncated:
-                    break
-                stack.follow(st.frame, cfg.terminal_on_life_loss and st.life_lost)
-                if args.max_steps and stepped >= args.max_steps:
-                    break
-                if args.fps:
-                    time.sleep(max(0.0, 1.0 / args.fps - (time.monotonic() - t_step)))
-            if args.max_steps and stepped >= args.max_steps and not (st.game_over or st.truncated):
-                out(f"stopped at --max-steps {args.max_steps} in game {len(scores) + 1} (score so far {score:.0f})")
-                break
-            scores.append(score)
-            out(f"episode {len(scores)}: score {score:.0f}")
-    except KeyboardInterrupt:   # Ctrl-C: the games played so far are still the summary, the video is closed
-        interrupted = True
-        out(f"stopped by Ctrl-C in game {len(scores) + 1}")
+        with stop_on_signals(stopped.append):   # a stop ends the game at its step; the video is finished
+            scores, stepped = play_episodes(args, cfg, env, agent, renderer, stack, out, stopped)
     finally:
         if renderer is not None:
             renderer.close()   # first: a recording's errors are known once ffmpeg has finished the file
@@ -154,9 +131,43 @@ def play(args: argparse.Namespace, out=print) -> dict:
         env.close()
     return {"episodes": len(scores), "mean_score": float(np.mean(scores)) if scores else None,
             "scores": scores, "frames_stepped": stepped, "frames_shown": shown, "frames_recorded": recorded, "video_codec": codec,
-            "record_error": record_error, "interrupted": interrupted,
+            "record_error": record_error, "interrupted": bool(stopped), "stopped_by": stopped[0] if stopped else None,
             "seconds": round(time.monotonic() - t0, 2), "checkpoint": args.model or args.checkpoint, "env": cfg.env_name,
             "eps": args.eps, "sticky_actions": cfg.sticky_actions}
+
+
+def play_episodes(args: argparse.Namespace, cfg, env, agent, renderer, stack, out, stopped: list) -> tuple[list, int]:
+    """The games: (scores of the finished ones, agent steps), until --episodes, --max-steps or a stop signal."""
+    rng = np.random.default_rng(args.seed)
+    scores: list[float] = []
+    stepped = 0
+    while args.episodes == 0 or len(scores) < args.episodes:
+        stack.reset(env.reset())
+        score = 0.0
+        while True:
+            if stopped:
+                out(f"stopped by {said(stopped[0])} in game {len(scores) + 1}")
+                return scores, stepped
+            t_step = time.monotonic()
+            action = agent.act(stack.frames[None], args.eps, rng)[0]
+            st = env.step(int(action))
+            stepped += 1
+            score += st.reward
+            if renderer is not None:
+                renderer.offer(env.screen_rgb, step=stepped, episode_return=score, epsilon=args.eps)
+            if st.game_over or st.truncated:
+                break
+            stack.follow(st.frame, cfg.terminal_on_life_loss and st.life_lost)
+            if args.max_steps and stepped >= args.max_steps:
+                break
+            if args.fps:
+                time.sleep(max(0.0, 1.0 / args.fps - (time.monotonic() - t_step)))
+        if args.max_steps and stepped >= args.max_steps and not (st.game_over or st.truncated):
+            out(f"stopped at --max-steps {args.max_steps} in game {len(scores) + 1} (score so far {score:.0f})")
+            break
+        scores.append(score)
+        out(f"episode {len(scores)}: score {score:.0f}")
+    return scores, stepped
 
 
 @ends_on_ctrl_c
@@ -180,7 +191,7 @@ def main(argv: Optional[list[str]] = None) -> int:
               f"frames shown {result['frames_shown']}")
     if result["record_error"]:   # the games' summary above stands; the video does not
         fail(f"--record {args.record}: the video file is incomplete ({result['record_error']}).")
-    return 130 if result["interrupted"] else 0
+    return 128 + signal.Signals[result["stopped_by"]] if result["stopped_by"] else 0   # 130 for Ctrl-C, as a shell
 
 
 if __name__ == "__main__":

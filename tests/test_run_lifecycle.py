@@ -238,9 +238,9 @@ def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentenc
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def _interrupt_after(argv: list[str], marker: str, cwd: Path) -> tuple[int, str, str]:
-    """Start ``python -m argv``, send SIGINT (what Ctrl-C sends) once ``marker`` is printed, and return the
-    exit status with what it printed."""
+def _interrupt_after(argv: list[str], marker: str, cwd: Path, sig=signal.SIGINT) -> tuple[int, str, str]:
+    """Start ``python -m argv``, send ``sig`` (SIGINT: what Ctrl-C sends) once ``marker`` is printed, and return
+    the exit status with what it printed."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "DISPLAY": "",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen([sys.executable, "-m", *argv], cwd=cwd, env=env, stdout=subprocess.PIPE,
@@ -250,29 +250,30 @@ def _interrupt_after(argv: list[str], marker: str, cwd: Path) -> tuple[int, str,
         lines.append(line)
         if marker in line:
             time.sleep(1.0)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
             break
     out, err = proc.communicate(timeout=120)
     return proc.returncode, "".join(lines) + out, err
 
 
 def test_ctrl_c_ends_play_and_evaluate_in_one_line_with_status_130(tmp_path):
-    """Ctrl-C used to end play and evaluate with a KeyboardInterrupt traceback. Play still prints the games
-    it finished and closes its video (ffmpeg runs in its own session and finishes the file)."""
+    """Ctrl-C used to end play and evaluate with a KeyboardInterrupt traceback, and docker stop's SIGTERM
+    killed play with its video unfinished (48 bytes). Play ends the game at its step, prints the games it
+    finished and closes its video (ffmpeg runs in its own session and finishes the file), with the shell's
+    status for the signal."""
     import cv2
     pytest.importorskip("imageio_ffmpeg")
-    video = tmp_path / "stopped.mp4"
-    code, out, err = _interrupt_after(["jetdqn.play", "--display-freq", "0", "--episodes", "50", "--record",
-                                       str(video)], "recording", tmp_path)
-    assert code == 130 and "Traceback" not in err and "stopped by Ctrl-C in game" in out, (out, err)
-    assert "frames stepped" in out.splitlines()[-1]
-    stepped = int(out.split("frames stepped ")[1].split(",")[0])
-    capture, frames = cv2.VideoCapture(str(video)), 0
-    while capture.read()[0]:
-        frames += 1
-    # a whole file with every frame played (less the one the interrupt may have caught between its step and
-    # its recording)
-    assert stepped - 1 <= frames <= stepped and frames > 0, (frames, stepped)
+    for sig, said in ((signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")):
+        video = tmp_path / f"stopped-{said}.mp4"
+        code, out, err = _interrupt_after(["jetdqn.play", "--display-freq", "0", "--episodes", "50", "--record",
+                                           str(video)], "recording", tmp_path, sig)
+        assert code == 128 + sig and "Traceback" not in err and f"stopped by {said} in game" in out, (out, err)
+        assert "frames stepped" in out.splitlines()[-1]
+        stepped = int(out.split("frames stepped ")[1].split(",")[0])
+        capture, frames = cv2.VideoCapture(str(video)), 0
+        while capture.read()[0]:
+            frames += 1
+        assert frames == stepped and frames > 0, (sig, frames, stepped)   # a whole file with every frame played
     code, out, err = _interrupt_after(["jetdqn.evaluate", str(ROOT / "benchmarks/results/learn-pong/run"),
                                        "--games", "30"], "playing 30 games", tmp_path)
     assert code == 130 and err == "stopped by Ctrl-C\n", (out, err)

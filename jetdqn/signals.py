@@ -1,0 +1,56 @@
+"""Stop signals for the commands that run long and write as they go: a training run (its checkpoint) and
+``jetdqn.play`` (its video). Ctrl-C, SIGTERM (``docker stop``, systemd) and SIGHUP (a closed terminal) are
+noted, not obeyed at once: the command ends after its current step, and finishes what it writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import signal
+import sys
+import threading
+from typing import Callable
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, docker stop / systemd, a closed terminal
+STACKS_SIGNAL = signal.SIGUSR1   # kill -USR1 PID (docker kill -s USR1): every thread's Python stack to stderr
+
+
+def said(name: str) -> str:
+    """A stop signal's name as a user knows it: Ctrl-C for SIGINT."""
+    return "Ctrl-C" if name == "SIGINT" else name
+
+
+@contextlib.contextmanager
+def stop_on_signals(on_stop: Callable[[str], None]):
+    """While inside, a stop signal calls ``on_stop`` with its name (SIGINT, SIGTERM, SIGHUP) and the command
+    goes on until it looks; the handlers stay until the block ends, so a second signal cannot cut short what
+    the first one lets finish (a checkpoint's save, a video's last frames).
+
+    SIGUSR1 prints where every thread is (faulthandler) and the command goes on. A Python handler runs only
+    when the main thread is back in the interpreter, so a run stuck in a native wait (a CUDA event that never
+    completes) ignores SIGTERM; faulthandler's handler is C and answers anyway, with the Python line the wait
+    was called from.
+
+    A signal this process was started ignoring stays ignored: ``nohup`` ignores SIGHUP so that a run
+    outlives the SSH session that started it (the usual way to leave a board training overnight), and a
+    shell script's background job ignores SIGINT. Catching them anyway stopped such a run at logout."""
+    def on_signal(signum, frame):
+        on_stop(signal.Signals(signum).name)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
+    try:
+        faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True)
+        stacks = True
+    except (AttributeError, ValueError, OSError):   # a stderr without a file descriptor (captured, closed)
+        stacks = False
+    try:
+        yield
+    finally:
+        if stacks:
+            faulthandler.unregister(STACKS_SIGNAL)
+        for s, handler in old.items():
+            if handler is not None:  # None: installed outside Python, nothing to put back
+                signal.signal(s, handler)
