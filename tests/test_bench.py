@@ -197,3 +197,28 @@ def test_bench_replay_tiny_times_the_host_and_the_device_replay(tmp_path):
         assert rows["device-cuda"] == {"mode": "device-cuda", "error": "needs a CUDA device"}
         assert "| device-cuda | not run: needs a CUDA device |" in out
     assert "Command: `python -m jetdqn.bench replay --transitions 3000" in out
+
+
+def test_a_stopped_benchmark_takes_its_running_case_with_it(tmp_path):
+    """SIGTERM (kill PID, docker stop) ended the benchmark alone; the case it had started went on training,
+    orphaned, beside whatever ran next on the same cores."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    import psutil
+    from conftest import ROOT
+    bench = subprocess.Popen([sys.executable, "-m", "jetdqn.bench", "pong", "--steps", "100000", "--repeats", "1",
+                              "--out", str(tmp_path), "--cases", "no display"], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline, case = time.monotonic() + 120, None
+    while case is None and time.monotonic() < deadline and bench.poll() is None:
+        case = next((c for c in psutil.Process(bench.pid).children() if "jetdqn.train" in " ".join(c.cmdline())),
+                    None)
+        time.sleep(0.2)
+    assert case is not None, bench.communicate()
+    bench.send_signal(signal.SIGTERM)
+    out, err = bench.communicate(timeout=60)
+    assert bench.returncode == 128 + signal.SIGTERM and err.strip().endswith("stopped by SIGTERM"), err
+    assert "Traceback" not in err
+    assert not case.is_running() or case.status() == psutil.STATUS_ZOMBIE
