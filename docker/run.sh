@@ -43,7 +43,10 @@ fi
 # docker stop sends SIGTERM and, 10 s later by default, SIGKILL; a run saves its checkpoint (and with
 # --checkpoint-replay the replay written since the last one) on SIGTERM: 1.2 s for 100k raw transitions on a
 # 2-core x86 VM, slower on a board's cores and eMMC. Give it a minute; docker stop waits only as long as it takes.
-args=(run --rm --ipc=host --stop-timeout 60 -w /opt/jetdqn)
+# --init: docker's tini is PID 1 and passes the signal on. The kernel drops a signal sent to a PID 1 that has no
+# handler for it, so a command still starting (Python importing torch) sat out the whole minute; and tini reaps
+# the exited children of what runs below it (Ray's workers, a viewer or ffmpeg process).
+args=(run --rm --init --ipc=host --stop-timeout 60 -w /opt/jetdqn)
 if [ -t 0 ] && [ -t 1 ]; then
   args+=(-it)
 fi

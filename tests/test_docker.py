@@ -41,6 +41,7 @@ def test_jetson_host_gets_runtime_display_jtop_and_tegrastats(tmp_path):
     assert "-e DISPLAY=:0" in line and "-v /tmp/.X11-unix:/tmp/.X11-unix" in line
     assert any(a.endswith(":/opt/jetdqn/runs") for a in cmd)          # checkpoints and logs outlive the container
     assert "--stop-timeout 60" in line   # docker stop's SIGKILL waits for the checkpoint a SIGTERM saves
+    assert "--init" in line              # a PID 1 without a handler would not get docker stop's SIGTERM
     assert cmd[-3:] == ["jetdqn:l4t", "make", "bench-pong"]
 
 
