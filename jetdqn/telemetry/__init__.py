@@ -259,8 +259,9 @@ class TegrastatsSampler(Sampler):
         if not samples:  # tegrastats died, printed no tegrastats line, or is slower than the log interval
             if self.reader.bad_lines and not self._said_bad_lines:
                 self._said_bad_lines = True
-                self.on_event(f"telemetry: {self.reader.path} printed {self.reader.bad_lines} lines that are not "
-                              "tegrastats lines; the load numbers come from /proc")
+                bad = self.reader.bad_lines
+                self.on_event(f"telemetry: {self.reader.path} printed {bad} line{'s' * (bad != 1)} that "
+                              f"{'are' if bad != 1 else 'is'} not tegrastats output; the load numbers come from /proc")
             record = super()._system(interval_s)
             record["telemetry_source"] = "procfs (no tegrastats sample in this interval)"   # what it really is
             return record
