@@ -14,7 +14,9 @@
 #                                      storing and drawing without waiting for the GPU, then a SPEED_SECONDS
 #                                      (25) window
 #   benchmarks/gpu_check.sh pong [FLAGS]  the pong-gpu learning run, stopped by SIGTERM after PONG_SECONDS (it
-#                                      saves its checkpoint and replay); RESUME=1 continues it in a later call.
+#                                      saves its checkpoint and replay; an evaluation under way is dropped, so
+#                                      the save is not kept past bounded's 20 s by the H100's 9-21 s of
+#                                      evaluation); RESUME=1 continues it in a later call.
 #                                      On an H100 1.35M steps took 521 s (2026-11-27). The preset stops at a
 #                                      mean of 18 confirmed over 30 games; on the CPU, 8 envs got there at
 #                                      800k steps (seed 0: benchmarks/results/pong-eps05), 1.1M and 1.0M (seeds
