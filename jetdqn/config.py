@@ -474,7 +474,11 @@ def parse_config(argv: Optional[list[str]], prog: str = "python -m jetdqn.train"
 
 
 def config_from_json(text: str) -> Config:
+    """A run's config.json as a Config (settings it does not know are left out); a ValueError for anything
+    that is not a JSON object."""
     data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"a config is a JSON object of settings, not a {type(data).__name__}")
     known = {f.name for f in dataclasses.fields(Config)}
     return Config(**{k: v for k, v in data.items() if k in known})
 

@@ -82,7 +82,8 @@ def describe(record: dict) -> str:
     spread = (f" +- {stderr:.2f} (standard error; std {record['return_std']:.2f})" if stderr is not None
               else f" (std {record['return_std']:.2f})")
     sticky = f", sticky {record['sticky_actions']:g}" if record.get("sticky_actions") else ""
-    return f"return {record['return_mean']:.2f}{spread} over {record['games']} games, eps {record['eps']:g}{sticky}"
+    games = f"{record['games']} game{'s' * (record['games'] != 1)}"
+    return f"return {record['return_mean']:.2f}{spread} over {games}, eps {record['eps']:g}{sticky}"
 
 
 Played = Optional[tuple[list[float], list[int]]]
@@ -205,7 +206,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         path = model_of(Path(args.model), args.best)
         policy = load(path, device=args.device)
         if not args.json:   # 30 games take minutes: say what is being played while it plays
-            print(f"playing {args.games} games with {path} ...", flush=True)
+            print(f"playing {args.games} game{'s' * (args.games != 1)} with {path} ...", flush=True)
         result = policy.evaluate(games=args.games, eps=args.eps, seed=args.seed,
                                  sticky_actions=args.sticky_actions)
     except (ConfigError, CheckpointError) as exc:

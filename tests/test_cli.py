@@ -199,3 +199,15 @@ def test_every_command_prints_its_help(command, capsys):
     assert stop.value.code == 0 and out.startswith("usage: ")
     if command == "train":
         assert "10% of it, at least 128 MiB, always stays free" in out
+
+
+def test_a_resume_whose_config_json_is_not_a_mapping_is_one_sentence(tmp_path):
+    """A config.json holding a JSON list was an AttributeError traceback on --resume."""
+    from jetdqn.config import ConfigError
+    from jetdqn.rundir import config_for_resume
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "latest.pt").write_bytes(b"")   # only its presence is looked at first
+    for text in ("[1, 2]", '"pong"', '{"lr": '):
+        (tmp_path / "config.json").write_text(text)
+        with pytest.raises(ConfigError, match="config.json is not a readable jetdqn config; fix or remove it"):
+            config_for_resume({"run_dir": str(tmp_path), "resume": True})
