@@ -56,11 +56,11 @@ def stop_on_signals(on_stop: Callable[[str], None]):
                 signal.signal(s, handler)
 
 
-def end_children_on_stop() -> None:
-    """For a command whose work runs in child processes (``jetdqn.bench``: one per case): SIGTERM and SIGHUP
-    end it as Ctrl-C does, by an exception, so that ``subprocess.run`` kills the child it waits on. Their
-    default action ended the parent alone, and the case it had started trained on, orphaned, beside whatever
-    ran next on the same cores. One line says so; the exit status is 128 + the signal, as a shell's."""
+def exit_on_stop() -> None:
+    """For a command with nothing to save (``jetdqn.bench``, ``jetdqn.evaluate``): SIGTERM and SIGHUP end it as
+    Ctrl-C does, by an exception, so that ``finally`` blocks run and ``subprocess.run`` kills the child it
+    waits on. Their default action ended the bench alone, and the case it had started trained on, orphaned,
+    beside whatever ran next on the same cores. One line says so; the exit status is 128 + the signal."""
     def on_signal(signum, frame):
         print(f"stopped by {signal.Signals(signum).name}", file=sys.stderr)
         raise SystemExit(128 + signum)

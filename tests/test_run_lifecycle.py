@@ -274,9 +274,10 @@ def test_ctrl_c_ends_play_and_evaluate_in_one_line_with_status_130(tmp_path):
         while capture.read()[0]:
             frames += 1
         assert frames == stepped and frames > 0, (sig, frames, stepped)   # a whole file with every frame played
-    code, out, err = _interrupt_after(["jetdqn.evaluate", str(ROOT / "benchmarks/results/learn-pong/run"),
-                                       "--games", "30"], "playing 30 games", tmp_path)
-    assert code == 130 and err == "stopped by Ctrl-C\n", (out, err)
+    for sig, said in ((signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")):
+        code, out, err = _interrupt_after(["jetdqn.evaluate", str(ROOT / "benchmarks/results/learn-pong/run"),
+                                           "--games", "30"], "playing 30 games", tmp_path, sig)
+        assert code == 128 + sig and err == f"stopped by {said}\n", (out, err)
 
 
 def test_more_envs_than_learn_start_waits_for_a_batch_it_can_sample(tmp_path):

@@ -153,8 +153,8 @@ def _unusable(args) -> Optional[str]:
 def main(argv: Optional[list[str]] = None) -> int:
     from ..needs import need_torch
     need_torch(command=True)
-    from ..signals import end_children_on_stop
-    end_children_on_stop()   # a stopped benchmark takes its running case with it
+    from ..signals import exit_on_stop
+    exit_on_stop()   # a stopped benchmark takes its running case with it
     argv = list(sys.argv[1:] if argv is None else argv)
     p = build_parser()
     args = p.parse_args(argv)
