@@ -132,8 +132,10 @@ def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capac
                                 "--log-every", "100", "--checkpoint-replay", "--checkpoint-every", "1000",
                                 "--run-dir", str(run)], join, limit_file, leave_mb=40)
     out = "".join(lines)
-    lowered = [line for line in lines if line.startswith("replay: capacity lowered from 8,000 to ")]
-    assert lowered, out
+    # the hog allocates while the run goes on: a record taken before it is done lowers part of the way, the
+    # next one the rest (seen once in make test: 8,000 -> 5,753, then lower again)
+    lowered = [line for line in lines if line.startswith("replay: capacity lowered from ")]
+    assert lowered and lowered[0].startswith("replay: capacity lowered from 8,000 to "), out
     capacity = int(lowered[-1].split(" to ")[1].split()[0].replace(",", ""))
     assert 1_000 <= capacity < 2_000, lowered   # what it held then, and what 40 MB less the margin leaves: nothing
     assert f"in {limit_file})" in lowered[0] and "stays free for the rest of the run" in lowered[0], lowered[0]
