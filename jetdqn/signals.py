@@ -1,6 +1,8 @@
 """Stop signals for the commands that run long and write as they go: a training run (its checkpoint) and
 ``jetdqn.play`` (its video). Ctrl-C, SIGTERM (``docker stop``, systemd) and SIGHUP (a closed terminal) are
-noted, not obeyed at once: the command ends after its current step, and finishes what it writes.
+noted, not obeyed at once: the command ends after its current step, and finishes what it writes
+(``stop_on_signals``). Commands with nothing to finish end at once, but as Ctrl-C ends them, with one line
+and their child processes ended too (``exit_on_stop``).
 """
 
 from __future__ import annotations
