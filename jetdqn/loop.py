@@ -303,19 +303,20 @@ def evaluation_due(cfg: Config, state: RunState) -> bool:
     return bool(cfg.eval_every and cfg.eval_episodes and state.step - state.last_eval_step >= cfg.eval_every)
 
 
-def evaluate_or_stop(run: Run) -> bool:
+def evaluate_or_stop(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     """``evaluate``, unless a stop signal comes while its games (or a confirmation's) are played: then the
     run goes on to save its checkpoint at once, saying so, and the checkpoint's count of the last evaluation
-    makes the resumed run play the evaluation again at its first step."""
+    makes the resumed run play the evaluation again at its first step (a final one: at its end)."""
     from .evaluate import EvaluationStopped
     state = run.state
     since = state.last_eval_step
     try:
-        return evaluate(run)
+        return evaluate(run, games, kind)
     except EvaluationStopped as stopped:
         state.last_eval_step = since
-        run.progress.line(f"{state.interrupted} came during {stopped}: its games are dropped, and the resumed run "
-                          f"plays it again")
+        then = ("the resumed run plays it again" if kind != "final" else
+                f"the weights are saved (python -m jetdqn.evaluate {run.run_dir} plays them)")
+        run.progress.line(f"{state.interrupted} came during {stopped}: its games are dropped, and {then}")
         return False
 
 
@@ -374,12 +375,7 @@ def finish(run: Run, log: RunLog) -> None:
     elif cfg.eval_episodes and not state.reached_target and not (
             state.last_eval is not None and state.last_eval_step == state.step
             and state.last_eval["games"] >= cfg.final_eval_games):
-        from .evaluate import EvaluationStopped
-        try:
-            evaluate(run, max(cfg.final_eval_games, cfg.eval_episodes) if cfg.final_eval_games else 0, "final")
-        except EvaluationStopped as stopped:   # the run's work is saved: only the games are dropped
-            run.progress.line(f"{state.interrupted} came during {stopped}: its games are dropped; the weights are "
-                              f"saved (python -m jetdqn.evaluate {run.run_dir} plays them)")
+        evaluate_or_stop(run, max(cfg.final_eval_games, cfg.eval_episodes) if cfg.final_eval_games else 0, "final")
     log.close()
     run.progress.close()
 

@@ -114,8 +114,6 @@ def play(args: argparse.Namespace, out=print) -> dict:
     renderer = make_renderer(args.display_freq, f"jetdqn play: {cfg.env_name}", out, record=args.record,
                              record_all=args.record_all, fps=args.fps or 30)
     stack = FrameStack(cfg.history, env.frame_shape, env.frame_dtype)
-    scores: list[float] = []
-    stepped = 0
     stopped: list[str] = []    # the stop signals that came (Ctrl-C, docker stop's SIGTERM, SIGHUP)
     t0 = time.monotonic()
     try:
