@@ -72,7 +72,8 @@ def evaluate_run(agent, cfg: Config, step: int, wall_s: float, run_dir: Path, sa
     writer = JsonlWriter(Path(run_dir) / "eval.jsonl")
     writer.write(record)
     writer.close()
-    say(f"eval at step {step:,}{'' if kind == 'periodic' else f' ({kind})'}: " + describe(record))
+    say(f"eval at step {step:,}{'' if kind == 'periodic' else f' ({kind})'}: {describe(record)}, "
+        f"in {record['eval_s']:.1f} s")
     return record
 
 

@@ -219,8 +219,10 @@ def run_loop(run: Run) -> dict:
         finish(run, log)
         if run.mirror is not None:
             run.mirror.close()
+    # run_wall_s: the last record's wall_s plus what came after it (the final evaluation, the last save)
     return {**summary, "run_dir": str(run.run_dir), "frames_shown": shown, "interrupted": state.interrupted,
-            "reached_target": state.reached_target, "last_eval": state.last_eval, "steps_done": state.step}
+            "reached_target": state.reached_target, "last_eval": state.last_eval, "steps_done": state.step,
+            "run_wall_s": round(state.wall_s(), 3)}
 
 
 def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:

@@ -52,8 +52,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         fail(f"--compile failed while compiling the update ({first}); check the C++ compiler (g++, or $CXX) "
              "or run without --compile.")
-    print(f"done: {summary['steps_done']:,} steps in {summary.get('wall_s', 0):.1f} s; run directory "
-          f"{summary['run_dir']}")
+    print(f"done: {summary['steps_done']:,} steps in {summary['run_wall_s']:.1f} s; run directory {summary['run_dir']}")
     return 0
 
 

@@ -98,6 +98,23 @@ def test_log_records_carry_the_contract_names(tmp_path):
                                                 "cudnn_deterministic": False}
 
 
+def test_the_done_line_counts_the_final_evaluation_and_each_evaluation_says_its_time(tmp_path):
+    """The last log record is taken before the final evaluation (300 games here): 'done: ... in X s' is the
+    wall clock to the end, so X is at least the record's wall_s plus the evaluation's eval_s (~0.6 s here)."""
+    import re
+    run = tmp_path / "run"
+    out = run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--total-steps", "600",
+                     "--learn-start", "300", "--log-every", "300", "--final-eval-games", "300", "--telemetry", "off",
+                     "--progress", "lines").stdout
+    last = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
+    final = json.loads((run / "eval.jsonl").read_text().splitlines()[-1])
+    assert final["kind"] == "final" and final["episodes"] == 300
+    shown = re.search(r"eval at step 600 \(final\): .* over 300 games, eps 0, in (\d+\.\d) s\n", out)
+    assert shown and float(shown.group(1)) == pytest.approx(final["eval_s"], abs=0.051), out
+    done = float(re.search(r"done: 600 steps in (\d+\.\d) s", out).group(1))
+    assert done + 0.05 >= last["wall_s"] + final["eval_s"], (done, last["wall_s"], final["eval_s"])
+
+
 def test_the_console_line_says_which_ray_actor_sent_nothing():
     """An actor with no segment in a record's interval has no rate there: '-', not 0 steps/s."""
     from jetdqn.records import console_line
