@@ -49,8 +49,9 @@ def game_statistics(returns: list[float]) -> dict:
 
 
 def protocol(cfg: Config, eps: float) -> dict:
-    """What an evaluation record says about how its games were played (the protocol, in every record)."""
-    return {"eps": eps, "noop_max": cfg.noop_max, "sticky_actions": cfg.sticky_actions,
+    """What an evaluation record says about how its games were played (the protocol, in every record). A
+    gymnasium env (CartPole) starts with no no-ops: only the Atari envs take them."""
+    return {"eps": eps, "noop_max": cfg.noop_max if cfg.is_atari else 0, "sticky_actions": cfg.sticky_actions,
             "full_action_space": cfg.full_action_space, "max_episode_steps": cfg.max_episode_steps}
 
 
@@ -219,8 +220,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(json.dumps(result))
     else:
         trained = f" (weights of step {result['trained_steps']:,})" if result.get("trained_steps") is not None else ""
-        print(f"{result['env']}, {path}{trained}: " + describe(result) + f", up to {result['noop_max']} no-ops at each "
-              "start")
+        starts = f", up to {result['noop_max']} no-ops at each start" if result["noop_max"] else ""
+        print(f"{result['env']}, {path}{trained}: {describe(result)}{starts}")
     if args.record:
         try:
             record_evaluation(Path(args.model), result, argv)

@@ -100,7 +100,8 @@ def test_log_records_carry_the_contract_names(tmp_path):
 
 def test_the_done_line_counts_the_final_evaluation_and_each_evaluation_says_its_time(tmp_path):
     """The last log record is taken before the final evaluation (300 games here): 'done: ... in X s' is the
-    wall clock to the end, so X is at least the record's wall_s plus the evaluation's eval_s (~0.6 s here)."""
+    wall clock to the end, so X is at least the record's wall_s plus the evaluation's eval_s (~0.6 s here).
+    The records and ``jetdqn.evaluate`` of a CartPole run claim no no-op starts: only Atari games take them."""
     import re
     run = tmp_path / "run"
     out = run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--total-steps", "600",
@@ -113,6 +114,10 @@ def test_the_done_line_counts_the_final_evaluation_and_each_evaluation_says_its_
     assert shown and float(shown.group(1)) == pytest.approx(final["eval_s"], abs=0.051), out
     done = float(re.search(r"done: 600 steps in (\d+\.\d) s", out).group(1))
     assert done + 0.05 >= last["wall_s"] + final["eval_s"], (done, last["wall_s"], final["eval_s"])
+    # CartPole starts with no no-ops (only the Atari envs take them): its records and evaluate say none
+    assert final["noop_max"] == 0
+    said = run_module("jetdqn.evaluate", str(run), "--games", "2").stdout
+    assert "CartPole-v1" in said and "over 2 games, eps 0.05" in said and "no-ops" not in said, said
 
 
 def test_the_console_line_says_which_ray_actor_sent_nothing():
