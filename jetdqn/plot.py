@@ -15,6 +15,7 @@ has them: with --target-return its 10-game screens are optimistic by selection),
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -186,9 +187,19 @@ def figure_path(out: Optional[Path], default: Path) -> Path:
     return out
 
 
+class FigureNotWritten(OSError):
+    """A PNG that could not be written (errno, strerror and filename as any OSError), said in one sentence."""
+
+    def __str__(self) -> str:
+        before = " The plot there before is unchanged." if Path(self.filename).exists() else ""
+        return f"could not write {self.filename} ({self.strerror}); is the disk full or read-only?{before}"
+
+
 def save_figure(fig, path: Path) -> Path:
     """Lay out, write as PNG at 100 dpi, and free the figure (pyplot keeps every open one). A figure legend
-    at the foot (the learning curve's) gets a strip of its own height added below the axes."""
+    at the foot (the learning curve's) gets a strip of its own height added below the axes. The PNG is
+    written beside its name and renamed, as the exports are: a full disk or a kill mid-write leaves the
+    earlier plot (a committed result's curve, say) whole, not cut short."""
     import matplotlib.pyplot as plt
     bottom = 0.0
     if fig.legends:
@@ -198,8 +209,16 @@ def save_figure(fig, path: Path) -> Path:
         fig.set_size_inches(width, height + strip)
         bottom = strip / (height + strip)
     fig.tight_layout(rect=(0, bottom, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    path = Path(path)
+    part = path.with_name(f".{path.name}.part")
+    try:
+        fig.savefig(part, dpi=100, format="png")
+        os.replace(part, path)
+    except OSError as exc:   # matplotlib writes through a file object: its error names no file
+        raise FigureNotWritten(exc.errno, exc.strerror or str(exc), str(path)) from None
+    finally:
+        plt.close(fig)
+        part.unlink(missing_ok=True)
     return path
 
 

@@ -166,3 +166,22 @@ def limited_cgroup():
             d.rmdir()
         except OSError:
             pass
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MB tmpfs (root only): a smoke run's first checkpoint (~27 MB: two networks and Adam's moments)
+    does not fit. ``fill(small_disk, leave)`` takes all but ``leave`` bytes of it."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3M", "tmpfs", str(where)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    yield where
+    subprocess.run(["umount", str(where)], capture_output=True)
+
+
+def fill(disk: Path, leave: int) -> None:
+    """A file named filler that leaves ``leave`` bytes of ``disk`` free."""
+    free = os.statvfs(disk)
+    (disk / "filler").write_bytes(bytes(free.f_bavail * free.f_frsize - leave))

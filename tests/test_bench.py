@@ -7,7 +7,7 @@ import os
 import pytest
 
 from jetdqn.bench import COLUMNS
-from conftest import run_module
+from conftest import fill, run_module
 
 
 def test_bench_pong_tiny(xvfb, tmp_path):
@@ -77,6 +77,21 @@ def test_bf16_rows_are_left_out_where_the_hardware_would_emulate_bf16_and_train_
     row = json.loads(next(tmp_path.glob("*-pong.json")).read_text())["rows"][0]
     assert row["status"] == ("not run: this CPU has no AMX (x86's bf16 matrix units): bf16 would be slower than "
                              "fp32 here (on an AVX2 VM 78.0 s per 1000 Pong steps against 8.9); --all runs it"), row
+
+
+def test_results_that_do_not_fit_are_one_sentence_after_the_table_and_leave_no_part_written_file(small_disk):
+    """A 10-minute benchmark whose results folder is full at the end: the table is printed first (the numbers
+    are not lost), then one sentence and exit 2, and no half-written .md/.json/.csv is left. Here the one case
+    is a GPU row, not run on a CPU, so the whole benchmark is its writing."""
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the cuda-graphs row would run")
+    fill(small_disk, leave=4 << 10)
+    proc = run_module("jetdqn.bench", "pong", "--cases", "cuda-graphs", "--out", str(small_disk), check=False)
+    assert proc.returncode == 2 and "| jetdqn: + CUDA graphs" in proc.stdout and "written:" not in proc.stdout
+    assert proc.stderr.startswith("error: the results could not be written to ") and \
+        proc.stderr.endswith("(No space left on device); the table above is what they held.\n"), proc.stderr
+    assert [p.name for p in small_disk.iterdir()] == ["filler"]
 
 
 @pytest.mark.slow

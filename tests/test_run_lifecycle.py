@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from jetdqn import checkpoint as ckpt
-from conftest import ROOT, as_from_a_terminal, run_module
+from conftest import ROOT, as_from_a_terminal, fill, run_module
 
 
 def start_training(run: Path, *extra: str, nohup: bool = False) -> subprocess.Popen:
@@ -439,19 +439,6 @@ def test_a_signal_during_an_evaluation_drops_its_games_and_the_resumed_run_plays
     assert [(e["step"], e["kind"], e["games"]) for e in played] == [(301, "periodic", 2), (400, "final", 2)], out
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 3 MB tmpfs (root only): a smoke run's first checkpoint (~27 MB: two networks and Adam's moments)
-    does not fit."""
-    where = tmp_path / "disk"
-    where.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3M", "tmpfs", str(where)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    yield where
-    subprocess.run(["umount", str(where)], capture_output=True)
-
-
 def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
     """The sentence says what to do: a run whose first checkpoint did not fit has nothing to resume (start it
     again with --overwrite); one whose later checkpoint did not fit resumes from the one before."""
@@ -465,8 +452,7 @@ def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
     subprocess.run(["mount", "-o", "remount,size=96M", str(small_disk)], check=True)
     smoke = ["--run-dir", str(run), "--telemetry", "off"]
     run_module("jetdqn.train", "--preset", "smoke", *smoke, "--total-steps", "200", "--overwrite")
-    free = os.statvfs(small_disk)
-    (small_disk / "filler").write_bytes(bytes(free.f_bavail * free.f_frsize - (1 << 20)))   # 1 MB left
+    fill(small_disk, leave=1 << 20)
     proc = run_module("jetdqn.train", "--resume", *smoke, "--total-steps", "400", check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "what was saved before it is unchanged" in proc.stderr and "then --resume" in proc.stderr
@@ -504,3 +490,21 @@ def test_a_segment_begun_again_replaces_the_one_a_kill_cut_short(tmp_path):
     segments = records(tmp_path, "segments.jsonl")
     assert [(s["step"], s["resumed"], s["changed"]) for s in segments] == \
         [(0, False, {}), (200, True, {"lr": [fresh.lr, 1e-5]})]
+
+
+def test_a_plot_that_does_not_fit_leaves_the_earlier_one_whole(small_disk):
+    """A curve is redrawn over the one before it (a committed run's learning_curve.png, say): on a full disk
+    the command says so in one sentence and the earlier PNG is unchanged. The new one has a second run on its
+    axes (78 KB against 61): written in place, it outgrew the space the old one freed and was cut short."""
+    pong = ROOT / "benchmarks" / "results" / "learn-pong" / "run"
+    other = ["--against", str(ROOT / "benchmarks" / "results" / "pong-eps05" / "run")]
+    curve = small_disk / "curve.png"
+    run_module("jetdqn.plot", str(pong), "--out", str(curve))
+    before = curve.read_bytes()
+    assert before.startswith(b"\x89PNG") and len(before) > 20_000
+    fill(small_disk, leave=8 << 10)
+    proc = run_module("jetdqn.plot", str(pong), "--out", str(curve), *other, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr == f"error: could not write {curve} (No space left on device); is the disk full or " \
+                          "read-only? The plot there before is unchanged.\n"
+    assert curve.read_bytes() == before and sorted(p.name for p in small_disk.iterdir()) == ["curve.png", "filler"]

@@ -163,6 +163,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    from .report import ResultsNotWritten
+    try:
+        return _run(args)
+    except ResultsNotWritten as exc:   # the results' folder filled up or went read-only while it ran
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    """The benchmark ``args.what`` names; its exit status."""
     from .acting import bench_acting
     from .convs import bench_convs
     from .pong import bench_pong

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..records import read_jsonl
 from .machine import machine_info, machine_line
-from .report import markdown_table, new_result_path, with_ext
+from .report import markdown_table, new_result_path, with_ext, writing_results
 from .runner import run_process, train_command
 
 ACTING_SPLITS = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (64, 1), (8, 2), (16, 2), (64, 2)]
@@ -33,11 +33,13 @@ def bench_acting(args) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        path = with_ext(new_result_path(out / f"{info['host']}-{_dt.datetime.now():%Y-%m-%d}-acting"), ".md")
-        path.write_text(f"# bench acting: {info.get('cpu')}, {info.get('cores')} cores, GPU: {info.get('gpu')}\n\n"
-                        f"Greedy forward pass every step (epsilon 0, no learning), {args.steps} steps after "
-                        f"{args.warmup} of warm-up, one process per row.\n\n{text}\n\n"
-                        f"Command: `python -m jetdqn.bench {' '.join(args.argv)}`\n")
+        base = new_result_path(out / f"{info['host']}-{_dt.datetime.now():%Y-%m-%d}-acting")
+        path = with_ext(base, ".md")
+        with writing_results(base, (".md",)):
+            path.write_text(f"# bench acting: {info.get('cpu')}, {info.get('cores')} cores, GPU: {info.get('gpu')}\n\n"
+                            f"Greedy forward pass every step (epsilon 0, no learning), {args.steps} steps after "
+                            f"{args.warmup} of warm-up, one process per row.\n\n{text}\n\n"
+                            f"Command: `python -m jetdqn.bench {' '.join(args.argv)}`\n")
         print(f"written: {path}")
     return 0 if all("error" not in r for r in rows) else 1
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..autotune import bf16_hardware
 from .cases import all_cases
 from .machine import display_reason, machine_info
-from .report import cudnn_line, header, new_result_path, speedups, table, with_ext, write_files
+from .report import cudnn_line, header, new_result_path, speedups, table, with_ext, write_files, writing_results
 from .runner import run_case
 from .stats import rounds, summarise
 
@@ -55,11 +55,13 @@ def bench_pong(args) -> int:
     stamp = _dt.datetime.now().strftime("%Y-%m-%d")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    base = new_result_path(out_dir / f"{info['host']}-{stamp}-{args.game}", (".md", ".json", ".csv", ".png"))
-    chart = write_files(rows, info, args, base, stamp, "python -m jetdqn.bench " + " ".join(args.argv))
-    print()
+    suffixes = (".md", ".json", ".csv", ".png")
+    base = new_result_path(out_dir / f"{info['host']}-{stamp}-{args.game}", suffixes)
+    print()   # the table first: a results folder that turns out full or read-only loses no number of a long run
     print(cudnn_line(rows, info))
     print(table(rows, info, args))
     print(speedups(rows))
+    with writing_results(base, suffixes):
+        chart = write_files(rows, info, args, base, stamp, "python -m jetdqn.bench " + " ".join(args.argv))
     print(f"\nwritten: {with_ext(base, '.md')} (+ .json, .csv{', .png' if chart else ''})")
     return 0 if all(r["status"] == "ok" or r["status"].startswith("not run") for r in rows) else 1

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .report import markdown_table, new_result_path, with_ext
+from .report import markdown_table, new_result_path, with_ext, writing_results
 
 
 def record_frames(game: str, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -142,8 +142,10 @@ def bench_replay(args) -> int:
         stamp = time.strftime("%Y-%m-%d")
         base = new_result_path(out / f"{socket.gethostname()}-{stamp}-replay", (".md", ".json"))
         md = with_ext(base, ".md")
-        md.write_text(f"# bench replay\n\n{text}")
-        with_ext(base, ".json").write_text(json.dumps({"rows": rows, "update_ms": upd, "command": command}, indent=2))
+        with writing_results(base, (".md", ".json")):
+            md.write_text(f"# bench replay\n\n{text}")
+            with_ext(base, ".json").write_text(json.dumps({"rows": rows, "update_ms": upd, "command": command},
+                                                          indent=2))
         print(f"written: {md}")
     return 0 if all("error" not in r or "needs" in r["error"] for r in rows) else 1
 

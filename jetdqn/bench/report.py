@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -19,6 +20,24 @@ def _n(v, fmt="{:.1f}") -> str:
 
 COLUMNS = ["Test case", "s / 1000 steps", "% of baseline", "env steps/s", "env steps/s before learning", "updates/s", "frames drawn", "CPU avg %",
            "busiest core %", "GPU (GR3D) %", "emulator %", "learner %", "emulator cores / GPU", "power W", "J / 1000 steps"]
+
+
+class ResultsNotWritten(Exception):
+    """A benchmark's results could not be written (a full or read-only disk); its table was printed already."""
+
+
+@contextmanager
+def writing_results(base: Path, suffixes: tuple):
+    """Around the writing of ``base`` + each of ``suffixes`` (new names: ``new_result_path``): an OSError
+    removes what this attempt part-wrote and becomes ResultsNotWritten, one sentence for the user."""
+    try:
+        yield
+    except OSError as exc:
+        for suffix in suffixes:
+            with_ext(base, suffix).unlink(missing_ok=True)
+        where = exc.filename or with_ext(base, suffixes[0])
+        raise ResultsNotWritten(f"the results could not be written to {where} ({exc.strerror or exc}); the table "
+                                "above is what they held.") from None
 
 
 def with_ext(base: Path, ext: str) -> Path:
@@ -42,10 +61,13 @@ def write_markdown_result(out_dir: str, what: str, body: str, argv: list) -> Pat
     import datetime
     import socket
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = with_ext(new_result_path(out / f"{socket.gethostname()}-{datetime.datetime.now():%Y-%m-%d}-{what}"), ".md")
-    path.write_text(f"# bench {what}\n\n{body}\n\nCommand: `python -m jetdqn.bench {' '.join(argv)}`\n")
-    return path
+    base = out / f"{socket.gethostname()}-{datetime.datetime.now():%Y-%m-%d}-{what}"
+    with writing_results(base, (".md",)):
+        out.mkdir(parents=True, exist_ok=True)
+        base = new_result_path(base)
+        with_ext(base, ".md").write_text(f"# bench {what}\n\n{body}\n\nCommand: `python -m jetdqn.bench "
+                                         f"{' '.join(argv)}`\n")
+    return with_ext(base, ".md")
 
 
 def markdown_table(columns: list[str], rows: list[list[str]]) -> str:
