@@ -96,6 +96,24 @@ def test_cli_parse_json(tegrastats_lines, tmp_path):
     assert first["ram_used_mb"] == 6589
 
 
+def test_cli_parse_names_ten_bad_lines_then_counts_and_refuses_a_file_with_no_tegrastats_line(tegrastats_lines,
+                                                                                               tmp_path):
+    """A log with a torn line: its samples, the torn line named, exit 1. Another kind of file altogether (the
+    README) was 871 lines of 'not a tegrastats line' and exit 1: now ten, a count, one sentence, exit 2."""
+    log = tmp_path / "log.txt"
+    log.write_text("\n".join([*tegrastats_lines[:2], "RAM 6589/30587MB (lfb 3x4MB) CPU [0%@729", ""]))
+    torn = run_module("jetdqn.telemetry", "parse", str(log), check=False)
+    assert torn.returncode == 1 and len(torn.stdout.splitlines()) == 2 and torn.stdout.startswith("cpu [")
+    assert torn.stderr.startswith("line 3: not a tegrastats line") and len(torn.stderr.splitlines()) == 1
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    other = run_module("jetdqn.telemetry", "parse", str(readme), check=False)
+    said = other.stderr.splitlines()
+    assert other.returncode == 2 and other.stdout == "" and len(said) == 12, said
+    assert all(line.startswith("line ") for line in said[:10]) and said[10].startswith("... and ")
+    assert said[11].startswith(f"error: {readme} holds no tegrastats line (") and \
+        said[11].endswith("give a file of tegrastats lines.")
+
+
 def fake_tegrastats(tmp_path: Path, lines: list[str], die_after: int = 0) -> Path:
     """An executable that prints real lines every --interval ms, like tegrastats (and optionally dies)."""
     data = tmp_path / "lines.txt"

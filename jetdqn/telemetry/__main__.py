@@ -15,6 +15,9 @@ from typing import Optional
 from ..config import Parser, count, ends_on_ctrl_c, positive_float
 
 
+SAID_BAD_LINES = 10   # lines that are not tegrastats named one by one; past these, a count
+
+
 def cmd_parse(args) -> int:
     from .tegrastats import NotTegrastats, parse_line
     path = Path(args.file)
@@ -33,7 +36,8 @@ def cmd_parse(args) -> int:
             sample = parse_line(line)
         except NotTegrastats as exc:
             bad += 1
-            print(f"line {n}: {exc}", file=sys.stderr)
+            if bad <= SAID_BAD_LINES:
+                print(f"line {n}: {exc}", file=sys.stderr)
             continue
         if args.json:
             print(json.dumps(sample.to_dict()))
@@ -41,11 +45,17 @@ def cmd_parse(args) -> int:
             loads = ",".join("off" if x is None else f"{x:.0f}" for x in sample.cpu_loads)
             gpu = "-" if sample.gpu_load is None else f"{sample.gpu_load:.0f}%"
             print(f"cpu [{loads}]  gpu {gpu}  ram {sample.ram_used_mb}/{sample.ram_total_mb} MB  "
-                  f"power {sample.total_power_mw or '-'} mW")
+                  f"power {'-' if sample.total_power_mw is None else f'{sample.total_power_mw} mW'}")
         good += 1
     if not (good or bad):
         print(f"error: {path} holds no lines (only blank or # lines); give a file of tegrastats lines.",
               file=sys.stderr)
+        return 2
+    if bad > SAID_BAD_LINES:
+        print(f"... and {bad - SAID_BAD_LINES:,} more lines that are not tegrastats lines", file=sys.stderr)
+    if not good:   # another kind of file altogether: bad input, not a log with a few torn lines
+        print(f"error: {path} holds no tegrastats line ({bad:,} lines, none with their 'RAM used/totalMB' and "
+              "'CPU [...]' fields); give a file of tegrastats lines.", file=sys.stderr)
         return 2
     return 1 if bad else 0
 
