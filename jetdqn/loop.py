@@ -225,6 +225,32 @@ def run_loop(run: Run) -> dict:
             "run_wall_s": round(state.wall_s(), 3)}
 
 
+def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[dict]:
+    """A resume whose checkpoint is at --total-steps or past it has nothing to train: it says so and returns
+    the run's summary as it stands, before anything is built or written. Going on (the envs started, the
+    replay refilled, then a final save) rewrote the checkpoint, model.pt and config.json with settings no
+    step was trained with. None when there is something to do: steps to train, or the final evaluation (a
+    stop cut it short), or a checkpoint the resume proper must say is unreadable."""
+    from .records import read_jsonl
+    try:
+        counters = ckpt.load(run_dir / "checkpoints" / "latest.pt")["counters"]
+        step, wall_s = int(counters["step"]), float(counters.get("wall_s", 0.0))
+    except (ckpt.CheckpointError, KeyError, TypeError, ValueError):
+        return None
+    if step < cfg.total_steps:
+        return None
+    evals = read_jsonl(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").exists() else []
+    if cfg.eval_episodes and not any(e.get("step") == step and e.get("games", 0) >= cfg.final_eval_games
+                                     for e in evals):
+        return None   # finish() plays it, as it would have at the end of the last segment
+    progress.line(f"{run_dir} is at step {step:,}, and --total-steps {cfg.total_steps:,} asks no more: nothing "
+                  f"to train, nothing written; give --total-steps above {step:,} to go on.")
+    logged = read_jsonl(run_dir / "log.jsonl") if (run_dir / "log.jsonl").exists() else []
+    return {**(logged[-1] if logged else {}), "run_dir": str(run_dir), "frames_shown": 0, "interrupted": None,
+            "reached_target": False, "last_eval": evals[-1] if evals else None, "steps_done": step,
+            "run_wall_s": round(wall_s, 3)}
+
+
 def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:
     """The learning rate --lr-cuts gives the current step, for the updates earned from it on (at the start,
     ``cut`` None: a resumed run's checkpoint carried --lr); returns the step of the next cut."""
@@ -391,8 +417,13 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
     try:
         if cfg.run_dir is None:
             cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
+        progress = progress or Progress(cfg.total_steps, cfg.progress)
+        if cfg.resume:
+            done = trained_already(cfg, run_dir, progress)
+            if done is not None:
+                return done
         cfg, tuned = resolve_auto(cfg)
-        run = build_run(cfg, run_dir, progress or Progress(cfg.total_steps, cfg.progress), tuned)
+        run = build_run(cfg, run_dir, progress, tuned)
         if not cfg.resume:
             start_fresh(run_dir)  # only now: every setting was checked and the run's parts are built
         started = True

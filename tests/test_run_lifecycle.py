@@ -439,6 +439,27 @@ def test_a_signal_during_an_evaluation_drops_its_games_and_the_resumed_run_plays
     assert [(e["step"], e["kind"], e["games"]) for e in played] == [(301, "periodic", 2), (400, "final", 2)], out
 
 
+def test_resuming_a_finished_run_trains_nothing_and_writes_nothing_but_a_missing_final_evaluation(tmp_path):
+    """A finished run resumed with no more --total-steps started its envs, refilled its replay and saved
+    again: the checkpoint, model.pt and config.json rewritten, here with a batch size no step was trained
+    with. Now it says so and leaves every file as it was. A final evaluation the run does not have yet
+    (more games asked) is still played."""
+    run = tmp_path / "run"
+    cartpole = ["--preset", "cartpole", "--run-dir", str(run), "--telemetry", "off", "--progress", "lines"]
+    run_module("jetdqn.train", *cartpole, "--total-steps", "300", "--learn-start", "100", "--eval-episodes", "2",
+               "--final-eval-games", "5")
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+    out = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--batch-size", "16").stdout
+    said, done = out.splitlines()
+    assert said == (f"{run} is at step 300, and --total-steps 300 asks no more: nothing to train, nothing written; "
+                    "give --total-steps above 300 to go on.")
+    assert done.startswith("done: 300 steps in ") and done.endswith(f" s; run directory {run}"), out
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
+    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--final-eval-games", "10")
+    assert [(e["step"], e["kind"], e["games"]) for e in records(run, "eval.jsonl")] == [(300, "final", 5),
+                                                                                      (300, "final", 10)]
+
+
 def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
     """The sentence says what to do: a run whose first checkpoint did not fit has nothing to resume (start it
     again with --overwrite); one whose later checkpoint did not fit resumes from the one before."""
