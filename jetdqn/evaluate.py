@@ -152,21 +152,6 @@ def _one_by_one(agent, cfg: Config, games: int, eps: float, seed: int, rng, stop
     return returns, lengths
 
 
-def model_of(path: Path, best: bool = False) -> Path:
-    """The file to evaluate: a model file as it is; for a run directory its best.pt (``best``), its
-    model.pt, or its last checkpoint. The safetensors twins come next: a run's committed results keep
-    best.safetensors and model.safetensors (weights with no pickled code, which other tools read) but no .pt."""
-    if not path.is_dir():
-        return path
-    names = ["best.pt", "best.safetensors"] if best else ["model.pt", "model.safetensors", "checkpoints/latest.pt"]
-    for name in names:
-        if (path / name).exists():
-            return path / name
-    from .checkpoint import CheckpointError
-    raise CheckpointError(f"{path} holds no {' or '.join(names)}: give a run directory of a finished (or "
-                          "checkpointed) run, or a model file" + (" (best.pt needs --save-best)" if best else "") + ".")
-
-
 def record_evaluation(run_dir: Path, result: dict, argv: list[str]) -> None:
     """One line of RUN_DIR/evaluations.jsonl: when, the command, and the whole result (its step is the
     weights', so the file reads like eval.jsonl)."""
@@ -184,7 +169,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     exit_on_stop()   # SIGTERM says so and closes the games' emulators, as Ctrl-C does
     from .checkpoint import CheckpointError
     from .config import ConfigError, Parser, count, fail, positive_int, probability
-    from .policy import load
+    from .policy import load, model_of
     p = Parser(prog="python -m jetdqn.evaluate", description="The evaluation protocol on a run or a model.")
     p.add_argument("model", help="A run directory (its model.pt) or a model file (.pt, .safetensors, .onnx).")
     p.add_argument("--games", type=positive_int, default=30, help="Whole games to play (default 30).")

@@ -139,7 +139,7 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
 def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog="python -m jetdqn.export", description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", required=True, help="A checkpoint: a run's model.pt or "
-                                                       "checkpoints/latest.pt.")
+                                                       "checkpoints/latest.pt, or the run directory.")
     p.add_argument("--onnx", default=None, help="Write the network as ONNX to this file (.onnx).")
     p.add_argument("--safetensors", default=None, help="Write the weights to this file (.safetensors) and "
                                                        "their spec beside it (.json).")
@@ -154,6 +154,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             fail(f"{flag} {path}: the folder {Path(path).resolve().parent} does not exist.")
     from . import checkpoint as ckpt
     source = Path(args.checkpoint)
+    if source.is_dir():   # a run directory: its model.pt, or its last checkpoint (else ckpt.load says it is one)
+        source = next((source / n for n in ("model.pt", "checkpoints/latest.pt") if (source / n).is_file()), source)
     try:
         payload = ckpt.load(source)
     except CheckpointError as exc:

@@ -15,6 +15,7 @@ import json
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -28,9 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m jetdqn.play", description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", help="A checkpoint (checkpoints/latest.pt or a model-only file); "
                                         "without one an untrained network plays.")
-    p.add_argument("--model", default=None, help="A trained model: a checkpoint (.pt), a safetensors export "
-                                                  "(.safetensors, its .json beside it) or an ONNX export (.onnx, "
-                                                  "played with ONNX Runtime).")
+    p.add_argument("--model", default=None, help="A trained model: a run directory (its model.pt), a checkpoint "
+                                                  "(.pt), a safetensors export (.safetensors, its .json beside it) "
+                                                  "or an ONNX export (.onnx, played with ONNX Runtime).")
     p.add_argument("--game", default=None, help="ALE game id (default: the checkpoint's game, else pong).")
     p.add_argument("--env", default=None, help="A gymnasium env id instead of an Atari game.")
     p.add_argument("--episodes", type=count, default=3, help="Games to play (default 3; 0 = as many as "
@@ -79,7 +80,8 @@ def load_player(args: argparse.Namespace, out=print):
     path = args.model or args.checkpoint
     sticky = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
     if path:
-        from .policy import load
+        from .policy import load, model_of
+        path = model_of(Path(path))   # a run directory: its model.pt
         policy = load(path, device="cpu" if args.reuse_conv else args.device, reuse_conv=args.reuse_conv)
         cfg = policy.play_config(game=args.game, env=args.env, seed=args.seed, **sticky)
         env = make_env(cfg, args.seed)

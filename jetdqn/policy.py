@@ -96,12 +96,27 @@ class Policy:
                 f"{self.engine})")
 
 
+def model_of(path: Path, best: bool = False) -> Path:
+    """The model a path names: a model file as it is; for a run directory its best.pt (``best``), its
+    model.pt, or its last checkpoint (evaluate, play and ``jetdqn.load`` all take a run directory). The safetensors twins come next: a run's committed results keep
+    best.safetensors and model.safetensors (weights with no pickled code, which other tools read) but no .pt."""
+    if not path.is_dir():
+        return path
+    names = ["best.pt", "best.safetensors"] if best else ["model.pt", "model.safetensors", "checkpoints/latest.pt"]
+    for name in names:
+        if (path / name).exists():
+            return path / name
+    raise CheckpointError(f"{path} holds no {' or '.join(names)}: give a run directory of a finished (or "
+                          "checkpointed) run, or a model file" + (" (best.pt needs --save-best)" if best else "") + ".")
+
+
 def load(path, device: str = "cpu", providers: Optional[list[str]] = None, reuse_conv: Union[bool, str] = False) -> Policy:
     """A Policy from a checkpoint (.pt: latest.pt or model.pt), ``model.safetensors`` (with its .json) or an
     ``.onnx`` export (run by ``providers``, default: the best this onnxruntime has, see onnx_providers).
     ``reuse_conv``: a torch Nature CNN on the CPU reuses its activations from step to step (nature_reuse.py);
-    "kernels" runs the same numpy kernels with reuse off (the benchmarks' baseline for what reuse gains)."""
-    path = Path(path)
+    "kernels" runs the same numpy kernels with reuse off (the benchmarks' baseline for what reuse gains).
+    A run directory stands for its model (``model_of``)."""
+    path = model_of(Path(path))
     if path.suffix == ".onnx":
         if reuse_conv:
             raise CheckpointError(f"--reuse-conv runs the network's own weights: give the .pt or .safetensors "

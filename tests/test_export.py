@@ -212,3 +212,23 @@ def test_one_observation_gets_one_action(pong_stacks):
     greedy = policy.act(one, 0.0, np.random.default_rng(0))
     assert greedy.shape == (1,) and int(greedy[0]) == policy.predict(one) == int(policy.q_values(one).argmax())
     assert policy.act(pong_stacks[:3], 1.0, np.random.default_rng(0)).shape == (3,)
+
+
+def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
+    """evaluate took a run directory and play refused one ("is a directory; give a checkpoint file"): now
+    play --model, export --checkpoint and jetdqn.load take it too, as its model.pt."""
+    import jetdqn
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--total-steps", "300", "--learn-start",
+               "100", "--eval-episodes", "0", "--telemetry", "off")
+    played = run_module("jetdqn.play", "--model", str(run), "--display-freq", "0", "--episodes", "1", "--eps", "0").stdout
+    assert played.startswith(f"playing CartPole-v1 with {run / 'model.pt'} (torch (cpu), from a run of 300 steps)")
+    out = tmp_path / "cp.safetensors"
+    assert run_module("jetdqn.export", "--checkpoint", str(run), "--safetensors", str(out)).stdout.startswith(
+        f"wrote {out} and ")
+    from_dir, from_file = jetdqn.load(run), jetdqn.load(out)
+    assert from_dir.trained_steps == from_file.trained_steps == 300
+    frames = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)   # 16 CartPole observations
+    assert np.array_equal(from_dir.q_values(frames), from_file.q_values(frames))
+    empty = run_module("jetdqn.play", "--model", str(tmp_path), "--display-freq", "0", check=False)
+    assert empty.returncode == 2 and "holds no model.pt or model.safetensors or checkpoints/latest.pt" in empty.stderr
