@@ -206,6 +206,8 @@ class Config:
         for name in ["eps_start", "eps_end", "eval_eps", "target_eps", "sticky_actions", "priority_alpha", "priority_beta"]:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be between 0 and 1, got {getattr(self, name)}.")
+        if not 0 <= self.seed <= SEED_MAX:   # -1 was numpy's ValueError traceback
+            raise ConfigError(f"--seed must be from 0 to {SEED_MAX:,}, got {self.seed}.")
         if self.env_groups < 1:
             raise ConfigError(f"--env-groups must be at least 1, got {self.env_groups}.")
         if self.num_envs > 0 and self.num_envs % self.env_groups:
@@ -347,6 +349,8 @@ positive_int = _number(int, lambda v: v > 0, "a positive integer")
 count = _number(int, lambda v: v >= 0, "an integer of 0 or more")
 positive_float = _number(float, lambda v: v > 0, "a positive number")
 probability = _number(float, lambda v: 0.0 <= v <= 1.0, "a number between 0 and 1")
+SEED_MAX = 2**31 - 1   # a seed goes to numpy, torch and the emulator (ALE's random_seed is a C int)
+seed = _number(int, lambda v: 0 <= v <= SEED_MAX, f"a seed from 0 to {SEED_MAX:,}")
 
 
 class Parser(argparse.ArgumentParser):

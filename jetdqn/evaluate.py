@@ -168,7 +168,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .signals import exit_on_stop
     exit_on_stop()   # SIGTERM says so and closes the games' emulators, as Ctrl-C does
     from .checkpoint import CheckpointError
-    from .config import ConfigError, Parser, count, fail, positive_int, probability
+    from .config import ConfigError, Parser, fail, positive_int, probability, seed
     from .policy import load, model_of
     p = Parser(prog="python -m jetdqn.evaluate", description="The evaluation protocol on a run or a model.")
     p.add_argument("model", help="A run directory (its model.pt) or a model file (.pt, .safetensors, .onnx).")
@@ -178,7 +178,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="ALE's repeat_action_probability (default: what the model was trained with).")
     p.add_argument("--best", action="store_true", help="A run directory's best weights (best.pt or best.safetensors, "
                    "written with --save-best).")
-    p.add_argument("--seed", type=count, default=0, help="Seed of the no-op starts and epsilon (default 0).")
+    p.add_argument("--seed", type=seed, default=0, help="Seed of the no-op starts and epsilon (default 0).")
     p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"],
                    help="Where the network runs (default cpu: the scores then do not depend on a GPU's kernels, "
                         "whose TF32 and algorithm choices can round Q values apart and flip close greedy choices; "

@@ -21,7 +21,7 @@ from typing import Optional
 import numpy as np
 
 from .checkpoint import CheckpointError
-from .config import Parser, count, ends_on_ctrl_c, probability
+from .config import Parser, count, ends_on_ctrl_c, probability, seed
 from .signals import said, stop_on_signals
 
 
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "to this video file (.mp4).")
     p.add_argument("--record-all", action="store_true", help="Record every frame, not only the shown ones.")
     p.add_argument("--max-steps", type=count, default=0, help="Stop after this many agent steps (0 = no limit).")
-    p.add_argument("--seed", type=count, default=0, help="Seed for the env and epsilon (default 0).")
+    p.add_argument("--seed", type=seed, default=0, help="Seed for the env and epsilon (default 0).")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--reuse-conv", action="store_true", help="Reuse the CNN's activations from step to step where "
                                                               "the frames did not change (CPU; exact; README).")

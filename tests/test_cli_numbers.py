@@ -9,7 +9,8 @@ import pytest
 
 from jetdqn.config import Config
 
-NEGATIVE_IS_VALID = {"seed", "threads", "target_return"}   # -1 = auto threads; a return may be negative
+NEGATIVE_IS_VALID = {"threads", "target_return"}   # -1 = auto threads; a return may be negative
+TOO_LARGE = {"--seed": "2147483648"}   # numpy, torch and the emulator take it: -1 was numpy's traceback
 
 
 def train_cases():
@@ -23,6 +24,8 @@ def train_cases():
                 yield flag, "-7"
             if kind in (float, typing.Optional[float]):
                 yield flag, "nan"
+            if flag in TOO_LARGE:
+                yield flag, TOO_LARGE[flag]
 
 
 def run_main(capsys, module: str, argv: list[str]) -> tuple[int, str]:
@@ -47,7 +50,9 @@ OTHER = [("jetdqn.play", [], f, v) for f in ("--episodes", "--eps", "--display-f
     [("jetdqn.bench.__main__", ["convs"], f, v) for f in ("--steps", "--batch") for v in ("x", "0")] + \
     [("jetdqn.bench.__main__", ["acting"], f, v) for f in ("--steps", "--warmup") for v in ("x", "-1")] + \
     [("jetdqn.bench.__main__", ["replay"], f, v) for f in ("--transitions", "--frames") for v in ("x", "0")] + \
-    [("jetdqn.telemetry.__main__", ["watch"], f, v) for f in ("--interval", "--count") for v in ("x", "-1", "inf")]
+    [("jetdqn.telemetry.__main__", ["watch"], f, v) for f in ("--interval", "--count") for v in ("x", "-1", "inf")] + \
+    [("jetdqn.play", [], "--seed", "2147483648"), ("jetdqn.evaluate", ["run"], "--seed", "-1"),
+     ("jetdqn.evaluate", ["run"], "--seed", "2147483648")]
 
 
 @pytest.mark.parametrize("module, sub, flag, value", OTHER)
