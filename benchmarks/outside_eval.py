@@ -70,6 +70,8 @@ def main() -> int:
         p.error(f"--eps is a probability, in [0, 1]; got {args.eps:g}")
     if args.games < 1:
         p.error(f"--games is how many whole games to play, 1 or more; got {args.games}")
+    if not 0 <= args.seed <= 2**31 - 1 - args.games:   # each game is reset with seed + its index
+        p.error(f"--seed is from 0 to {2**31 - 1 - args.games:,} (with --games {args.games}); got {args.seed}")
     try:
         weights = load_file(args.weights)
     except (OSError, ValueError, SafetensorError) as exc:
@@ -83,8 +85,18 @@ def main() -> int:
     torch.set_num_threads(2)
     gym.register_envs(ale_py)
     name = "".join(part.capitalize() for part in args.game.split("_"))
-    env = gym.make(f"ALE/{name}-v5", frameskip=1, repeat_action_probability=args.sticky_actions, full_action_space=False,
-                   max_num_frames_per_episode=108_000)
+    try:
+        env = gym.make(f"ALE/{name}-v5", frameskip=1, repeat_action_probability=args.sticky_actions,
+                       full_action_space=False, max_num_frames_per_episode=108_000)
+    except gym.error.Error:
+        print(f"ALE has no game {args.game!r} (ALE/{name}-v5); give its snake_case name, e.g. pong or space_invaders.",
+              file=sys.stderr)
+        return 2
+    actions = q.head.adv[-1].out_features
+    if actions != env.action_space.n:
+        print(f"{args.weights} holds a network for {actions} actions and {args.game} has {env.action_space.n}; give "
+              "the --game it was trained on.", file=sys.stderr)
+        return 2
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True,
                                           terminal_on_life_loss=False, scale_obs=False)
     rng = np.random.default_rng(args.seed)
@@ -105,9 +117,9 @@ def main() -> int:
             done = terminated or truncated
         returns.append(total)
     r = np.array(returns)
-    print(f"{args.game}, {args.weights}, outside jetdqn (gymnasium AtariPreprocessing): return {r.mean():.2f} +- "
-          f"{r.std(ddof=1) / np.sqrt(len(r)):.2f} (standard error) over {len(r)} games, eps {args.eps:g}, "
-          f"sticky {args.sticky_actions:g}; "
+    spread = f" +- {r.std(ddof=1) / np.sqrt(len(r)):.2f} (standard error)" if len(r) > 1 else ""   # none from one
+    print(f"{args.game}, {args.weights}, outside jetdqn (gymnasium AtariPreprocessing): return {r.mean():.2f}"
+          f"{spread} over {len(r)} game{'s' * (len(r) != 1)}, eps {args.eps:g}, sticky {args.sticky_actions:g}; "
           f"returns {' '.join(f'{x:g}' for x in r)}")
     return 0
 

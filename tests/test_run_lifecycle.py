@@ -299,10 +299,16 @@ def test_the_benchmark_scripts_refuse_what_they_cannot_use(tmp_path):
                              text=True)
     assert summary.returncode == 2 and "is not a run directory (it has no log.jsonl)" in summary.stderr
     weights = ROOT / "benchmarks" / "results" / "pong-eps05" / "run" / "model.safetensors"
-    games = subprocess.run([sys.executable, str(scripts / "outside_eval.py"), str(weights), "--game", "pong",
-                            "--games", "0"], capture_output=True, text=True)
+    outside = [sys.executable, str(scripts / "outside_eval.py"), str(weights)]
+    games = subprocess.run([*outside, "--game", "pong", "--games", "0"], capture_output=True, text=True)
     assert games.returncode == 2 and "--games is how many whole games to play, 1 or more" in games.stderr
     assert "Traceback" not in summary.stderr + games.stderr
+    # --seed -1, a game ALE lacks, and Pong's weights on Breakout (the default game) were tracebacks
+    for flags, said in ((["--game", "pong", "--seed", "-1"], "--seed is from 0 to 2,147,483,617 (with --games 30)"),
+                        (["--game", "ponng"], "ALE has no game 'ponng' (ALE/Ponng-v5)"),
+                        ([], "holds a network for 6 actions and breakout has 4; give the --game it was trained on")):
+        proc = subprocess.run([*outside, *flags], capture_output=True, text=True)
+        assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_a_figure_goes_where_its_path_says(tmp_path):
