@@ -87,6 +87,10 @@ def main(argv=None) -> int:
     p.add_argument("train_args", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     train_args = [a for a in args.train_args if a != "--"]
+    if not train_args:   # a bare run trains the default (10M Pong steps) into runs/pong-seed0 of the cwd
+        p.error("give the training run's flags after --, e.g. -- --preset pong-gpu --run-dir /tmp/profile --overwrite")
+    if args.out and not Path(args.out).resolve().parent.is_dir():   # said now, not after the run
+        p.error(f"--out {args.out}: the folder {Path(args.out).resolve().parent} does not exist")
     from jetdqn.train import main as train_main
     sys.setswitchinterval(0.0005)   # the sampler gets the GIL within half a millisecond of asking
     sampler = StackSampler(threading.main_thread().ident)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jetdqn import runtime  # noqa: E402
 from jetdqn.autotune import resolve_auto  # noqa: E402
-from jetdqn.config import make_config  # noqa: E402
+from jetdqn.config import PRESETS, make_config  # noqa: E402
 from jetdqn.bench.replay import record_frames  # noqa: E402
 from jetdqn.learn import DQNAgent  # noqa: E402
 
@@ -42,6 +42,12 @@ def main(argv=None) -> int:
     p.add_argument("--updates", type=int, default=60)
     p.add_argument("--steps", type=int, default=1_150_000)
     args = p.parse_args(argv)
+    unknown = [name for name in args.presets.split(",") if name not in PRESETS]
+    if unknown:   # checked before the first preset is timed (it was make_config's traceback)
+        p.error(f"--presets: no preset {', '.join(map(repr, unknown))}; the presets are {', '.join(PRESETS)}")
+    for name in ("updates", "steps"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be 1 or more; got {getattr(args, name)}")
     batch = pong_batch()
     for preset in args.presets.split(","):
         cfg, _ = resolve_auto(make_config({"preset": preset, "game": "pong", "sticky_actions": 0.0}), log=print)

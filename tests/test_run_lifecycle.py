@@ -293,7 +293,7 @@ def test_more_envs_than_learn_start_waits_for_a_batch_it_can_sample(tmp_path):
 
 def test_the_benchmark_scripts_refuse_what_they_cannot_use(tmp_path):
     """log_summary.py on a folder that is not a run was a FileNotFoundError traceback; outside_eval.py with
-    --games 0 printed a mean of nan over 0 games and exited 0."""
+    --games 0 printed a mean of nan over 0 games and exited 0. Each mistake below is one line and exit 2."""
     scripts = ROOT / "benchmarks"
     summary = subprocess.run([sys.executable, str(scripts / "log_summary.py"), str(tmp_path)], capture_output=True,
                              text=True)
@@ -309,6 +309,14 @@ def test_the_benchmark_scripts_refuse_what_they_cannot_use(tmp_path):
                         ([], "holds a network for 6 actions and breakout has 4; give the --game it was trained on")):
         proc = subprocess.run([*outside, *flags], capture_output=True, text=True)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    # profile_loop.py with no flags trained the default 10M Pong steps into ./runs; update_cost.py's unknown
+    # preset was a traceback
+    for script, flags, said in (("profile_loop.py", [], "give the training run's flags after --"),
+                                ("update_cost.py", ["--presets", "pong-fast,pong-gpuu"], "no preset 'pong-gpuu'")):
+        proc = subprocess.run([sys.executable, str(scripts / script), *flags], capture_output=True, text=True,
+                              cwd=tmp_path)
+        assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_figure_goes_where_its_path_says(tmp_path):
