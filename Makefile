@@ -111,8 +111,9 @@ docker-l4t:
 docker-x86:
 	docker build -f docker/Dockerfile -t jetdqn:x86 .
 
+# IMAGE picks the image (run.sh's default: jetdqn:l4t on a Jetson, else jetdqn:x86); CMD runs in it.
 docker-run:
-	docker/run.sh $(or $(IMAGE),jetdqn:l4t) $(CMD)
+	docker/run.sh $(if $(IMAGE),--image $(IMAGE)) $(CMD)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -111,3 +111,14 @@ def test_gpu_check_refuses_an_unknown_word_and_a_machine_without_cuda(tmp_path):
         cpu = subprocess.run(["bash", str(script), "streams"], cwd=tmp_path, capture_output=True, text=True)
         assert cpu.returncode == 2 and "has no torch that sees a CUDA GPU" in cpu.stderr and cpu.stdout == ""
     assert list(tmp_path.iterdir()) == []
+
+
+def test_make_docker_run_passes_its_image_as_the_image(tmp_path):
+    """`make docker-run IMAGE=... CMD=...` gave run.sh the image as the container's command (run.sh takes
+    --image), and jetdqn:l4t on every host."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "XAUTHORITY", "MAKEFLAGS", "MAKELEVEL")}
+    env["JETDQN_HOST_ROOT"] = str(tmp_path)
+    for image, cmd in (("jetdqn:cuda", "--dry-run make bench-pong"), ("", "--dry-run make test")):
+        out = subprocess.run(["make", "-s", "docker-run", f"IMAGE={image}", f"CMD={cmd}"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        assert shlex.split(out)[-3:] == [image or "jetdqn:x86", "make", cmd.split()[-1]], out
