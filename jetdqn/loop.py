@@ -226,29 +226,35 @@ def run_loop(run: Run) -> dict:
 
 
 def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[dict]:
-    """A resume whose checkpoint is at --total-steps or past it has nothing to train: it says so and returns
-    the run's summary as it stands, before anything is built or written. Going on (the envs started, the
-    replay refilled, then a final save) rewrote the checkpoint, model.pt and config.json with settings no
-    step was trained with. None when there is something to do: steps to train, or the final evaluation (a
-    stop cut it short), or a checkpoint the resume proper must say is unreadable."""
+    """A resume with nothing to train says so and returns the run's summary as it stands, before anything is
+    built or written: its checkpoint is at --total-steps (or past it), or there it reached --target-return
+    over --final-eval-games games (``make learn-pong`` run again). Going on (the envs started, the replay
+    refilled, then a final save) rewrote the checkpoint, model.pt and config.json with settings no step was
+    trained with, or trained past the target. None when there is something to do: steps to train, the
+    final evaluation (a stop cut it short), or a checkpoint the resume proper must say is unreadable."""
     from .records import read_jsonl
     try:
         counters = ckpt.load(run_dir / "checkpoints" / "latest.pt")["counters"]
         step, wall_s = int(counters["step"]), float(counters.get("wall_s", 0.0))
     except (ckpt.CheckpointError, KeyError, TypeError, ValueError):
         return None
-    if step < cfg.total_steps:
+    evals = [e for e in (read_jsonl(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").exists() else [])
+             if e.get("step") == step and e.get("games", 0) >= cfg.final_eval_games]
+    reached = next((e for e in evals if cfg.target_return is not None
+                    and e.get("return_mean", -math.inf) >= cfg.target_return), None)
+    if reached is not None:
+        why = (f"reached --target-return {cfg.target_return:g} at step {step:,} ({reached['return_mean']:.2f} over "
+               f"{reached['games']} games): nothing to train, nothing written; give a higher --target-return to go on.")
+    elif step >= cfg.total_steps and (evals or not cfg.eval_episodes):   # else finish() plays the final evaluation
+        why = (f"is at step {step:,}, and --total-steps {cfg.total_steps:,} asks no more: nothing to train, nothing "
+               f"written; give --total-steps above {step:,} to go on.")
+    else:
         return None
-    evals = read_jsonl(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").exists() else []
-    if cfg.eval_episodes and not any(e.get("step") == step and e.get("games", 0) >= cfg.final_eval_games
-                                     for e in evals):
-        return None   # finish() plays it, as it would have at the end of the last segment
-    progress.line(f"{run_dir} is at step {step:,}, and --total-steps {cfg.total_steps:,} asks no more: nothing "
-                  f"to train, nothing written; give --total-steps above {step:,} to go on.")
+    progress.line(f"{run_dir} {why}")
     logged = read_jsonl(run_dir / "log.jsonl") if (run_dir / "log.jsonl").exists() else []
     return {**(logged[-1] if logged else {}), "run_dir": str(run_dir), "frames_shown": 0, "interrupted": None,
-            "reached_target": False, "last_eval": evals[-1] if evals else None, "steps_done": step,
-            "run_wall_s": round(wall_s, 3)}
+            "reached_target": reached is not None, "last_eval": (reached or (evals[-1] if evals else None)),
+            "steps_done": step, "run_wall_s": round(wall_s, 3)}
 
 
 def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:

@@ -474,6 +474,24 @@ def test_resuming_a_finished_run_trains_nothing_and_writes_nothing_but_a_missing
                                                                                       (300, "final", 10)]
 
 
+def test_resuming_a_run_that_reached_its_target_trains_only_for_a_higher_one(tmp_path):
+    """`make learn-pong` run again resumes its run: one that stopped at --target-return trained on past it.
+    It now says so and writes nothing; a higher --target-return goes on."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--telemetry", "off", "--total-steps",
+               "1000", "--learn-start", "100", "--eval-every", "200", "--eval-episodes", "5", "--final-eval-games", "5",
+               "--target-return", "5")   # any CartPole game lasts 8 steps or more: reached at the first evaluation
+    evals = records(run, "eval.jsonl")
+    assert [(e["step"], e["games"]) for e in evals] == [(200, 5)] and records(run)[-1]["step"] == 200
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+    out = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--progress", "lines").stdout
+    assert out.startswith(f"{run} reached --target-return 5 at step 200 ({evals[0]['return_mean']:.2f} over 5 "
+                          "games): nothing to train, nothing written; give a higher --target-return to go on.\n"), out
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
+    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--target-return", "1000")
+    assert records(run)[-1]["step"] == 1000
+
+
 def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
     """The sentence says what to do: a run whose first checkpoint did not fit has nothing to resume (start it
     again with --overwrite); one whose later checkpoint did not fit resumes from the one before."""
