@@ -374,13 +374,14 @@ def test_play_records_every_frame_when_nothing_is_shown_and_plot_skips_non_recor
 
 
 def test_checkpoint_mistakes_are_named_for_what_they_are(tmp_path):
-    """A run dir given as a checkpoint, a checkpoint of another game, a resume that changes what it cannot, a
+    """A folder with no model given as a checkpoint, a checkpoint of another game, a resume that changes what it cannot, a
     dueling mismatch, a checkpoint with parts missing, a truncated one: each one sentence that says what is
     wrong (not "corrupt" for what is not, not two networks that read the same). One smoke run serves them all."""
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "100")
-    as_dir = run_module("jetdqn.play", "--checkpoint", str(run), "--display-freq", "0", "--max-steps", "5", check=False)
-    assert as_dir.returncode == 2 and "is a directory; give a checkpoint file" in as_dir.stderr
+    as_dir = run_module("jetdqn.play", "--checkpoint", str(run / "checkpoints"), "--display-freq", "0", "--max-steps",
+                        "5", check=False)   # a run directory plays its model.pt; a folder that holds none is refused
+    assert as_dir.returncode == 2 and "holds no model.pt or model.safetensors or checkpoints/latest.pt" in as_dir.stderr
     other_game = run_module("jetdqn.play", "--checkpoint", str(run / "checkpoints" / "latest.pt"), "--game",
                             "breakout", "--display-freq", "0", "--max-steps", "10", check=False)
     assert other_game.returncode == 2 and "trained on 'pong', not 'breakout'" in other_game.stderr
