@@ -9,8 +9,18 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {"train": "jetdqn.train", "play": "jetdqn.play", "bench": "jetdqn.bench.__main__",
                 "plot": "jetdqn.plot", "telemetry": "jetdqn.telemetry.__main__", "export": "jetdqn.export", "evaluate": "jetdqn.evaluate"}
+    usage = f"usage: jetdqn {{{','.join(commands)}}} [flags]  (each takes --help); jetdqn --version"
+    if argv[:1] in (["-h"], ["--help"]):
+        print(usage)
+        return 0
+    if argv[:1] in (["-V"], ["--version"]):   # what an issue report needs: this jetdqn, its torch, its Python
+        from . import __version__
+        from .needs import versions
+        print(f"jetdqn {__version__} ({versions()})")
+        return 0
     if not argv or argv[0] not in commands:
-        print(f"usage: jetdqn {{{','.join(commands)}}} [flags]  (each takes --help)", file=sys.stderr)
+        print(usage if not argv else f"error: jetdqn has no command {argv[0]!r}; {usage[len('usage: '):]}",
+              file=sys.stderr)
         return 2
     import importlib
     try:

@@ -35,3 +35,16 @@ def need_torch(command: bool) -> None:
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(2)
     raise ModuleNotFoundError(message, name="torch")
+
+
+def versions() -> str:
+    """'torch 2.13.0+cpu, ale-py 0.12.1, Python 3.11.7': the installed versions (from the package metadata,
+    so torch is not imported), 'not installed' for one that is missing."""
+    from importlib import metadata
+    found = []
+    for name in ("torch", "ale-py"):
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name} not installed")
+    return ", ".join([*found, f"Python {sys.version.split()[0]}"])

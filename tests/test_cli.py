@@ -148,6 +148,19 @@ def test_console_script_lists_games():
     assert usage.returncode == 2 and all(c in usage.stderr for c in ("train", "play", "bench", "plot", "telemetry"))
 
 
+def test_the_console_script_says_its_version_and_names_an_unknown_command(capsys):
+    """`jetdqn --version` was the usage line and exit 2; an unknown command was the usage line alone."""
+    import jetdqn
+    import torch
+    from jetdqn.__main__ import main
+    assert main(["--version"]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"jetdqn {jetdqn.__version__} (torch {torch.__version__}, ale-py ") and "Python 3." in said
+    assert main(["--help"]) == 0 and capsys.readouterr().out.startswith("usage: jetdqn {train,")
+    assert main(["trian"]) == 2
+    assert capsys.readouterr().err.startswith("error: jetdqn has no command 'trian'; jetdqn {train,")
+
+
 def test_logged_epsilon_is_the_one_acting_used_with_apex_epsilons(tmp_path):
     """--apex-eps: each env acts with its own fixed epsilon; the log records their mean, not the schedule's."""
     import numpy as np
