@@ -17,6 +17,7 @@ from .needs import need_torch
 
 need_torch(command=False)
 
+import dataclasses
 from typing import Any
 
 from .policy import Policy, load
@@ -33,6 +34,12 @@ def train(**settings: Any) -> dict:
     from .loop import train as run_training
     from .records import Progress
     from .rundir import config_for_resume
+    from .config import Config, ConfigError
+    known = {f.name for f in dataclasses.fields(Config)}
+    unknown = sorted(set(settings) - known - {"config"})
+    if unknown:   # was Config's TypeError ("unexpected keyword argument")
+        raise ConfigError(f"jetdqn.train has no setting{'s' * (len(unknown) > 1)} {', '.join(unknown)}; the names "
+                          "are the command line's flags with _ for - (python -m jetdqn.train --help).")
     if settings.get("config"):
         settings = {**settings_from_file(settings.pop("config")), **settings}
     settings.setdefault("progress", "lines")

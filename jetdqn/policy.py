@@ -9,6 +9,7 @@ and plays evaluation games with the same code as a training run's evaluations.
 from __future__ import annotations
 
 import json
+import numbers
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -55,6 +56,7 @@ class Policy:
         """Epsilon-greedy actions for a batch (the same draws as training's acting for the same rng); one
         observation is a batch of one (it once drew one epsilon per frame of its stack: 4 actions)."""
         from .learn.dqn import epsilon_greedy
+        _check_eps(eps)
         batch, _ = self.as_batch(obs)
         return epsilon_greedy(lambda o: self.q_values(o).argmax(axis=1), batch, eps, rng, self.n_actions)
 
@@ -69,6 +71,9 @@ class Policy:
         """Whole games at ``eps`` with random no-op starts, scored with raw rewards (training's evaluation
         protocol; ``sticky_actions`` defaults to what the network was trained with)."""
         from .evaluate import game_statistics, play_games, protocol
+        if not (isinstance(games, numbers.Integral) and games >= 1):   # 0: numpy's warnings, then its ValueError
+            raise ValueError(f"games is how many whole games to play, 1 or more; got {games!r}")
+        _check_eps(eps)
         more = {} if sticky_actions is None else {"sticky_actions": sticky_actions}
         cfg = self.play_config(game=game, seed=seed, **more)
         returns, lengths = play_games(self, cfg, games, eps, seed)
@@ -94,6 +99,13 @@ class Policy:
     def __repr__(self) -> str:
         return (f"Policy({self.env_name}, {self.spec.get('class')}, {self.n_actions} actions, from {self.source}, "
                 f"{self.engine})")
+
+
+def _check_eps(eps) -> None:
+    """An epsilon (or per-row epsilons) outside [0, 1] is a mistake, not a policy (2 acted at random)."""
+    values = np.asarray(eps, dtype=float)
+    if not (np.all(values >= 0.0) and np.all(values <= 1.0)):
+        raise ValueError(f"eps is a probability, from 0 to 1; got {eps!r}")
 
 
 def model_of(path: Path, best: bool = False) -> Path:

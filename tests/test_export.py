@@ -232,3 +232,21 @@ def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
     assert np.array_equal(from_dir.q_values(frames), from_file.q_values(frames))
     empty = run_module("jetdqn.play", "--model", str(tmp_path), "--display-freq", "0", check=False)
     assert empty.returncode == 2 and "holds no model.pt or model.safetensors or checkpoints/latest.pt" in empty.stderr
+
+
+def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
+    """jetdqn.train with a misspelt setting was Config's TypeError; evaluate(games=0) was numpy's warnings and
+    a ValueError about an empty reduction; eps=2 acted at random and eps=-1 greedily, both without a word."""
+    import jetdqn
+    from jetdqn.config import ConfigError
+    with pytest.raises(ConfigError, match=r"^jetdqn.train has no setting total_step; the names are the command"):
+        jetdqn.train(preset="cartpole", total_step=100)
+    policy = jetdqn.load(PONG_MODEL)
+    with pytest.raises(ValueError, match=r"^games is how many whole games to play, 1 or more; got 0$"):
+        policy.evaluate(games=0)
+    for eps in (2, -1, float("nan")):
+        with pytest.raises(ValueError, match=r"^eps is a probability, from 0 to 1"):
+            policy.predict(pong_stacks[0], eps=eps)
+    with pytest.raises(ValueError, match=r"^eps is a probability"):
+        policy.evaluate(games=1, eps=1.5)
+    assert policy.act(pong_stacks[:2], np.array([0.0, 1.0]), np.random.default_rng(0)).shape == (2,)
