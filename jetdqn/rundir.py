@@ -40,8 +40,7 @@ class RunDirLock:
         except BlockingIOError:
             owner = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(self.fd)
-            raise ConfigError(f"{run_dir} is in use by another jetdqn process (pid {owner}); wait for it to end "
-                              "or stop it, or choose another --run-dir.") from None
+            raise ConfigError(in_use(run_dir, owner)) from None
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
 
@@ -65,11 +64,35 @@ def default_run_dir(cfg: Config) -> Path:
     return Path("runs") / f"{name}-seed{cfg.seed}"
 
 
+def in_use(run_dir: Path, owner: str) -> str:
+    return (f"{run_dir} is in use by another jetdqn process (pid {owner}); wait for it to end or stop it, or "
+            "choose another --run-dir.")
+
+
+def held_by(run_dir: Path):
+    """The PID (as written) of the process that holds RUN_DIR/.lock, else None; creates nothing. A shared
+    lock taken and dropped at once cannot be had while the owner holds its exclusive one."""
+    try:
+        fd = os.open(Path(run_dir) / ".lock", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        return os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+    finally:
+        os.close(fd)   # drops the shared lock, if taken
+
+
 def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
     """Check the run directory's rules for this start and lock it; nothing in it is changed yet."""
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"--run-dir {run_dir} is a file, not a directory; give a directory.")
+    owner = held_by(run_dir)   # first: a run still starting has no checkpoint yet, and it is not missing one
+    if owner is not None:
+        raise ConfigError(in_use(run_dir, owner))
     if cfg.resume and not (run_dir / "checkpoints" / "latest.pt").exists():   # before anything is created
         raise ConfigError(f"nothing to resume in {run_dir}: it has no checkpoints/latest.pt; "
                           "drop --resume to start a new run there.")

@@ -98,6 +98,9 @@ def test_one_process_per_run_dir(tmp_path):
                             "--telemetry", "off", check=False)
         assert second.returncode == 2 and f"in use by another jetdqn process (pid {first.pid})" in second.stderr
         assert len(second.stderr.strip().splitlines()) == 1
+        # its first checkpoint is not written yet: a resume said "nothing to resume", as if the run were lost
+        resume = run_module("jetdqn.train", "--resume", "--run-dir", str(run), check=False)
+        assert resume.returncode == 2 and f"in use by another jetdqn process (pid {first.pid})" in resume.stderr
     finally:
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=120)
