@@ -29,21 +29,22 @@ def train(**settings: Any) -> dict:
     """Trains a run to its end (or ``target_return``) and returns its summary: the last log record plus
     ``run_dir``, ``steps_done``, ``last_eval``, ``reached_target``, ``interrupted`` and ``run_wall_s`` (the
     record's ``wall_s`` is taken at its step; ``run_wall_s`` at the end, the final evaluation included)."""
-    from .config import make_config
+    from .config import Config, ConfigError, make_config, refuse_replaced
     from .config_file import settings_from_file
     from .loop import train as run_training
     from .records import Progress
     from .rundir import config_for_resume
-    from .config import Config, ConfigError
     known = {f.name for f in dataclasses.fields(Config)}
     unknown = sorted(set(settings) - known - {"config"})
     if unknown:   # was Config's TypeError ("unexpected keyword argument")
         raise ConfigError(f"jetdqn.train has no setting{'s' * (len(unknown) > 1)} {', '.join(unknown)}; the names "
                           "are the command line's flags with _ for - (python -m jetdqn.train --help).")
+    typed = set(settings) - {"config"}
     if settings.get("config"):
         settings = {**settings_from_file(settings.pop("config")), **settings}
     settings.setdefault("progress", "lines")
     if settings.get("resume"):
         settings = config_for_resume(settings)
     cfg = make_config(settings)
+    refuse_replaced(cfg, typed)
     return run_training(cfg, Progress(cfg.total_steps, cfg.progress))

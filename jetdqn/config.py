@@ -304,6 +304,30 @@ class Config:
                 raise ConfigError(f"{flag} {value} has no effect without {needs}: add it, or drop {flag}.")
 
 
+def _replaced_by(cfg: Config) -> dict:
+    """For each setting a mode of ``cfg`` takes the place of: why it has no effect and what to do instead."""
+    modes = []
+    if cfg.apex_eps or cfg.backend == "ray":
+        why = ("with --apex-eps (each env acts with a fixed epsilon of its own)" if cfg.apex_eps else
+               "with --backend ray (each actor acts with a fixed epsilon of its own, as in Ape-X)")
+        modes.append((("eps_start", "eps_end", "eps_decay_steps"), why, "drop {flag}"))
+    if not cfg.eval_episodes:
+        modes.append((("eval_eps", "eval_every", "final_eval_games"), "while --eval-episodes is 0 (nothing is "
+                       "evaluated)", "give --eval-episodes N, or drop {flag}"))
+    return {name: (why, advice) for names, why, advice in modes for name in names}
+
+
+def refuse_replaced(cfg: Config, given) -> None:
+    """A flag typed now (``given``: the command line's or the API's own names, not a --config file's or a
+    resumed run's) that a mode of this run takes the place of is refused: ``--apex-eps --eps-end 0.2`` ran
+    without the schedule in silence. Not in ``validate``: a run's config.json holds every setting, and its
+    schedule must load with --apex-eps on."""
+    replaced = _replaced_by(cfg)
+    for name in sorted(set(given) & set(replaced)):
+        why, advice = replaced[name]
+        raise ConfigError(f"{_flag(name)} has no effect {why}: {advice.format(flag=_flag(name))}.")
+
+
 def parse_lr_cuts(text: Optional[str]) -> list[tuple[int, float]]:
     """``--lr-cuts`` as (env step, learning rate) pairs, steps rising; a ConfigError saying what is wrong."""
     if text is None or not str(text).strip():

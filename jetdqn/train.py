@@ -15,7 +15,7 @@ import types
 from typing import Optional
 
 from .checkpoint import CheckpointError
-from .config import ConfigError, build_parser, ends_on_ctrl_c, fail, make_config
+from .config import ConfigError, build_parser, ends_on_ctrl_c, fail, make_config, refuse_replaced
 from .loop import TrainingDiverged, train
 from .replay import ReplayTooLarge
 from .rundir import config_for_resume
@@ -31,6 +31,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                                          "works too); flags given here override them.")
     try:
         ns = vars(parser.parse_args(argv))
+        typed = set(ns) - {"config", "list_games"}   # the flags on this command line (defaults are not in ns)
         if "config" in ns:
             from .config_file import settings_from_file
             ns = {**settings_from_file(ns.pop("config")), **ns}
@@ -40,7 +41,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             return 0
         if ns.get("resume"):
             ns = config_for_resume(ns)
-        summary = train(make_config(ns))
+        cfg = make_config(ns)
+        refuse_replaced(cfg, typed)
+        summary = train(cfg)
     except (ConfigError, CheckpointError, ReplayTooLarge, TrainingDiverged) as exc:
         fail(str(exc))
     except OSError as exc:   # the run directory (its lock, config, logs) on a read-only or full disk

@@ -73,6 +73,36 @@ def test_a_setting_its_mode_does_not_read_is_refused_not_ignored():
         make_config(settings)
 
 
+def test_a_flag_a_mode_takes_the_place_of_is_refused_when_typed(tmp_path, capsys):
+    """--apex-eps (and Ray's actors) replace the epsilon schedule, and no evaluation replaces the evaluation's
+    settings: typed beside them they were ignored in silence. A run's config.json or a preset that carries
+    them is not refused: only the flags typed now are."""
+    from jetdqn.config import ConfigError
+    from jetdqn.train import main
+    typed = [(["--apex-eps", "--eps-end", "0.2"], "--eps-end has no effect with --apex-eps (each env acts with a "
+                                                  "fixed epsilon of its own): drop --eps-end."),
+             (["--backend", "ray", "--eps-decay-steps", "1000"], "--eps-decay-steps has no effect with --backend ray"),
+             (["--eval-every", "100"], "--eval-every has no effect while --eval-episodes is 0 (nothing is evaluated): "
+                                       "give --eval-episodes N, or drop --eval-every."),
+             (["--preset", "cartpole", "--eval-episodes", "0", "--final-eval-games", "5"], "--final-eval-games has no")]
+    for flags, said in typed:
+        with pytest.raises(SystemExit) as stop:
+            main([*flags, "--run-dir", str(tmp_path / "never")])
+        assert stop.value.code == 2 and capsys.readouterr().err.startswith(f"error: {said}")
+    assert not (tmp_path / "never").exists()
+    import jetdqn
+    with pytest.raises(ConfigError, match="--eval-eps has no effect while --eval-episodes is 0"):
+        jetdqn.train(preset="smoke", eval_eps=0.1, run_dir=str(tmp_path / "never"))
+    # the same settings carried by a file (a run's config.json) or a preset pass: they get as far as the run
+    # directory, here a file, which is refused next
+    (tmp_path / "apex.json").write_text(json.dumps({"apex_eps": True, "eps_end": 0.2, "eval_every": 100}))
+    (tmp_path / "a-file").write_text("")
+    for flags in (["--config", str(tmp_path / "apex.json")], ["--preset", "nature", "--apex-eps"]):
+        with pytest.raises(SystemExit):
+            main([*flags, "--run-dir", str(tmp_path / "a-file")])
+        assert "is a file, not a directory" in capsys.readouterr().err
+
+
 def test_emulator_options_are_refused_for_a_gymnasium_env():
     """--sticky-actions and --full-action-space would be silently ignored by a gymnasium env: refused instead."""
     from jetdqn.config import ConfigError
