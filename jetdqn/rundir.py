@@ -21,7 +21,13 @@ from pathlib import Path
 from .config import Config, ConfigError, config_from_json
 from .presets import PRESETS
 
-RUN_FILES = ("config.json", "log.jsonl", "eval.jsonl", "segments.jsonl", "checkpoints", "model.pt")
+# what a run (and evaluate --record, plot) writes in its directory: a new run there starts without them
+RUN_FILES = ("config.json", "log.jsonl", "eval.jsonl", "segments.jsonl", "checkpoints", "model.pt", "model.safetensors",
+             "model.json", "best.pt", "best.safetensors", "best.json", "evaluations.jsonl", "tensorboard",
+             "learning_curve.png", "telemetry.png")
+# trained weights: a directory holding any of them without a checkpoint is a finished run copied or committed
+# without its checkpoints/ (benchmarks/results/*/run), or another program's folder, not a start to redo
+WEIGHTS = ("model.pt", "model.safetensors", "best.pt", "best.safetensors")
 # Settings a resumed run cannot change: the checkpoint's network, optimiser state and game depend on them.
 FIXED_ON_RESUME = ("game", "env", "history", "dueling", "optimizer", "frame_skip", "full_action_space")
 # With --checkpoint-replay the saved replay has one stream per env: these fix the number of streams too.
@@ -34,6 +40,7 @@ class RunDirLock:
     def __init__(self, run_dir: Path, created: tuple[Path, ...] = ()):
         self.path = Path(run_dir) / ".lock"
         self.created = created   # folders made for this start, deepest first: a start refused leaves no trace
+        self.new_file = not self.path.exists()   # nor a .lock in a folder that had none
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -46,11 +53,11 @@ class RunDirLock:
 
     def release(self, started: bool = True) -> None:
         """Drop the lock; a directory made for a start that never began goes again (when nothing else is in
-        it), so a refused run does not leave an empty run directory behind."""
+        it), and so does a .lock it made in a folder that had none, so a refused run leaves no trace."""
         if self.fd is not None:
             os.close(self.fd)  # closing drops the flock
             self.fd = None
-        if not started and self.created:
+        if not started and (self.created or self.new_file):
             try:
                 self.path.unlink()
                 for folder in self.created:
@@ -105,10 +112,24 @@ def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
                           "you can write to.") from None
     has_checkpoint = (run_dir / "checkpoints" / "latest.pt").exists()
     if not cfg.resume and has_checkpoint and not cfg.overwrite:
-        lock.release()
+        lock.release(started=False)
         raise ConfigError(f"{run_dir} already holds a run; pass --resume to continue it, --overwrite to "
                           "start over, or choose another --run-dir.")
+    kept = [] if cfg.resume or cfg.overwrite or has_checkpoint else not_a_restart(run_dir)
+    if kept:
+        lock.release(started=False)
+        raise ConfigError(f"{run_dir} holds {', '.join(kept)}, from a finished run or another program (and no "
+                          "checkpoint to resume); pass --overwrite to replace them, or choose another --run-dir.")
     return run_dir, lock
+
+
+def not_a_restart(run_dir: Path) -> list[str]:
+    """The files a new run would replace in a directory with no checkpoint that are not what a jetdqn start
+    cut short before its first checkpoint leaves (config.json, log.jsonl and segments.jsonl: redone without a
+    word): trained weights, or records with no segments.jsonl beside them (a copy, or another program's).
+    A run started with --run-dir benchmarks/results/learn-pong/run replaced the committed 2M-step model."""
+    records = () if (run_dir / "segments.jsonl").exists() else ("config.json", "log.jsonl", "eval.jsonl")
+    return [name for name in (*WEIGHTS, *records) if (run_dir / name).exists()]
 
 
 def start_fresh(run_dir: Path) -> None:

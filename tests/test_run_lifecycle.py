@@ -341,6 +341,38 @@ def test_a_resume_with_nothing_to_resume_creates_nothing(tmp_path):
     assert plot.returncode == 2 and "is not a run directory (it has no log.jsonl)" in plot.stderr
 
 
+def test_a_new_run_never_replaces_weights_or_records_it_did_not_leave(tmp_path):
+    """A finished run kept without its checkpoints/ (benchmarks/results/*/run, a copy off a board) or another
+    program's folder has no checkpoint, so a new run there replaced its model.pt, config.json and logs without
+    --overwrite: `--run-dir benchmarks/results/learn-pong/run` lost the committed 2M-step model. Now it is
+    refused, nothing changes (no .lock either), and --overwrite replaces them, the old best.pt included. A
+    start cut short before its first checkpoint (segments.jsonl, no weights) is still redone without a word."""
+    import shutil
+    committed = tmp_path / "learn-pong"
+    shutil.copytree(ROOT / "benchmarks" / "results" / "learn-pong" / "run", committed)
+    (committed / "best.pt").write_bytes((committed / "model.pt").read_bytes())
+    foreign = tmp_path / "project"
+    foreign.mkdir()
+    (foreign / "config.json").write_text('{"lr": "the project\'s own"}\n')
+    cartpole = ["--preset", "cartpole", "--total-steps", "200", "--learn-start", "100", "--telemetry", "off"]
+    for folder, names in ((committed, "model.pt, best.pt, config.json, log.jsonl, eval.jsonl"),
+                          (foreign, "config.json")):
+        before = {p.name: p.read_bytes() for p in folder.iterdir()}
+        proc = run_module("jetdqn.train", *cartpole, "--run-dir", str(folder), check=False)
+        assert proc.returncode == 2 and proc.stderr == (
+            f"error: {folder} holds {names}, from a finished run or another program (and no checkpoint to resume); "
+            "pass --overwrite to replace them, or choose another --run-dir.\n")
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    run_module("jetdqn.train", *cartpole, "--run-dir", str(committed), "--overwrite")
+    assert records(committed)[-1]["step"] == 200 and not (committed / "best.pt").exists()
+    # a start killed before its first checkpoint: its config.json, log.jsonl and segments.jsonl are redone
+    (committed / "checkpoints" / "latest.pt").unlink()
+    for name in ("model.pt", "model.safetensors"):
+        (committed / name).unlink()
+    run_module("jetdqn.train", *cartpole, "--run-dir", str(committed))
+    assert records(committed)[-1]["step"] == 200
+
+
 def test_a_recording_cut_short_says_so_and_exits_non_zero(tmp_path):
     """A file-size limit (ulimit -f, standing for a disk that fills) kills ffmpeg before it finishes the file.
     The games' summary is still printed, and then one sentence says the video is incomplete, with exit 2: the
