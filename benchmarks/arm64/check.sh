@@ -17,10 +17,15 @@ SUITE=${ARM64_SUITE:-bookworm}
 TORCH=${ARM64_TORCH:-torch==2.13.0}
 OUT=${ARM64_OUT:-benchmarks/results/arm64-$(date +%F)}
 STEPS=${ARM64_STEPS:-all}
+[ "$(id -u)" = 0 ] || { echo "error: make test-arm64 needs root (debootstrap, chroot, binfmt_misc)." >&2; exit 2; }
+if [ -z "${ARM64_OUT:-}" ] && [ -e "$OUT" ]; then   # a second run that day: never over committed results
+  n=2
+  while [ -e "$OUT-$n" ]; do n=$((n + 1)); done
+  OUT="$OUT-$n"
+fi
 mkdir -p "$OUT"
 LOG="$OUT/log.md"
-
-[ "$(id -u)" = 0 ] || { echo "error: make test-arm64 needs root (debootstrap, chroot, binfmt_misc)." >&2; exit 2; }
+echo "make test-arm64: results go to $OUT"
 for tool in debootstrap qemu-aarch64-static update-binfmts; do
   command -v "$tool" >/dev/null || apt-get install -y -qq debootstrap qemu-user-static binfmt-support >/dev/null \
     || { echo "error: $tool is missing and apt-get could not install it." >&2; exit 2; }
