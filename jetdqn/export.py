@@ -171,8 +171,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             import importlib.util
             if importlib.util.find_spec("onnx") is None:
                 fail("--onnx needs the onnx package: pip install onnx (or pip install -e \".[export]\").")
+            shape = payload["network"]["obs_shape"]
+            kind = "uint8" if len(shape) == 3 else "float32"   # frames as bytes; a vector env's numbers (CartPole)
             print(f"wrote {write_onnx(weights, spec, Path(args.onnx), args.opset)} (opset {args.opset}, "
-                  f"input uint8 [N, {', '.join(map(str, payload['network']['obs_shape']))}], dynamic N)")
+                  f"input {kind} [N, {', '.join(map(str, shape))}], dynamic N)")
     except OpsetError as exc:
         fail(f"--opset {args.opset}: torch's ONNX exporter cannot write it ({exc}); the default, "
              f"{ONNX_OPSET}, is what TensorRT 10 and ONNX Runtime read.")

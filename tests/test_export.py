@@ -230,6 +230,11 @@ def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
     assert from_dir.trained_steps == from_file.trained_steps == 300
     frames = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)   # 16 CartPole observations
     assert np.array_equal(from_dir.q_values(frames), from_file.q_values(frames))
+    # CartPole's ONNX takes float32 numbers: the line said "input uint8" for every network
+    onnx_out = tmp_path / "cp.onnx"
+    said = run_module("jetdqn.export", "--checkpoint", str(run), "--onnx", str(onnx_out)).stdout
+    assert said == f"wrote {onnx_out} (opset 17, input float32 [N, 1, 4], dynamic N)\n"
+    assert np.allclose(jetdqn.load(onnx_out).q_values(frames), from_file.q_values(frames), atol=1e-5)
     empty = run_module("jetdqn.play", "--model", str(tmp_path), "--display-freq", "0", check=False)
     assert empty.returncode == 2 and "holds no model.pt or model.safetensors or checkpoints/latest.pt" in empty.stderr
 
