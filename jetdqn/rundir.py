@@ -25,9 +25,8 @@ from .presets import PRESETS
 RUN_FILES = ("config.json", "log.jsonl", "eval.jsonl", "segments.jsonl", "checkpoints", "model.pt", "model.safetensors",
              "model.json", "best.pt", "best.safetensors", "best.json", "evaluations.jsonl", "tensorboard",
              "learning_curve.png", "telemetry.png")
-# trained weights: a directory holding any of them without a checkpoint is a finished run copied or committed
-# without its checkpoints/ (benchmarks/results/*/run), or another program's folder, not a start to redo
-WEIGHTS = ("model.pt", "model.safetensors", "best.pt", "best.safetensors")
+# what a start cut short before its first checkpoint leaves (with segments.jsonl): redone without --overwrite
+CUT_SHORT = ("config.json", "log.jsonl", "eval.jsonl", "segments.jsonl", "checkpoints", "tensorboard")
 # Settings a resumed run cannot change: the checkpoint's network, optimiser state and game depend on them.
 FIXED_ON_RESUME = ("game", "env", "history", "dueling", "optimizer", "frame_skip", "full_action_space")
 # With --checkpoint-replay the saved replay has one stream per env: these fix the number of streams too.
@@ -125,11 +124,12 @@ def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
 
 def not_a_restart(run_dir: Path) -> list[str]:
     """The files a new run would replace in a directory with no checkpoint that are not what a jetdqn start
-    cut short before its first checkpoint leaves (config.json, log.jsonl and segments.jsonl: redone without a
-    word): trained weights, or records with no segments.jsonl beside them (a copy, or another program's).
-    A run started with --run-dir benchmarks/results/learn-pong/run replaced the committed 2M-step model."""
-    records = () if (run_dir / "segments.jsonl").exists() else ("config.json", "log.jsonl", "eval.jsonl")
-    return [name for name in (*WEIGHTS, *records) if (run_dir / name).exists()]
+    cut short before its first checkpoint leaves (CUT_SHORT, beside its segments.jsonl: redone without a
+    word): trained weights and plots (a finished run kept without its checkpoints/, as under
+    benchmarks/results/), or any of a run's file names with no segments.jsonl (another program's
+    config.json or tensorboard/). --run-dir benchmarks/results/learn-pong/run replaced the committed model."""
+    cut_short = CUT_SHORT if (run_dir / "segments.jsonl").exists() else ()
+    return [name for name in RUN_FILES if name not in cut_short and (run_dir / name).exists()]
 
 
 def start_fresh(run_dir: Path) -> None:

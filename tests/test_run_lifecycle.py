@@ -355,19 +355,20 @@ def test_a_new_run_never_replaces_weights_or_records_it_did_not_leave(tmp_path):
     foreign.mkdir()
     (foreign / "config.json").write_text('{"lr": "the project\'s own"}\n')
     cartpole = ["--preset", "cartpole", "--total-steps", "200", "--learn-start", "100", "--telemetry", "off"]
-    for folder, names in ((committed, "model.pt, best.pt, config.json, log.jsonl, eval.jsonl"),
-                          (foreign, "config.json")):
-        before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    (foreign / "tensorboard").mkdir()   # its own TensorBoard logs
+    for folder, names in ((committed, "config.json, log.jsonl, eval.jsonl, model.pt, best.pt, learning_curve.png"),
+                          (foreign, "config.json, tensorboard")):
+        before = {p.name: p.read_bytes() if p.is_file() else "folder" for p in folder.iterdir()}
         proc = run_module("jetdqn.train", *cartpole, "--run-dir", str(folder), check=False)
         assert proc.returncode == 2 and proc.stderr == (
             f"error: {folder} holds {names}, from a finished run or another program (and no checkpoint to resume); "
             "pass --overwrite to replace them, or choose another --run-dir.\n")
-        assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+        assert {p.name: p.read_bytes() if p.is_file() else "folder" for p in folder.iterdir()} == before
     run_module("jetdqn.train", *cartpole, "--run-dir", str(committed), "--overwrite")
     assert records(committed)[-1]["step"] == 200 and not (committed / "best.pt").exists()
     # a start killed before its first checkpoint: its config.json, log.jsonl and segments.jsonl are redone
     (committed / "checkpoints" / "latest.pt").unlink()
-    for name in ("model.pt", "model.safetensors"):
+    for name in ("model.pt", "model.safetensors", "model.json"):
         (committed / name).unlink()
     run_module("jetdqn.train", *cartpole, "--run-dir", str(committed))
     assert records(committed)[-1]["step"] == 200
