@@ -254,7 +254,7 @@ def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[
     logged = read_jsonl(run_dir / "log.jsonl") if (run_dir / "log.jsonl").exists() else []
     return {**(logged[-1] if logged else {}), "run_dir": str(run_dir), "frames_shown": 0, "interrupted": None,
             "reached_target": reached is not None, "last_eval": (reached or (evals[-1] if evals else None)),
-            "steps_done": step, "run_wall_s": round(wall_s, 3)}
+            "steps_done": step, "run_wall_s": round(wall_s, 3), "nothing_to_train": True}
 
 
 def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:

@@ -55,7 +55,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         fail(f"--compile failed while compiling the update ({first}); check the C++ compiler (g++, or $CXX) "
              "or run without --compile.")
-    print(f"done: {summary['steps_done']:,} steps in {summary['run_wall_s']:.1f} s; run directory {summary['run_dir']}")
+    # a resume with nothing to train says why on a progress line; with --progress off this line must say it
+    what = " (nothing to train this time)" if summary.get("nothing_to_train") else ""
+    print(f"done: {summary['steps_done']:,} steps in {summary['run_wall_s']:.1f} s{what}; run directory "
+          f"{summary['run_dir']}")
     return 0
 
 

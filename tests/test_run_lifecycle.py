@@ -504,7 +504,8 @@ def test_resuming_a_finished_run_trains_nothing_and_writes_nothing_but_a_missing
     said, done = out.splitlines()
     assert said == (f"{run} is at step 300, and --total-steps 300 asks no more: nothing to train, nothing written; "
                     "give --total-steps above 300 to go on.")
-    assert done.startswith("done: 300 steps in ") and done.endswith(f" s; run directory {run}"), out
+    assert done.startswith("done: 300 steps in ") and done.endswith(f" s (nothing to train this time); run directory "
+                                                                     f"{run}"), out
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
     run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--final-eval-games", "10")
     assert [(e["step"], e["kind"], e["games"]) for e in records(run, "eval.jsonl")] == [(300, "final", 5),
