@@ -254,7 +254,9 @@ def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[
     logged = read_jsonl(run_dir / "log.jsonl") if (run_dir / "log.jsonl").exists() else []
     return {**(logged[-1] if logged else {}), "run_dir": str(run_dir), "frames_shown": 0, "interrupted": None,
             "reached_target": reached is not None, "last_eval": (reached or (evals[-1] if evals else None)),
-            "steps_done": step, "run_wall_s": round(wall_s, 3), "nothing_to_train": True}
+            "steps_done": step, "nothing_to_train": True,   # the end of its last segment: the checkpoint's
+            # clock, or the end of the evaluation played after that save
+            "run_wall_s": round(max([wall_s, *(e.get("wall_s", 0.0) + e.get("eval_s", 0.0) for e in evals)]), 3)}
 
 
 def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:
