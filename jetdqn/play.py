@@ -15,7 +15,6 @@ import json
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -80,9 +79,9 @@ def load_player(args: argparse.Namespace, out=print):
     path = args.model or args.checkpoint
     sticky = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
     if path:
-        from .policy import load, model_of
-        path = model_of(Path(path))   # a run directory: its model.pt
+        from .policy import load
         policy = load(path, device="cpu" if args.reuse_conv else args.device, reuse_conv=args.reuse_conv)
+        path = policy.source   # the file it read: a run directory's model.pt (policy.model_of)
         cfg = policy.play_config(game=args.game, env=args.env, seed=args.seed, **sticky)
         env = make_env(cfg, args.seed)
         if env.n_actions != policy.n_actions or tuple(policy.obs_shape) != (cfg.history, *env.frame_shape):

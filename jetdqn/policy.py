@@ -110,8 +110,9 @@ def _check_eps(eps) -> None:
 
 def model_of(path: Path, best: bool = False) -> Path:
     """The model a path names: a model file as it is; for a run directory its best.pt (``best``), its
-    model.pt, or its last checkpoint (evaluate, play and ``jetdqn.load`` all take a run directory). The safetensors twins come next: a run's committed results keep
-    best.safetensors and model.safetensors (weights with no pickled code, which other tools read) but no .pt."""
+    model.pt, or its last checkpoint (evaluate, play and ``jetdqn.load`` all take a run directory). The
+    safetensors twins come next: a run's committed results keep best.safetensors and model.safetensors
+    (weights with no pickled code, which other tools read) but no .pt."""
     if not path.is_dir():
         return path
     names = ["best.pt", "best.safetensors"] if best else ["model.pt", "model.safetensors", "checkpoints/latest.pt"]
