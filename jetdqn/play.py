@@ -126,11 +126,13 @@ def play(args: argparse.Namespace, out=print) -> dict:
         shown = renderer.shown if renderer is not None else 0
         recorded = renderer.recorded if renderer is not None else 0
         record_error = renderer.record_error if renderer is not None else None
+        record_left = renderer.record_left if renderer is not None else None
         codec = renderer.video_codec if renderer is not None else None
         env.close()
     return {"episodes": len(scores), "mean_score": float(np.mean(scores)) if scores else None,
-            "scores": scores, "frames_stepped": stepped, "frames_shown": shown, "frames_recorded": recorded, "video_codec": codec,
-            "record_error": record_error, "interrupted": bool(stopped), "stopped_by": stopped[0] if stopped else None,
+            "scores": scores, "frames_stepped": stepped, "frames_shown": shown, "frames_recorded": recorded,
+            "video_codec": codec, "record_error": record_error, "record_left": record_left,
+            "interrupted": bool(stopped), "stopped_by": stopped[0] if stopped else None,
             "seconds": round(time.monotonic() - t0, 2), "checkpoint": args.model or args.checkpoint, "env": cfg.env_name,
             "eps": args.eps, "sticky_actions": cfg.sticky_actions}
 
@@ -189,7 +191,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"episodes {result['episodes']}, mean score {mean}, frames stepped {result['frames_stepped']}, "
               f"frames shown {result['frames_shown']}")
     if result["record_error"]:   # the games' summary above stands; the video does not
-        fail(f"--record {args.record}: the video file is incomplete ({result['record_error']}).")
+        fail(f"--record {args.record}: the video could not be finished ({result['record_error']}); "
+             f"{result['record_left']}.")
     return 128 + signal.Signals[result["stopped_by"]] if result["stopped_by"] else 0   # 130 for Ctrl-C, as a shell
 
 

@@ -374,24 +374,39 @@ def test_a_new_run_never_replaces_weights_or_records_it_did_not_leave(tmp_path):
     assert records(committed)[-1]["step"] == 200
 
 
-def test_a_recording_cut_short_says_so_and_exits_non_zero(tmp_path):
+def test_a_recording_cut_short_says_so_and_leaves_the_old_video(tmp_path):
     """A file-size limit (ulimit -f, standing for a disk that fills) kills ffmpeg before it finishes the file.
-    The games' summary is still printed, and then one sentence says the video is incomplete, with exit 2: the
-    recording used to end as a cut-off file and exit 0."""
+    The games' summary is still printed, and then one sentence says the video could not be finished, with exit
+    2: the recording used to end as a cut-off file and exit 0. The video recorded there before stays: play
+    used to write over it from the first frame, so a failed recording lost both."""
     import resource
     pytest.importorskip("imageio_ffmpeg")
     video = tmp_path / "cut.mp4"
+    video.write_bytes(b"the video of yesterday's run")
     limit = 16 * 1024
     proc = subprocess.run([sys.executable, "-m", "jetdqn.play", "--display-freq", "0", "--max-steps", "300",
                            "--record", str(video)], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "DISPLAY": ""},
                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    assert "frames stepped 300" in proc.stdout and "incomplete" in proc.stdout
+    assert "frames stepped 300" in proc.stdout and "could not be finished" in proc.stdout
     assert proc.stderr.strip().splitlines() == [
-        f"error: --record {video}: the video file is incomplete (ffmpeg was killed by SIGXFSZ (File size limit "
-        "exceeded))."]
-    assert video.stat().st_size == limit
+        f"error: --record {video}: the video could not be finished (ffmpeg was killed by SIGXFSZ (File size limit "
+        f"exceeded)); {video} is as it was before."]
+    assert video.read_bytes() == b"the video of yesterday's run"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.mp4"]   # the unfinished file is gone
+    new = tmp_path / "new.mp4"
+    proc = subprocess.run([sys.executable, "-m", "jetdqn.play", "--display-freq", "0", "--max-steps", "300",
+                           "--record", str(new)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "DISPLAY": ""},
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    assert proc.returncode == 2 and proc.stderr.strip().endswith(f"; nothing was written to {new}."), proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.mp4"]
+    # a recording that finishes replaces the old video
+    out = run_module("jetdqn.play", "--display-freq", "0", "--max-steps", "30", "--record", str(video), "--json",
+                     env={"DISPLAY": ""}).stdout
+    assert json.loads(out.strip().splitlines()[-1])["frames_recorded"] == 30 and video.stat().st_size > 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.mp4"]
 
 
 @pytest.mark.slow

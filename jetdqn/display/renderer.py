@@ -30,7 +30,8 @@ class Renderer:
         self.shown = 0        # frames drawn in the window
         self.recorded = 0
         self.video_codec: Optional[str] = None    # what the recording holds, once it has started
-        self.record_error: Optional[str] = None   # why a recording that had started is incomplete
+        self.record_error: Optional[str] = None   # why a recording that had started could not be finished
+        self.record_left: Optional[str] = None    # then: what is at the video's path (video.py keeps the old one)
         self.viewer = None
         if display_freq > 0:
             ok, why = display_available()
@@ -81,8 +82,9 @@ class Renderer:
             self._writer.write(image)
         except OSError as exc:   # the disk filled, ffmpeg ended
             self.record_error = str(exc) or type(exc).__name__
+            self.record_left = self._writer.left
             self.on_event(f"display: writing {self.record_path} failed after {self.recorded} frames "
-                          f"({self.record_error}); recording is off")
+                          f"({self.record_error}); recording is off and {self.record_left}")
             self.record_path = None
             self._writer = None
             return
@@ -94,8 +96,9 @@ class Renderer:
         if self._writer is not None:
             self._writer.close()
             if self._writer.error and not self.record_error:   # ffmpeg could not finish the file
-                self.record_error = self._writer.error
-                self.on_event(f"display: {self.record_path} is incomplete ({self.record_error})")
+                self.record_error, self.record_left = self._writer.error, self._writer.left
+                self.on_event(f"display: {self.record_path} could not be finished ({self.record_error}); "
+                              f"{self.record_left}")
             self._writer = None
 
 

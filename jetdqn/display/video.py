@@ -7,7 +7,12 @@ line a recording starts with names the codec it got.
 
 We run that ffmpeg ourselves rather than through imageio-ffmpeg's frame writer: the writer never looks at
 how ffmpeg ended, so a disk that filled or a file-size limit gave a cut-off video and a run that said
-nothing. Here ``close`` waits for ffmpeg and ``error`` says why the file is incomplete.
+nothing. Here ``close`` waits for ffmpeg and ``error`` says why the file could not be finished.
+
+The pictures go to a hidden file beside the video's name (same suffix: it picks the container), renamed over
+the name once the file is whole. A video already there is replaced only by a finished one: a recording that
+fails (a full disk) or is killed leaves it as it was, and an unfinished file is of no use anyway (the MP4
+index goes last).
 """
 
 from __future__ import annotations
@@ -43,10 +48,13 @@ def unwritable(path: str) -> Optional[str]:
 
 class VideoFile:
     """Writes BGR pictures of one size; ``codec`` says what the file holds, ``error`` (after a failed
-    ``write`` or after ``close``) why it is incomplete."""
+    ``write`` or after ``close``) why it could not be finished, ``left`` what is at ``path`` then."""
 
     def __init__(self, path: str, size: tuple[int, int], fps: int):
         self.path = path
+        target = Path(path)
+        self.part = str(target.with_name(f".{target.name}.part{target.suffix}"))   # renamed to path when whole
+        self.replaces = target.exists()   # a video there before: it stays unless this one is finished
         self.width, self.height = size[0] + size[0] % 2, size[1] + size[1] % 2   # yuv420p wants even sides
         self.fps = fps
         self.error: Optional[str] = None
@@ -55,13 +63,17 @@ class VideoFile:
         self._cv2 = None
         self.codec = self._open()
 
+    @property
+    def left(self) -> str:
+        return f"{self.path} is as it was before" if self.replaces else f"nothing was written to {self.path}"
+
     def _open(self) -> Optional[str]:
         if self._start_ffmpeg():
             return "H.264 (libx264 via imageio-ffmpeg)"
         import cv2
         for fourcc, name in (("avc1", "H.264 (OpenCV's avc1)"), ("mp4v", "MPEG-4 Part 2 (OpenCV's mp4v; browsers "
                                                                       "may not play it: pip install imageio-ffmpeg)")):
-            writer = cv2.VideoWriter(self.path, cv2.VideoWriter_fourcc(*fourcc), self.fps, (self.width, self.height))
+            writer = cv2.VideoWriter(self.part, cv2.VideoWriter_fourcc(*fourcc), self.fps, (self.width, self.height))
             if writer.isOpened():
                 self._cv2 = writer
                 return name
@@ -76,7 +88,7 @@ class VideoFile:
             return False
         command = [exe, "-y", "-v", "error", "-f", "rawvideo", "-pix_fmt", "bgr24", "-s", f"{self.width}x{self.height}",
                    "-r", str(self.fps), "-i", "-", "-an", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-crf", "25",
-                   "-movflags", "+faststart", self.path]
+                   "-movflags", "+faststart", self.part]
         self._ffmpeg_log = tempfile.TemporaryFile()   # a file, not a pipe: ffmpeg's messages can never block it
         try:
             # its own session: a Ctrl-C meant for the run must not kill ffmpeg before it finishes the file
@@ -99,6 +111,7 @@ class VideoFile:
             except OSError as exc:   # ffmpeg ended: its own words say why
                 self._finish_ffmpeg()
                 self.error = self.error or str(exc)
+                self.close()
                 raise OSError(self.error) from None
         else:
             self._cv2.write(image)
@@ -121,12 +134,25 @@ class VideoFile:
         self._ffmpeg_log.close()
 
     def close(self) -> None:
-        """Waits for ffmpeg to finish the file (the moov atom goes last), so the file is whole on return."""
+        """Waits for ffmpeg to finish the file (the moov atom goes last), then puts it at ``path``; a file that
+        could not be finished is removed, and whatever ``path`` held stays."""
         if self._ffmpeg is not None:
             self._finish_ffmpeg()
         if self._cv2 is not None:
             self._cv2.release()
             self._cv2 = None
+        if not os.path.exists(self.part):
+            return
+        if self.error is None:
+            try:
+                os.replace(self.part, self.path)
+                return
+            except OSError as exc:
+                self.error = f"could not rename the finished file to its name: {exc.strerror or exc}"
+        try:
+            os.unlink(self.part)
+        except OSError:
+            pass
 
 
 def open_video(path: str, size: tuple[int, int], fps: int, say: Callable[[str], None]) -> Optional[VideoFile]:
