@@ -245,7 +245,7 @@ def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[
     if reached is not None:
         why = (f"reached --target-return {cfg.target_return:g} at step {step:,} ({reached['return_mean']:.2f} over "
                f"{reached['games']} games): nothing to train, nothing written; give a higher --target-return to go on.")
-    elif step >= cfg.total_steps and (evals or not cfg.eval_episodes):   # else finish() plays the final evaluation
+    elif step >= cfg.total_steps and not final_eval_owed(cfg, evals[-1] if evals else None):
         why = (f"is at step {step:,}, and --total-steps {cfg.total_steps:,} asks no more: nothing to train, nothing "
                f"written; give --total-steps above {step:,} to go on.")
     else:
@@ -392,6 +392,14 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     return True
 
 
+def final_eval_owed(cfg: Config, played_at_the_end: Optional[dict]) -> bool:
+    """Whether a run ending at its last step still owes the final evaluation: evaluation is on, and what was
+    played at that step (``played_at_the_end``, None if nothing) had fewer than --final-eval-games games.
+    finish() plays it; trained_already() asks the same before saying a resume has nothing to do."""
+    return bool(cfg.eval_episodes) and (played_at_the_end is None
+                                        or played_at_the_end.get("games", 0) < cfg.final_eval_games)
+
+
 def finish(run: Run, log: RunLog) -> None:
     """The last checkpoint and model.pt, then (unless interrupted or done already) a final evaluation."""
     state, cfg = run.state, run.cfg
@@ -408,9 +416,8 @@ def finish(run: Run, log: RunLog) -> None:
     if state.interrupted:
         run.progress.line(f"stopped by {state.interrupted} at step {state.step:,}; checkpoint saved, continue with "
                           f"--resume --run-dir {run.run_dir}")
-    elif cfg.eval_episodes and not state.reached_target and not (
-            state.last_eval is not None and state.last_eval_step == state.step
-            and state.last_eval["games"] >= cfg.final_eval_games):
+    elif not state.reached_target and final_eval_owed(cfg, state.last_eval if state.last_eval_step == state.step
+                                                        else None):
         evaluate_or_stop(run, max(cfg.final_eval_games, cfg.eval_episodes) if cfg.final_eval_games else 0, "final")
     log.close()
     run.progress.close()
