@@ -138,8 +138,9 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog="python -m jetdqn.export", description=__doc__.splitlines()[0])
-    p.add_argument("--checkpoint", required=True, help="A checkpoint: a run's model.pt or "
-                                                       "checkpoints/latest.pt, or the run directory.")
+    p.add_argument("--checkpoint", required=True, help="The model: a run directory (its model.pt, else "
+                                                       "model.safetensors, else checkpoints/latest.pt), a checkpoint "
+                                                       "(.pt) or a safetensors export (.safetensors, .json beside it).")
     p.add_argument("--onnx", default=None, help="Write the network as ONNX to this file (.onnx).")
     p.add_argument("--safetensors", default=None, help="Write the weights to this file (.safetensors) and "
                                                        "their spec beside it (.json).")
@@ -152,17 +153,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             fail(f"{flag} {path}: the file name must end in {suffix}.")
         if path and not Path(path).resolve().parent.is_dir():
             fail(f"{flag} {path}: the folder {Path(path).resolve().parent} does not exist.")
-    from . import checkpoint as ckpt
-    source = Path(args.checkpoint)
-    if source.is_dir():   # a run directory: its model.pt, or its last checkpoint (else ckpt.load says it is one)
-        source = next((source / n for n in ("model.pt", "checkpoints/latest.pt") if (source / n).is_file()), source)
+    from .policy import model_of, read_model
     try:
-        payload = ckpt.load(source)
+        weights, spec = read_model(model_of(Path(args.checkpoint)))
     except CheckpointError as exc:
         fail(str(exc))
-    weights = payload["agent"]["online"]
-    spec = model_spec(payload["network"], payload["env"], payload.get("config", {}),
-                      (payload.get("counters") or {}).get("step"))
+    spec = model_spec(spec["network"], spec["env"], spec["config"], spec.get("step"), spec.get("evaluated"))
     try:
         if args.safetensors:
             tensors, spec_path = write_safetensors(weights, spec, Path(args.safetensors))
@@ -171,7 +167,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             import importlib.util
             if importlib.util.find_spec("onnx") is None:
                 fail("--onnx needs the onnx package: pip install onnx (or pip install -e \".[export]\").")
-            shape = payload["network"]["obs_shape"]
+            shape = spec["network"]["obs_shape"]
             kind = "uint8" if len(shape) == 3 else "float32"   # frames as bytes; a vector env's numbers (CartPole)
             print(f"wrote {write_onnx(weights, spec, Path(args.onnx), args.opset)} (opset {args.opset}, "
                   f"input {kind} [N, {', '.join(map(str, shape))}], dynamic N)")

@@ -135,24 +135,35 @@ def load(path, device: str = "cpu", providers: Optional[list[str]] = None, reuse
             raise CheckpointError(f"--reuse-conv runs the network's own weights: give the .pt or .safetensors "
                                   f"{path.name} was exported from, not the .onnx file.")
         policy, step = _load_onnx(path, providers)
-    elif path.suffix == ".safetensors":
+    else:
+        weights, spec_doc = read_model(path)
+        policy = _torch_policy(weights, spec_doc["network"], spec_doc["config"], spec_doc["env"], str(path), device,
+                               reuse_conv)
+        step = spec_doc.get("step")
+    policy.trained_steps = step if isinstance(step, int) else None  # older files do not say
+    return policy
+
+
+def read_model(path: Path) -> tuple[dict, dict]:
+    """(weights, spec) of a checkpoint (.pt) or a safetensors export (with its .json): the network's weights
+    as tensors and the spec a safetensors export keeps beside them (env, network, config, step when known).
+    ``load`` and ``python -m jetdqn.export`` read models through it, so the committed results, which keep
+    model.safetensors and no .pt, export to ONNX too."""
+    if path.suffix == ".onnx":
+        raise CheckpointError(f"{path} is an ONNX export already; give the .pt or .safetensors it was made from.")
+    if path.suffix == ".safetensors":
         spec_doc = read_spec(path.with_suffix(".json"))
         from safetensors.torch import load_file
         try:
             weights = load_file(str(path))
         except Exception as exc:
             raise CheckpointError(f"{path} is not a readable safetensors file ({str(exc)[:120]}).") from None
-        policy = _torch_policy(weights, spec_doc["network"], spec_doc["config"], spec_doc["env"], str(path), device,
-                               reuse_conv)
-        step = spec_doc.get("step")
-    else:
-        from . import checkpoint as ckpt
-        payload = ckpt.load(path)
-        policy = _torch_policy(payload["agent"]["online"], payload["network"], payload.get("config", {}),
-                               payload["env"], str(path), device, reuse_conv)
-        step = (payload.get("counters") or {}).get("step")
-    policy.trained_steps = step if isinstance(step, int) else None  # older files do not say
-    return policy
+        return weights, {**spec_doc, "config": spec_doc.get("config", {})}
+    from . import checkpoint as ckpt
+    payload = ckpt.load(path)
+    step = (payload.get("counters") or {}).get("step")
+    return payload["agent"]["online"], {"env": payload["env"], "network": payload["network"],
+                                        "config": payload.get("config", {}), **({} if step is None else {"step": step})}
 
 
 def read_spec(path: Path) -> dict:

@@ -239,6 +239,31 @@ def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
     assert empty.returncode == 2 and "holds no model.pt or model.safetensors or checkpoints/latest.pt" in empty.stderr
 
 
+def test_committed_weights_without_a_pt_export_to_onnx(tmp_path, pong_stacks):
+    """Most committed runs keep model.safetensors and no .pt, and export read only .pt checkpoints: "RUN is a
+    directory; give a checkpoint file", or "model.safetensors is not a jetdqn checkpoint". A board owner could
+    not turn them into ONNX for TensorRT. Export now reads what play and load read."""
+    pytest.importorskip("onnxruntime")
+    from jetdqn.policy import load
+    committed = ROOT / "benchmarks" / "results" / "pong-eps05" / "run"
+    assert not (committed / "model.pt").exists()
+    out = tmp_path / "eps05.onnx"
+    said = run_module("jetdqn.export", "--checkpoint", str(committed), "--onnx", str(out)).stdout
+    assert said == f"wrote {out} (opset 17, input uint8 [N, 4, 84, 84], dynamic N)\n"
+    frames = pong_stacks[:64]
+    reference = load(committed / "model.safetensors")
+    assert np.abs(load(out).q_values(frames) - reference.q_values(frames)).max() < 1e-4
+    assert load(out).trained_steps == reference.trained_steps is not None   # the step travels into the metadata
+    again = tmp_path / "again.onnx"   # the safetensors file itself, and an ONNX file refused as a source
+    run_module("jetdqn.export", "--checkpoint", str(committed / "model.safetensors"), "--onnx", str(again))
+    assert np.abs(load(again).q_values(frames) - reference.q_values(frames)).max() < 1e-4
+    onnx_in = run_module("jetdqn.export", "--checkpoint", str(out), "--safetensors", str(tmp_path / "x.safetensors"),
+                         check=False)
+    assert onnx_in.returncode == 2 and onnx_in.stderr == (f"error: {out} is an ONNX export already; give the .pt or "
+                                                          ".safetensors it was made from.\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again.onnx", "eps05.onnx"]
+
+
 def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
     """jetdqn.train with a misspelt setting was Config's TypeError; evaluate(games=0) was numpy's warnings and
     a ValueError about an empty reduction; eps=2 acted at random and eps=-1 greedily, both without a word."""
