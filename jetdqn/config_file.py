@@ -1,4 +1,4 @@
-"""Settings from a file: ``--config FILE`` (JSON or YAML), for runs that must be repeatable.
+"""Settings from a file: ``--config FILE`` (JSON, YAML or TOML), for runs that must be repeatable.
 
 The committed results each have theirs in ``configs/``; command-line flags given beside ``--config``
 override the file's values.
@@ -15,7 +15,7 @@ RUN_ONLY = ("run_dir", "resume", "overwrite")   # where and how a run starts: ne
 
 
 def settings_from_file(path) -> dict[str, Any]:
-    """A run's settings from a JSON or YAML file (``--config``): Config field names, ``-`` or ``_``. A run's
+    """A run's settings from a JSON, YAML or TOML file (``--config``, told apart by the suffix): Config field names, ``-`` or ``_``. A run's
     own config.json works too (what it found about the machine is left out), so a run can be repeated
     exactly; the run directory, --resume and --overwrite always come from the command line."""
     from pathlib import Path
@@ -32,11 +32,21 @@ def settings_from_file(path) -> dict[str, Any]:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise ConfigError(f"--config {path} is not valid YAML ({str(exc).splitlines()[0]}).") from None
+    elif path.suffix.lower() == ".toml":
+        try:
+            import tomllib   # Python 3.11 on
+        except ImportError:
+            raise ConfigError(f"--config {path}: reading TOML needs Python 3.11 or later; give JSON or YAML.") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"--config {path} is not valid TOML ({exc}).") from None
     else:
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise ConfigError(f"--config {path} is not valid JSON ({exc}).") from None
+            kinds = "" if path.suffix.lower() == ".json" else "; a settings file is .json, .yaml (.yml) or .toml"
+            raise ConfigError(f"--config {path} is not valid JSON ({exc}){kinds}.") from None
     if not isinstance(data, dict):
         raise ConfigError(f"--config {path} must hold a mapping of settings (name: value).")
     fields = {f.name for f in dataclasses.fields(Config)}

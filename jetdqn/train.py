@@ -27,7 +27,7 @@ __all__ = ["main", "train"]
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser("python -m jetdqn.train", "Train a DQN on an Atari game or a gymnasium env.")
     parser.add_argument("--list-games", action="store_true", help="List the ALE game ids and exit.")
-    parser.add_argument("--config", metavar="FILE", help="Settings from a JSON or YAML file (a run's config.json "
+    parser.add_argument("--config", metavar="FILE", help="Settings from a JSON, YAML or TOML file (a run's config.json "
                                                          "works too); flags given here override them.")
     try:
         ns = vars(parser.parse_args(argv))

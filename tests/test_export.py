@@ -150,7 +150,8 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
     (tmp_path / "run.json").write_text(json.dumps({"preset": "smoke", "lr": 3e-4, "n-step": 3, "dueling": True,
                                                    "total_steps": 200}))
     (tmp_path / "run.yaml").write_text("preset: smoke\nlr: 0.0003\nn_step: 3\ndueling: true\ntotal-steps: 200\n")
-    for name in ("run.json", "run.yaml"):
+    (tmp_path / "run.toml").write_text('preset = "smoke"\nlr = 0.0003\nn-step = 3\ndueling = true\ntotal_steps = 200\n')
+    for name in ("run.json", "run.yaml", "run.toml"):
         assert make_config(settings_from_file(tmp_path / name)) == from_flags
     # the committed runs' files repeat their runs' settings
     saved = json.loads((PONG_MODEL.parent / "config.json").read_text())
@@ -170,6 +171,8 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
     (tmp_path / "game.json").write_text('{"game": 5}')
     (tmp_path / "flag.yaml").write_text("dueling: 1\n")
     (tmp_path / "choice.yaml").write_text("optimizer: sgd\n")
+    (tmp_path / "bad.toml").write_text("lr = \n")
+    (tmp_path / "run.ini").write_text("[run]\nlr = 0.1\n")
     (tmp_path / "forms.yaml").write_text("preset: smoke\ntotal-steps: 2k\nreplay-size: auto\nlearn-start: 1e3\n")
     forms = make_config(settings_from_file(tmp_path / "forms.yaml"))
     assert (forms.total_steps, forms.replay_size, forms.learn_start) == (2000, 0, 1000)
@@ -177,7 +180,10 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
     for bad, words in (("typo.json", "unknown setting learning_rate"), ("missing.json", "no such file"),
                        ("text.yaml", "--lr takes a number, got 'abc'"), ("list.yaml", "--lr takes a number, got [1, 2]"),
                        ("game.json", "--game takes a string, got 5"), ("flag.yaml", "--dueling takes true or false"),
-                       ("choice.yaml", "--optimizer takes one of adam, rmsprop, got 'sgd'")):
+                       ("choice.yaml", "--optimizer takes one of adam, rmsprop, got 'sgd'"),
+                       ("bad.toml", "bad.toml is not valid TOML (Invalid value (at line 1, column 6))"),
+                       ("run.ini", "run.ini is not valid JSON (Expecting value: line 1 column 2 (char 1)); a "
+                                   "settings file is .json, .yaml (.yml) or .toml.")):
         with pytest.raises(SystemExit) as stop:
             train.main(["--config", str(tmp_path / bad), "--run-dir", str(tmp_path / "b")])
         err = capsys.readouterr().err
