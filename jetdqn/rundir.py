@@ -40,29 +40,40 @@ class RunDirLock:
         self.path = Path(run_dir) / ".lock"
         self.created = created   # folders made for this start, deepest first: a start refused leaves no trace
         self.new_file = not self.path.exists()   # nor a .lock in a folder that had none
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            owner = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "?"
-            os.close(self.fd)
-            raise ConfigError(in_use(run_dir, owner)) from None
+        while True:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "?"
+                os.close(self.fd)
+                raise ConfigError(in_use(run_dir, owner)) from None
+            if self._still_named():
+                break
+            os.close(self.fd)   # a refused start removed the file between our open and our lock: take the new one
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
 
     def release(self, started: bool = True) -> None:
         """Drop the lock; a directory made for a start that never began goes again (when nothing else is in
         it), and so does a .lock it made in a folder that had none, so a refused run leaves no trace."""
-        if self.fd is not None:
-            os.close(self.fd)  # closing drops the flock
-            self.fd = None
-        if not started and (self.created or self.new_file):
-            try:
+        if not started and (self.created or self.new_file) and self.fd is not None:
+            try:   # still holding the lock: a start that opened this file meanwhile finds it unnamed and retries
                 self.path.unlink()
                 for folder in self.created:
                     folder.rmdir()   # only when empty: anything written there stays
             except OSError:
                 pass
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+    def _still_named(self) -> bool:
+        """Whether the file we hold locked is still RUN_DIR/.lock (not unlinked or replaced since we opened it)."""
+        try:
+            return os.stat(self.path).st_ino == os.fstat(self.fd).st_ino
+        except FileNotFoundError:
+            return False
 
 
 def default_run_dir(cfg: Config) -> Path:
