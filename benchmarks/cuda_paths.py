@@ -139,7 +139,7 @@ def time_updates(label: str, n: int = 300, **overrides) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(allow_abbrev=False)
     p.add_argument("--out", default=None)
     args = p.parse_args()
     if not torch.cuda.is_available():

@@ -37,7 +37,7 @@ def summary(run_dir: Path, skip: int = 20) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(allow_abbrev=False)
     p.add_argument("run_dir", type=Path)
     p.add_argument("--skip", type=int, default=20, help="learning records left out at the start (graph capture, "
                    "cuDNN autotuning)")

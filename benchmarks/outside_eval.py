@@ -55,7 +55,7 @@ def network(weights: dict[str, torch.Tensor]) -> nn.Module:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("weights", help="a .safetensors file written by jetdqn (model.safetensors, best.safetensors)")
     p.add_argument("--game", default="breakout")
     p.add_argument("--games", type=int, default=30)

@@ -82,7 +82,7 @@ class StackSampler(threading.Thread):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(allow_abbrev=False)
     p.add_argument("--out", default=None, help="a JSON file for the phases")
     p.add_argument("train_args", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)

@@ -37,7 +37,8 @@ def pong_batch(n: int = 32) -> tuple:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python benchmarks/update_cost.py", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python benchmarks/update_cost.py", allow_abbrev=False,
+                                description=__doc__.splitlines()[0])
     p.add_argument("--presets", default="pong-sticky,pong-fast")
     p.add_argument("--updates", type=int, default=60)
     p.add_argument("--steps", type=int, default=1_150_000)

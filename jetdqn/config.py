@@ -378,9 +378,29 @@ seed = _number(int, lambda v: 0 <= v <= SEED_MAX, f"a seed from 0 to {SEED_MAX:,
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with its mistakes said in one line (argparse's own prints the whole usage first)."""
+    """argparse with its mistakes said in one line (argparse's own prints the whole usage first), and flags
+    spelt in full: argparse takes any unique prefix, so evaluate's ``--game breakout`` was read as
+    ``--games breakout`` ("'breakout' is not a positive integer"), and a prefix that is whole today would
+    mean another flag once one is added beside it. An unknown flag names the nearest real ones."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
+        if message.startswith("unrecognized arguments:"):
+            import difflib
+            parsers = [self] + [sub for action in self._actions if isinstance(action, argparse._SubParsersAction)
+                                for sub in action.choices.values()]   # bench's and telemetry's commands
+            known = sorted({o for parser in parsers for action in parser._actions for o in action.option_strings
+                            if o.startswith("--")})
+            for word in message.split(":", 1)[1].split():
+                word = word.split("=")[0]
+                near = [o for o in known if o.startswith(word)] + difflib.get_close_matches(word, known, cutoff=0.75)
+                near = list(dict.fromkeys(near))[:3]
+                if word.startswith("--") and near:
+                    message += f" (did you mean {' or '.join(near)}?)"
+                    break
         print(f"error: {self.prog}: {message}; see --help.", file=sys.stderr)
         raise SystemExit(2)
 

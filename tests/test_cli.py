@@ -1,11 +1,13 @@
 """The command line: flags generated from the config, presets, and one-sentence errors."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from jetdqn.config import PRESETS, make_config, parse_config
-from conftest import run_module
+from conftest import ROOT, run_module
 
 
 def test_presets_and_explicit_flags():
@@ -53,6 +55,31 @@ def test_bad_input_gets_one_sentence(tmp_path, argv, message):
     assert message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
+    """argparse took any unique prefix: evaluate's --game breakout was read as --games and answered "'breakout'
+    is not a positive integer", and train's --target 18 meant --target-return only while no other --target-*
+    flag was added. A flag is now spelt in full; an unknown one names the flags it may have meant."""
+    run = str(ROOT / "benchmarks" / "results" / "learn-pong" / "run")
+    for module, argv, said in (
+            ("jetdqn.evaluate", [run, "--game", "breakout"], "python -m jetdqn.evaluate: unrecognized arguments: "
+                                                              "--game breakout (did you mean --games?)"),
+            ("jetdqn.train", ["--target", "18"], "python -m jetdqn.train: unrecognized arguments: --target 18 (did "
+                                                 "you mean --target-eps or --target-return or --target-update?)"),
+            ("jetdqn.train", ["--batchsize", "8"], "unrecognized arguments: --batchsize 8 (did you mean --batch-size?)"),
+            ("jetdqn.play", ["--recrod", "a.mp4"], "unrecognized arguments: --recrod a.mp4 (did you mean --record?)"),
+            ("jetdqn.bench", ["pong", "--stpes", "4"], "python -m jetdqn.bench: unrecognized arguments: --stpes 4 "
+                                                       "(did you mean --steps?)"),
+            ("jetdqn.train", ["--foo", "3"], "python -m jetdqn.train: unrecognized arguments: --foo 3; see --help.")):
+        proc = subprocess.run([sys.executable, "-m", module, *argv], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2 and said in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    for argv, flag in ((["outside_eval.py", "w.safetensors", "--sticky", "0"], "--sticky 0"),   # --sticky-actions
+                       (["update_cost.py", "--preset", "x"], "--preset x")):                    # --presets
+        proc = subprocess.run([sys.executable, f"benchmarks/{argv[0]}", *argv[1:]], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2 and f"unrecognized arguments: {flag}" in proc.stderr, proc.stderr
 
 
 def test_a_setting_its_mode_does_not_read_is_refused_not_ignored():
