@@ -16,6 +16,7 @@ from typing import Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, docker stop / systemd, a closed terminal
 STACKS_SIGNAL = signal.SIGUSR1   # kill -USR1 PID (docker kill -s USR1): every thread's Python stack to stderr
+_ours: dict = {}   # the handlers stop_on_signals has in place now, for reclaim_stop_signals
 
 
 def said(name: str) -> str:
@@ -43,6 +44,7 @@ def stop_on_signals(on_stop: Callable[[str], None]):
         yield
         return
     old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
+    _ours.update(dict.fromkeys(old, on_signal))
     try:
         faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True)
         stacks = True
@@ -54,8 +56,19 @@ def stop_on_signals(on_stop: Callable[[str], None]):
         if stacks:
             faulthandler.unregister(STACKS_SIGNAL)
         for s, handler in old.items():
+            _ours.pop(s, None)
             if handler is not None:  # None: installed outside Python, nothing to put back
                 signal.signal(s, handler)
+
+
+def reclaim_stop_signals() -> None:
+    """Put stop_on_signals' handlers back where a library replaced them since: ray.init makes SIGTERM end the
+    driver at once (its Python handler calls sys.exit(15), and its C++ core worker aborts the process), so
+    ``docker stop`` of a --backend ray run died without its checkpoint."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s, handler in _ours.items():
+        signal.signal(s, handler)
 
 
 def exit_on_stop() -> None:

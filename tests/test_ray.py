@@ -90,3 +90,30 @@ def test_cartpole_learns_with_ray_actors(tmp_path):
     assert max(e["return_mean"] for e in evals) >= 195
     ratios = [r["replay_ratio"] for r in records(run) if r["replay_ratio"] is not None]
     assert ratios and all(abs(x - 1.0) <= 0.05 for x in ratios)   # cartpole preset: train_freq 1
+
+
+@pytest.mark.slow
+def test_docker_stop_and_systemd_stop_save_a_ray_run(tmp_path):
+    """ray.init puts its own SIGTERM handlers in the driver (Python's sys.exit(15), and its C++ core worker
+    aborts), so docker stop's SIGTERM ended a --backend ray run at once, with status -6 and no checkpoint of
+    its last steps. The run now saves at its step as a local run does: for a SIGTERM to the driver alone (docker
+    stop through --init) and for one to its whole process group, Ray's processes with it (systemd's stop)."""
+    for whole_group in (False, True):
+        run = tmp_path / f"run-{whole_group}"
+        proc = subprocess.Popen([sys.executable, "-m", "jetdqn.train", *ARGS, "--total-steps", "1000000",
+                                 "--run-dir", str(run)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None and not (records(run) and
+                                                                           records(run)[-1]["step"] >= 1000):
+            time.sleep(0.5)
+        (os.killpg if whole_group else os.kill)(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and "SIGTERM received" not in err, (whole_group, proc.returncode, err[-2000:])
+        step = records(run)[-1]["step"]
+        assert f"stopped by SIGTERM at step {step:,}; checkpoint saved" in out, out[-1000:]
+        import torch
+        saved = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)["counters"]["step"]
+        assert saved == step > 1000
+        left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        assert left == [], f"processes of the run's session are left: {left}"

@@ -104,6 +104,8 @@ class RayActing:
                 raise ConfigError(f"cannot reach the Ray cluster at {cfg.ray_address} "
                                   f"({str(exc).splitlines()[-1][:100]}); start it with `ray start --head` there, or "
                                   "drop --ray-address for a local Ray.") from None
+            from ..signals import reclaim_stop_signals
+            reclaim_stop_signals()   # Ray's SIGTERM handler aborts: a docker stop must save the checkpoint first
         self.node = ray.get_runtime_context().get_node_id()
         actor = ray.remote(num_cpus=0.5 if not cfg.ray_address else 1, max_restarts=-1)(EnvActorImpl)
         self.actors = [actor.remote(cfg.to_dict(), i, float(self.eps[i]), cfg.seed + 1000 * (i + 1))
