@@ -1,0 +1,86 @@
+"""python -m jetdqn.supervise, what the Docker images run every command under: docker stop's SIGTERM, passed
+to it as tini passes it, reaches a training run under a shell, and it ends only once the run has saved."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import ROOT
+
+
+def records(run_dir):
+    path = run_dir / "log.jsonl"
+    return [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
+
+
+def session_left(sid: int) -> list[str]:
+    return subprocess.run(["pgrep", "-s", str(sid)], capture_output=True, text=True).stdout.split()
+
+
+def started(run, proc, steps=1000) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and not (records(run) and
+                                                                       records(run)[-1]["step"] >= steps):
+        time.sleep(0.2)
+    assert proc.poll() is None and records(run), "the run did not start"
+
+
+def test_docker_stop_reaches_a_run_under_a_shell_and_the_end_waits_for_its_save(tmp_path):
+    train = (f"{sys.executable} -m jetdqn.train --preset cartpole --total-steps 1000000 --eval-episodes 0 "
+             f"--telemetry off --run-dir {tmp_path}")
+    # what tini does: SIGTERM to the shell alone. It ends at once and the run under it goes on, unaware; the
+    # container's end would SIGKILL it with its last steps unsaved
+    shell = subprocess.Popen(["bash", "-c", f"{train}/bare; echo not reached"], cwd=ROOT, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    started(tmp_path / "bare", shell)
+    shell.send_signal(signal.SIGTERM)
+    shell.wait(timeout=30)
+    time.sleep(1)
+    left = session_left(shell.pid)
+    assert left and "stopped by" not in (tmp_path / "bare" / "log.jsonl").read_text()   # the run is still going
+    for pid in left:
+        os.kill(int(pid), signal.SIGTERM)
+    # under jetdqn.supervise the same SIGTERM reaches the run, which saves at its step; it ends after the run
+    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.supervise", "bash", "-c",
+                             f"{train}/supervised; echo not reached"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    run = tmp_path / "supervised"
+    started(run, proc)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=60)[0]
+    step = records(run)[-1]["step"]
+    assert f"stopped by SIGTERM at step {step:,}; checkpoint saved" in out, out
+    assert "not reached" not in out and proc.returncode == 128 + signal.SIGTERM   # the shell's status
+    import torch
+    assert torch.load(run / "checkpoints" / "latest.pt", weights_only=False)["counters"]["step"] == step
+    assert session_left(proc.pid) == []
+
+
+def test_what_a_command_leaves_running_is_stopped_and_signals_pass_to_the_command(tmp_path):
+    """A command that ends on its own leaves a process running: it gets SIGTERM and the supervisor ends with
+    the command's status (it would otherwise hold the container open). SIGUSR1 (a run's stacks) goes to the
+    command alone, as tini passes it; bad use is one sentence."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.supervise", "bash", "-c", "sleep 300 & exit 3"],
+                            start_new_session=True)
+    assert proc.wait(timeout=60) == 3 and time.monotonic() - t0 < 10
+    assert session_left(proc.pid) == []   # the sleep is gone too
+    mark = tmp_path / "usr1"
+    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.supervise", "bash", "-c",
+                             f'trap "echo got > {mark}; exit 5" USR1; touch {mark}.ready; '
+                             'while :; do sleep 0.05; done'], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "usr1.ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGUSR1)
+    assert proc.wait(timeout=30) == 5 and mark.read_text() == "got\n"
+    for argv, status, said in (([], 2, "error: python -m jetdqn.supervise runs a command: give it"),
+                               (["no-such-command"], 127, "error: cannot run no-such-command (No such file or "
+                                                          "directory); give a command this image has."),
+                               (["bash", "-c", "kill -9 $$"], 137, "")):
+        proc = subprocess.run([sys.executable, "-m", "jetdqn.supervise", *argv], capture_output=True, text=True,
+                              timeout=60, cwd=ROOT)
+        assert proc.returncode == status and proc.stderr.startswith(said) and proc.stderr.count("\n") <= 1, proc
