@@ -84,3 +84,32 @@ def test_what_a_command_leaves_running_is_stopped_and_signals_pass_to_the_comman
         proc = subprocess.run([sys.executable, "-m", "jetdqn.supervise", *argv], capture_output=True, text=True,
                               timeout=60, cwd=ROOT)
         assert proc.returncode == status and proc.stderr.startswith(said) and proc.stderr.count("\n") <= 1, proc
+
+
+def test_a_ctrl_c_typed_at_the_terminal_reaches_the_command_once(tmp_path):
+    """The terminal's Ctrl-C goes from the kernel to the whole foreground group, the command included; passing
+    it on again would make it two (a run notes both, but a shell's trap, or a program that quits on the
+    second, would not). A real pseudo-terminal, a real ^C; the command counts the SIGINTs it gets."""
+    import pty
+    marks = tmp_path / "ints"
+    script = ("import signal, sys, time, pathlib\n"
+              f"marks = pathlib.Path({str(marks)!r})\n"
+              "signal.signal(signal.SIGINT, lambda *_: marks.open('a').write('int\\n'))\n"
+              "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
+              "pathlib.Path(str(marks) + '.ready').touch()\n"
+              "while True:\n    time.sleep(0.01)\n")
+    pid, fd = pty.fork()
+    if pid == 0:   # the child: a session of its own on the terminal, as docker run -it gives the container
+        os.execv(sys.executable, [sys.executable, "-m", "jetdqn.supervise", sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "ints.ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.write(fd, b"\x03")   # ^C, which the terminal turns into SIGINT for its foreground group
+        time.sleep(1.5)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert marks.read_text() == "int\n"
+    assert os.waitstatus_to_exitcode(status) == 7
