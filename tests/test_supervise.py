@@ -100,7 +100,10 @@ def test_a_ctrl_c_typed_at_the_terminal_reaches_the_command_once(tmp_path):
               "while True:\n    time.sleep(0.01)\n")
     pid, fd = pty.fork()
     if pid == 0:   # the child: a session of its own on the terminal, as docker run -it gives the container
-        os.execv(sys.executable, [sys.executable, "-m", "jetdqn.supervise", sys.executable, "-c", script])
+        try:
+            os.execv(sys.executable, [sys.executable, "-m", "jetdqn.supervise", sys.executable, "-c", script])
+        finally:
+            os._exit(127)   # never back into pytest
     try:
         deadline = time.monotonic() + 30
         while not (tmp_path / "ints.ready").exists() and time.monotonic() < deadline:
