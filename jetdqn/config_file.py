@@ -14,39 +14,38 @@ from .config import Config, ConfigError
 RUN_ONLY = ("run_dir", "resume", "overwrite")   # where and how a run starts: never taken from a file
 
 
+def parse_settings(path, text: str) -> Any:
+    """The document in ``text``, read as its suffix says: YAML (.yaml, .yml), TOML (.toml), else JSON."""
+    suffix = path.suffix.lower()
+    kind = {".yaml": "YAML", ".yml": "YAML", ".toml": "TOML"}.get(suffix, "JSON")
+    try:
+        if kind == "YAML":
+            import yaml
+            loads, errors = yaml.safe_load, yaml.YAMLError
+        elif kind == "TOML":
+            import tomllib   # Python 3.11 on
+            loads, errors = tomllib.loads, tomllib.TOMLDecodeError
+        else:
+            loads, errors = json.loads, ValueError
+    except ImportError:
+        needs = "PyYAML (pip install pyyaml)" if kind == "YAML" else "Python 3.11 or later"
+        raise ConfigError(f"--config {path}: reading {kind} needs {needs}, or give JSON.") from None
+    try:
+        return loads(text)
+    except errors as exc:
+        kinds = "" if kind != "JSON" or suffix == ".json" else "; a settings file is .json, .yaml (.yml) or .toml"
+        raise ConfigError(f"--config {path} is not valid {kind} ({str(exc).splitlines()[0]}){kinds}.") from None
+
+
 def settings_from_file(path) -> dict[str, Any]:
-    """A run's settings from a JSON, YAML or TOML file (``--config``, told apart by the suffix): Config field names, ``-`` or ``_``. A run's
-    own config.json works too (what it found about the machine is left out), so a run can be repeated
+    """A run's settings from a JSON, YAML or TOML file (``--config``): Config field names, ``-`` or ``_``. A
+    run's own config.json works too (what it found about the machine is left out), so a run can be repeated
     exactly; the run directory, --resume and --overwrite always come from the command line."""
     from pathlib import Path
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"--config {path}: no such file.")
-    text = path.read_text(errors="replace")
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise ConfigError(f"--config {path}: reading YAML needs PyYAML (pip install pyyaml), or give JSON.") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--config {path} is not valid YAML ({str(exc).splitlines()[0]}).") from None
-    elif path.suffix.lower() == ".toml":
-        try:
-            import tomllib   # Python 3.11 on
-        except ImportError:
-            raise ConfigError(f"--config {path}: reading TOML needs Python 3.11 or later; give JSON or YAML.") from None
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"--config {path} is not valid TOML ({exc}).") from None
-    else:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            kinds = "" if path.suffix.lower() == ".json" else "; a settings file is .json, .yaml (.yml) or .toml"
-            raise ConfigError(f"--config {path} is not valid JSON ({exc}){kinds}.") from None
+    data = parse_settings(path, path.read_text(errors="replace"))
     if not isinstance(data, dict):
         raise ConfigError(f"--config {path} must hold a mapping of settings (name: value).")
     fields = {f.name for f in dataclasses.fields(Config)}
