@@ -21,7 +21,7 @@ import numpy as np
 
 from .checkpoint import CheckpointError
 from .config import Parser, count, ends_on_ctrl_c, probability, seed
-from .signals import said, stop_on_signals
+from .signals import outlive_the_terminal, said, stop_on_signals
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -175,6 +175,7 @@ def play_episodes(args: argparse.Namespace, cfg, env, agent, renderer, stack, ou
 def main(argv: Optional[list[str]] = None) -> int:
     from .config import ConfigError, fail
 
+    outlive_the_terminal()   # a dropped SSH session: play ends on its SIGHUP and still finishes the video
     args = build_parser().parse_args(argv)
     quiet = (lambda *_: None) if args.json else print
     try:

@@ -62,9 +62,9 @@ def read_jsonl(path: Path) -> list[dict]:
 class Progress:
     """A progress bar on a tty (steps, steps/s, last episode return, epsilon), plain lines otherwise."""
 
-    def __init__(self, total: int, mode: str = "auto", stream: TextIO = sys.stdout):
+    def __init__(self, total: int, mode: str = "auto", stream: Optional[TextIO] = None):
         self.total = total
-        self.stream = stream
+        stream = self.stream = stream or sys.stdout   # now, not at import: signals.outlive_the_terminal wraps it
         if mode == "auto":
             mode = "bar" if getattr(stream, "isatty", lambda: False)() else "lines"
         self.mode = mode

@@ -8,7 +8,9 @@ and their child processes ended too (``exit_on_stop``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import faulthandler
+import os
 import signal
 import sys
 import threading
@@ -59,6 +61,57 @@ def stop_on_signals(on_stop: Callable[[str], None]):
             _ours.pop(s, None)
             if handler is not None:  # None: installed outside Python, nothing to put back
                 signal.signal(s, handler)
+
+
+TERMINAL_GONE = (errno.EIO, errno.EPIPE, errno.ENXIO)   # a hung-up terminal, a reader that went away
+
+
+class OutlivesItsTerminal:
+    """A stdout or stderr whose loss ends the output, not the command. When an SSH session drops, the kernel
+    sends SIGHUP and every later write to the terminal fails with EIO: the run noted the SIGHUP, went to
+    write its last record on the console, and died there with "a file of the run: Input/output error; is the
+    disk full", before its checkpoint. The same for ``| tee log`` when tee goes. At the first such error the
+    stream's descriptor is pointed at /dev/null, so what is still buffered, and Python's flush at exit, go
+    there quietly; the run saves and ends as the SIGHUP asked."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            self._lost(exc)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self._lost(exc)
+
+    def _lost(self, exc: OSError) -> None:
+        if exc.errno not in TERMINAL_GONE:
+            raise exc
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+            self._stream.flush()   # what the terminal did not take goes to /dev/null
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name):   # encoding, fileno, isatty, ...: the stream's own
+        return getattr(self._stream, name)
+
+
+def outlive_the_terminal() -> None:
+    """stdout and stderr of a command that must finish what it writes (a run, play's video) survive their
+    terminal (``OutlivesItsTerminal``)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, OutlivesItsTerminal):
+            setattr(sys, name, OutlivesItsTerminal(stream))
 
 
 def reclaim_stop_signals() -> None:

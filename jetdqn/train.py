@@ -19,6 +19,7 @@ from .config import ConfigError, build_parser, ends_on_ctrl_c, fail, make_config
 from .loop import TrainingDiverged, train
 from .replay import ReplayTooLarge
 from .rundir import config_for_resume
+from .signals import outlive_the_terminal
 
 __all__ = ["main", "train"]
 
@@ -29,6 +30,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--list-games", action="store_true", help="List the ALE game ids and exit.")
     parser.add_argument("--config", metavar="FILE", help="Settings from a JSON, YAML or TOML file (a run's config.json "
                                                          "works too); flags given here override them.")
+    outlive_the_terminal()   # an SSH session that drops: the run saves on its SIGHUP, the console's EIO aside
     try:
         ns = vars(parser.parse_args(argv))
         typed = set(ns) - {"config", "list_games"}   # the flags on this command line (defaults are not in ns)

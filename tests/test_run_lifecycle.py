@@ -259,6 +259,57 @@ def _interrupt_after(argv: list[str], marker: str, cwd: Path, sig=signal.SIGINT)
     return proc.returncode, "".join(lines) + out, err
 
 
+def _on_a_terminal_closed_when(argv: list[str], ready, cwd: Path) -> int:
+    """Run ``python -m argv`` with a real pseudo-terminal as its controlling terminal, stdout and stderr (an SSH
+    session), close the terminal once ``ready()`` holds (the session drops: SIGHUP, then EIO on every write),
+    and return the exit status."""
+    import pty
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(cwd)
+            os.environ.update({"DISPLAY": "", "PYTHONPATH": str(ROOT)})
+            os.execv(sys.executable, [sys.executable, "-m", *argv])
+        finally:
+            os._exit(127)   # never back into pytest
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and not ready():
+            try:
+                os.read(fd, 1 << 16)   # what a terminal shows
+            except OSError:
+                break
+        time.sleep(0.5)
+    finally:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_a_dropped_ssh_session_saves_the_run_and_finishes_the_video(tmp_path):
+    """A run in the foreground of an SSH session that drops gets SIGHUP, and every later write to the terminal
+    fails with EIO. The run noted the SIGHUP, wrote its last record on the console and died of the EIO
+    ("a file of the run: Input/output error; is the disk full or read-only?", status 2), with no checkpoint of
+    its steps. Now the console's loss ends the output only: the checkpoint is at the last record's step, and
+    play finishes its video."""
+    import cv2
+    run = tmp_path / "run"
+    code = _on_a_terminal_closed_when(["jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--total-steps",
+                                       "1000000", "--eval-episodes", "0", "--telemetry", "off"],
+                                      lambda: len(records(run)) >= 2, ROOT)
+    step = records(run)[-1]["step"]
+    assert code == 0 and step > 2000, (code, step)   # stopped between records, by the SIGHUP
+    assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == step
+    pytest.importorskip("imageio_ffmpeg")
+    video = tmp_path / "ssh.mp4"
+    code = _on_a_terminal_closed_when(["jetdqn.play", "--display-freq", "0", "--episodes", "50", "--record",
+                                       str(video)], lambda: video.with_name(".ssh.mp4.part.mp4").exists(), tmp_path)
+    capture, frames = cv2.VideoCapture(str(video)), 0
+    while capture.read()[0]:
+        frames += 1
+    assert code == 128 + signal.SIGHUP and frames > 0, (code, frames)
+
+
 def test_ctrl_c_ends_play_and_evaluate_in_one_line_with_status_130(tmp_path):
     """Ctrl-C used to end play and evaluate with a KeyboardInterrupt traceback, and docker stop's SIGTERM
     killed play with its video unfinished (48 bytes). Play ends the game at its step, prints the games it
