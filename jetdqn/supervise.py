@@ -37,6 +37,24 @@ def become_subreaper() -> bool:
         return False
 
 
+def others_in_group() -> bool:
+    """Whether a process other than this one (and not a zombie) is in our process group: what we wait on
+    where we cannot be the subreaper (qemu-user refuses the prctl), and the orphans go to PID 1."""
+    me, group = os.getpid(), os.getpgrp()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        state, _, pgrp = stat[stat.rindex(")") + 2:].split()[:3]   # after the command's name, which may hold spaces
+        if int(pgrp) == group and state != "Z":
+            return True
+    return False
+
+
 def exit_status(wait_status: int) -> int:
     """A shell's exit status for a child's wait status: its exit code, or 128 + the signal that ended it."""
     code = os.waitstatus_to_exitcode(wait_status)
@@ -46,7 +64,8 @@ def exit_status(wait_status: int) -> int:
 class Supervisor:
     """COMMAND and everything below it: signals passed on, descendants reaped until none is left."""
 
-    def __init__(self, argv: list[str]):
+    def __init__(self, argv: list[str], subreaper: bool):
+        self.subreaper = subreaper   # else the orphans are not ours to wait for: we look for them in /proc
         self.waited = set(STOPS) | set(PASSED) | {signal.SIGCHLD}
         signal.pthread_sigmask(signal.SIG_BLOCK, self.waited)   # taken with sigtimedwait, never by a handler
         # the child starts with nothing blocked and SIGPIPE as a program expects it (Python ignores it)
@@ -104,7 +123,7 @@ class Supervisor:
 
     def run(self) -> int:
         while True:
-            if self.reap():
+            if self.reap() and (self.subreaper or not others_in_group()):
                 return self.status if self.status is not None else 0
             if self.status is not None and not self.stopped:
                 if self.deadline is None:   # COMMAND ended on its own and left processes running
@@ -117,7 +136,8 @@ class Supervisor:
                 self.pass_on(info)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None, subreaper: bool = True) -> int:
+    """``subreaper`` False: wait without being the subreaper, as where the prctl fails (tests that path)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--"]:
         argv = argv[1:]
@@ -128,11 +148,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     if argv[0] in ("-h", "--help"):
         print(__doc__.split("\n\n")[0])
         return 0
-    become_subreaper()
+    subreaper = subreaper and become_subreaper()
     if os.getpgrp() != os.getpid():   # under tini, and as PID 1, it leads its group already; from a script it
         os.setpgid(0, 0)               # would share the script's group, and a stop passed on would reach the script
     try:
-        supervisor = Supervisor(argv)
+        supervisor = Supervisor(argv, subreaper)
     except OSError as exc:
         print(f"error: cannot run {argv[0]} ({exc.strerror or exc}); give a command this image has.", file=sys.stderr)
         return 127 if exc.errno == errno.ENOENT else 126

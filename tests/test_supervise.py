@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import ROOT
 
 
@@ -17,7 +19,15 @@ def records(run_dir):
 
 
 def session_left(sid: int) -> list[str]:
-    return subprocess.run(["pgrep", "-s", str(sid)], capture_output=True, text=True).stdout.split()
+    """The processes of a session still running (a zombie that PID 1 has not reaped yet has ended)."""
+    def running(pid: str) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+    return [p for p in subprocess.run(["pgrep", "-s", str(sid)], capture_output=True, text=True).stdout.split()
+            if running(p)]
 
 
 def started(run, proc, steps=1000) -> None:
@@ -28,7 +38,13 @@ def started(run, proc, steps=1000) -> None:
     assert proc.poll() is None and records(run), "the run did not start"
 
 
-def test_docker_stop_reaches_a_run_under_a_shell_and_the_end_waits_for_its_save(tmp_path):
+NOT_SUBREAPER = ["-c", "import sys; from jetdqn import supervise; sys.exit(supervise.main(sys.argv[1:], subreaper=False))"]
+
+
+@pytest.mark.parametrize("subreaper", [True, False], ids=["subreaper", "orphans-to-init"])
+def test_docker_stop_reaches_a_run_under_a_shell_and_the_end_waits_for_its_save(tmp_path, subreaper):
+    """Where the supervisor cannot be the subreaper (qemu-user refuses the prctl) the run orphaned by its shell
+    goes to PID 1, and the supervisor waits for it by its process group instead."""
     train = (f"{sys.executable} -m jetdqn.train --preset cartpole --total-steps 1000000 --eval-episodes 0 "
              f"--telemetry off --run-dir {tmp_path}")
     # what tini does: SIGTERM to the shell alone. It ends at once and the run under it goes on, unaware; the
@@ -44,19 +60,21 @@ def test_docker_stop_reaches_a_run_under_a_shell_and_the_end_waits_for_its_save(
     for pid in left:
         os.kill(int(pid), signal.SIGTERM)
     # under jetdqn.supervise the same SIGTERM reaches the run, which saves at its step; it ends after the run
-    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.supervise", "bash", "-c",
+    supervise = ["-m", "jetdqn.supervise"] if subreaper else NOT_SUBREAPER
+    proc = subprocess.Popen([sys.executable, *supervise, "bash", "-c",
                              f"{train}/supervised; echo not reached"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     run = tmp_path / "supervised"
     started(run, proc)
     proc.send_signal(signal.SIGTERM)
-    out = proc.communicate(timeout=60)[0]
+    proc.wait(timeout=60)   # the supervisor's end (reading its output would wait for the run, which holds it too)
+    assert session_left(proc.pid) == []   # when it ends, the run has ended: the container may go
+    out = proc.stdout.read()
     step = records(run)[-1]["step"]
     assert f"stopped by SIGTERM at step {step:,}; checkpoint saved" in out, out
     assert "not reached" not in out and proc.returncode == 128 + signal.SIGTERM   # the shell's status
     import torch
     assert torch.load(run / "checkpoints" / "latest.pt", weights_only=False)["counters"]["step"] == step
-    assert session_left(proc.pid) == []
 
 
 def test_what_a_command_leaves_running_is_stopped_and_signals_pass_to_the_command(tmp_path):
