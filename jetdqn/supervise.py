@@ -151,6 +151,11 @@ def main(argv: Optional[list[str]] = None, subreaper: bool = True) -> int:
     subreaper = subreaper and become_subreaper()
     if os.getpgrp() != os.getpid():   # under tini, and as PID 1, it leads its group already; from a script it
         os.setpgid(0, 0)               # would share the script's group, and a stop passed on would reach the script
+    import shutil
+    if shutil.which(argv[0]) is None:   # asked first: under qemu-user a failed posix_spawn is only an exit 127
+        print(f"error: cannot run {argv[0]} (not found, or not executable); give a command this image has.",
+              file=sys.stderr)
+        return 127
     try:
         supervisor = Supervisor(argv, subreaper)
     except OSError as exc:
