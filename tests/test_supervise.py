@@ -33,6 +33,20 @@ def session_left(sid: int) -> list[str]:
     return left
 
 
+def end_session(sid: int) -> None:
+    """SIGTERM to what is left of a session, SIGKILL to what is still there a minute later: a test leaves no
+    training run behind (one left under qemu trained on for half an hour beside the next tests)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in session_left(sid):
+            try:
+                os.kill(int(pid), sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 60
+        while session_left(sid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
 def started(run, proc, steps=1000) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None and not (records(run) and
@@ -60,21 +74,20 @@ def test_docker_stop_reaches_a_run_under_a_shell_and_the_end_waits_for_its_save(
         time.sleep(1)
         left = session_left(shell.pid)
         assert left and "stopped by" not in (tmp_path / "bare" / "log.jsonl").read_text()   # the run is still going
-        for pid in left:
-            os.kill(int(pid), signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        while session_left(shell.pid) and time.monotonic() < deadline:   # one torch process at a time
-            time.sleep(0.2)
+        end_session(shell.pid)   # one torch process at a time
     # under jetdqn.supervise the same SIGTERM reaches the run, which saves at its step; it ends after the run
     supervise = ["-m", "jetdqn.supervise"] if subreaper else NOT_SUBREAPER
     proc = subprocess.Popen([sys.executable, *supervise, "bash", "-c",
                              f"{train}/supervised; echo not reached"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     run = tmp_path / "supervised"
-    started(run, proc)
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=60)   # the supervisor's end (reading its output would wait for the run, which holds it too)
-    assert session_left(proc.pid) == []   # when it ends, the run has ended: the container may go
+    try:
+        started(run, proc)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)   # the supervisor's end (its output would wait for the run, which holds it too)
+        assert session_left(proc.pid) == []   # when it ends, the run has ended: the container may go
+    finally:
+        end_session(proc.pid)
     out = proc.stdout.read()
     step = records(run)[-1]["step"]
     assert f"stopped by SIGTERM at step {step:,}; checkpoint saved" in out, out
