@@ -9,6 +9,12 @@ going, unaware; GNU make does pass SIGTERM to its recipe and waits). Here a stop
 (by tini, or by ``docker stop`` when this is PID 1) goes to the whole process group, and this process waits
 for every process below it before it ends with COMMAND's exit status: it is their subreaper, so what the
 shell leaves behind comes back to it, and ``docker stop``'s grace period (``--stop-timeout``) bounds the wait.
+Where it cannot be the subreaper (qemu-user refuses the prctl), it waits on its process group instead.
+
+A Ctrl-C typed at the container's terminal already reached the whole group from the kernel, so it is not
+sent again. Other signals (SIGUSR1, which asks a run for its threads' stacks) go to COMMAND alone, as tini
+passes them. When COMMAND ends on its own, what it left running (a daemon it started) gets SIGTERM and
+``LEFT_BEHIND_S`` seconds: the end of the container would give it none.
 """
 
 from __future__ import annotations
