@@ -128,7 +128,10 @@ def exit_on_stop() -> None:
     """For a command with nothing to save (``jetdqn.bench``, ``jetdqn.evaluate``): SIGTERM and SIGHUP end it as
     Ctrl-C does, by an exception, so that ``finally`` blocks run and ``subprocess.run`` kills the child it
     waits on. Their default action ended the bench alone, and the case it had started trained on, orphaned,
-    beside whatever ran next on the same cores. One line says so; the exit status is 128 + the signal."""
+    beside whatever ran next on the same cores. One line says so; the exit status is 128 + the signal. That
+    line must not fail on the terminal a SIGHUP says is gone (it raised EIO in place of the exit, status 1)."""
+    outlive_the_terminal()
+
     def on_signal(signum, frame):
         print(f"stopped by {signal.Signals(signum).name}", file=sys.stderr)
         raise SystemExit(128 + signum)

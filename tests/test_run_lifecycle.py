@@ -261,7 +261,7 @@ def _interrupt_after(argv: list[str], marker: str, cwd: Path, sig=signal.SIGINT)
 
 def _on_a_terminal_closed_when(argv: list[str], ready, cwd: Path) -> int:
     """Run ``python -m argv`` with a real pseudo-terminal as its controlling terminal, stdout and stderr (an SSH
-    session), close the terminal once ``ready()`` holds (the session drops: SIGHUP, then EIO on every write),
+    session), close the terminal once ``ready(what it showed)`` holds (the session drops: SIGHUP, then EIO on every write),
     and return the exit status."""
     import pty
     pid, fd = pty.fork()
@@ -274,11 +274,14 @@ def _on_a_terminal_closed_when(argv: list[str], ready, cwd: Path) -> int:
             os._exit(127)   # never back into pytest
     deadline = time.monotonic() + 120
     try:
-        while time.monotonic() < deadline and not ready():
-            try:
-                os.read(fd, 1 << 16)   # what a terminal shows
-            except OSError:
-                break
+        import select
+        shown = b""   # what the terminal showed
+        while time.monotonic() < deadline and not ready(shown.decode(errors="replace")):
+            if select.select([fd], [], [], 0.2)[0]:   # a command that prints nothing for a while must not block us
+                try:
+                    shown += os.read(fd, 1 << 16)
+                except OSError:
+                    break
         time.sleep(0.5)
     finally:
         os.close(fd)
@@ -296,18 +299,23 @@ def test_a_dropped_ssh_session_saves_the_run_and_finishes_the_video(tmp_path):
     run = tmp_path / "run"
     code = _on_a_terminal_closed_when(["jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--total-steps",
                                        "1000000", "--eval-episodes", "0", "--telemetry", "off"],
-                                      lambda: len(records(run)) >= 2, ROOT)
+                                      lambda shown: len(records(run)) >= 2, ROOT)
     step = records(run)[-1]["step"]
     assert code == 0 and step > 2000, (code, step)   # stopped between records, by the SIGHUP
     assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == step
     pytest.importorskip("imageio_ffmpeg")
     video = tmp_path / "ssh.mp4"
     code = _on_a_terminal_closed_when(["jetdqn.play", "--display-freq", "0", "--episodes", "50", "--record",
-                                       str(video)], lambda: video.with_name(".ssh.mp4.part.mp4").exists(), tmp_path)
+                                       str(video)], lambda shown: video.with_name(".ssh.mp4.part.mp4").exists(), tmp_path)
     capture, frames = cv2.VideoCapture(str(video)), 0
     while capture.read()[0]:
         frames += 1
     assert code == 128 + signal.SIGHUP and frames > 0, (code, frames)
+    # evaluate has nothing to save: it ends on the SIGHUP with the shell's status (its line about the stop
+    # raised EIO on the gone terminal, status 1)
+    code = _on_a_terminal_closed_when(["jetdqn.evaluate", str(ROOT / "benchmarks/results/learn-pong/run"), "--games",
+                                       "60"], lambda shown: "playing 60 games" in shown, tmp_path)
+    assert code == 128 + signal.SIGHUP, code
 
 
 def test_ctrl_c_ends_play_and_evaluate_in_one_line_with_status_130(tmp_path):
