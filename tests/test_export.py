@@ -246,7 +246,7 @@ def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
 
 
 def test_committed_weights_without_a_pt_export_to_onnx(tmp_path, pong_stacks):
-    """Most committed runs keep model.safetensors and no .pt, and export read only .pt checkpoints: "RUN is a
+    """Several committed runs keep model.safetensors and no .pt, and export read only .pt checkpoints: "RUN is a
     directory; give a checkpoint file", or "model.safetensors is not a jetdqn checkpoint". A board owner could
     not turn them into ONNX for TensorRT. Export now reads what play and load read."""
     pytest.importorskip("onnxruntime")
