@@ -1,9 +1,12 @@
 """Evaluation games: whole games at a fixed epsilon, scored with raw rewards.
 
 On Atari the games are played side by side in one AtariVectorEnv, one batched forward pass per step for
-all of them, each env counting only its first game: a trained Pong agent's games run to 5,000+ steps, and
-one at a time with a batch-1 forward pass they took ~10% of a learning run's wall clock. Gymnasium envs
-(vector observations, short games) are played one after the other.
+all of them: a trained Pong agent's games run to 5,000+ steps, and one at a time with a batch-1 forward
+pass they took ~10% of a learning run's wall clock. At most SIDE_BY_SIDE emulators are built: ale-py builds
+them all in one native call that a stop signal waits on (1000 games: ~2 min here, and a Jetson Nano's
+4 GB gone), so past that each env plays a fixed number of whole games one after the other, set before the
+first step. A fixed count per env keeps the sample fair; counting whichever games end first would favour
+short games. Gymnasium envs (vector observations, short games) are played one after the other.
 
 The protocol (README, "Evaluation"): whole games (to game over, or the 27,000-step / 108k-frame cap),
 epsilon 0.05, up to 30 no-op actions at each start, raw game scores, sticky actions as trained unless
@@ -90,37 +93,45 @@ def describe(record: dict) -> str:
 
 Played = Optional[tuple[list[float], list[int]]]
 
+SIDE_BY_SIDE = 64   # emulators at most in one evaluation: 64 are built in ~8 s here, the longest a stop waits
+
 
 def play_games(agent, cfg: Config, games: int, eps: float, seed: int,
-               stop: Callable[[], bool] = lambda: False) -> Played:
+               stop: Callable[[], bool] = lambda: False, side_by_side: int = SIDE_BY_SIDE) -> Played:
     """Returns and lengths (agent steps) of ``games`` whole games; None when ``stop()`` turned true between
-    two steps (the games are left unfinished)."""
+    two steps (the games are left unfinished). Up to ``side_by_side`` games are played at once; up to that
+    many, the games (and so the scores for a seed) are those of one env per game."""
     rng = np.random.default_rng(seed)
     if cfg.is_atari and games > 1:
-        return _side_by_side(agent, cfg, games, eps, seed, rng, stop)
+        return _side_by_side(agent, cfg, games, eps, seed, rng, stop, min(games, side_by_side))
     return _one_by_one(agent, cfg, games, eps, seed, rng, stop)
 
 
-def _side_by_side(agent, cfg: Config, games: int, eps: float, seed: int, rng, stop: Callable[[], bool]) -> Played:
-    envs = AleVecEnvs(cfg.game, games, seed=seed, **atari_options(cfg))   # 30 envs: ~4 s here, then ~2 s to reset
+def _side_by_side(agent, cfg: Config, games: int, eps: float, seed: int, rng, stop: Callable[[], bool],
+                  width: int) -> Played:
+    """Game g is env g % width's (g // width)-th game; each env's next game starts in the step that ends
+    its last (SameStep autoreset), and an env that has played its share steps on uncounted."""
+    envs = AleVecEnvs(cfg.game, width, seed=seed, **atari_options(cfg))   # 30 envs: ~4 s here, then ~2 s to reset
     try:
         if stop():
             return None
         frames = envs.reset()
-        stacks = [FrameStack(cfg.history, envs.frame_shape, envs.frame_dtype) for _ in range(games)]
+        stacks = [FrameStack(cfg.history, envs.frame_shape, envs.frame_dtype) for _ in range(width)]
         obs = np.stack([s.reset(frames[k]) for k, s in enumerate(stacks)])
-        playing = np.ones(games, dtype=bool)
+        game = np.arange(width)               # the game each env is playing (its index in the result)
         totals = np.zeros(games)
         lengths = np.zeros(games, dtype=np.int64)
-        while playing.any():
+        while (game < games).any():
             if stop():
                 return None
             st = envs.step(agent.act(obs, eps, rng))
-            for k in np.flatnonzero(playing):
-                totals[k] += st.rewards[k]
-                lengths[k] += 1
+            for k in np.flatnonzero(game < games):
+                g = game[k]
+                totals[g] += st.rewards[k]
+                lengths[g] += 1
                 if st.game_over[k] or st.truncated[k]:
-                    playing[k] = False   # the env starts a new game (autoreset); it no longer counts
+                    game[k] += width              # st.frames[k] is already that game's first frame
+                    obs[k] = stacks[k].reset(st.frames[k])
                 else:
                     obs[k] = stacks[k].follow(st.frames[k], cfg.terminal_on_life_loss and bool(st.life_lost[k]))
     finally:

@@ -39,6 +39,29 @@ def test_side_by_side_games_stop_at_the_time_limit():
     assert lengths == [300, 300, 300] and len(returns) == 3
 
 
+def test_more_games_than_emulators_are_each_envs_fixed_share_played_in_turn():
+    """5 games on 2 emulators: env 0 plays games 0, 2, 4 and env 1 games 1, 3, each whole and scored from
+    the step that began it, the same as stepping the 2 envs by hand."""
+    cfg = make_config({"game": "pong", "max_episode_steps": 150})
+    returns, lengths = play_games(_agent(cfg), cfg, games=5, eps=1.0, seed=3, side_by_side=2)
+    rng = np.random.default_rng(3)
+    env = AleVecEnvs("pong", 2, seed=3, max_episode_steps=150)
+    env.reset()
+    totals, steps, game = np.zeros(5), np.zeros(5, dtype=int), np.array([0, 1])
+    while (game < 5).any():
+        rng.random(2)
+        st = env.step(rng.integers(0, 6, size=2))
+        for k in np.flatnonzero(game < 5):
+            totals[game[k]] += st.rewards[k]
+            steps[game[k]] += 1
+            if st.game_over[k] or st.truncated[k]:
+                game[k] += 2
+    env.close()
+    assert lengths == steps.tolist() == [150] * 5   # every game cut at the cap, none cut short by the switch
+    assert returns == totals.tolist()
+    assert play_games(_agent(cfg), cfg, games=2, eps=1.0, seed=3, side_by_side=2) == (returns[:2], lengths[:2])
+
+
 def _frames_after(env_kind: str, sticky: float, action: int, steps: int = 40) -> np.ndarray:
     """The frame after ``steps`` of one fixed action, in a single env or a 2-env vector env."""
     from jetdqn.envs import make_env, make_envs
