@@ -1,4 +1,4 @@
-"""``jetdqn train|play|bench|plot|telemetry ...``: one console script for the package's commands."""
+"""``jetdqn train|play|bench|plot|telemetry|export|evaluate|supervise ...``: one console script for the package's commands."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import sys
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {"train": "jetdqn.train", "play": "jetdqn.play", "bench": "jetdqn.bench.__main__",
-                "plot": "jetdqn.plot", "telemetry": "jetdqn.telemetry.__main__", "export": "jetdqn.export", "evaluate": "jetdqn.evaluate"}
+                "plot": "jetdqn.plot", "telemetry": "jetdqn.telemetry.__main__", "export": "jetdqn.export", "evaluate": "jetdqn.evaluate",
+                "supervise": "jetdqn.supervise"}
     usage = f"usage: jetdqn {{{','.join(commands)}}} [flags]  (each takes --help); jetdqn --version"
     if argv[:1] in (["-h"], ["--help"]):
         print(usage)

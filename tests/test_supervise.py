@@ -121,6 +121,8 @@ def test_what_a_command_leaves_running_is_stopped_and_signals_pass_to_the_comman
         proc = subprocess.run([sys.executable, "-m", "jetdqn.supervise", *argv], capture_output=True, text=True,
                               timeout=60, cwd=ROOT)
         assert proc.returncode == status and proc.stderr.startswith(said) and proc.stderr.count("\n") <= 1, proc
+    by_console = subprocess.run([sys.executable, "-m", "jetdqn", "supervise", "bash", "-c", "exit 4"], timeout=60, cwd=ROOT)
+    assert by_console.returncode == 4   # `jetdqn supervise CMD`, as the console script's other commands
 
 
 def test_a_ctrl_c_typed_at_the_terminal_reaches_the_command_once(tmp_path):
