@@ -21,6 +21,7 @@ from typing import Optional
 
 from .checkpoint import CheckpointError
 from .config import Parser, ends_on_ctrl_c, fail
+from .signals import exit_on_stop
 
 ONNX_OPSET = 17
 
@@ -48,17 +49,21 @@ def write_safetensors(weights: dict, spec: dict, out: Path) -> tuple[Path, Path]
     spec_path = out.with_suffix(".json")
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in weights.items()}
     tmp_tensors, tmp_spec = (p.with_name(f".{p.name}.tmp") for p in (out, spec_path))   # what resume tidies
-    save_file(tensors, str(tmp_tensors), metadata={"format": "jetdqn-model", "env": spec["env"]})
-    tmp_spec.write_text(json.dumps(spec, indent=1) + "\n")
-    os.replace(tmp_tensors, out)
-    os.replace(tmp_spec, spec_path)
+    try:
+        save_file(tensors, str(tmp_tensors), metadata={"format": "jetdqn-model", "env": spec["env"]})
+        tmp_spec.write_text(json.dumps(spec, indent=1) + "\n")
+        os.replace(tmp_tensors, out)
+        os.replace(tmp_spec, spec_path)
+    finally:   # a full disk, a stop: no hidden half file left beside the exports
+        for tmp in (tmp_tensors, tmp_spec):
+            tmp.unlink(missing_ok=True)
     return out, spec_path
 
 
 class _NativeOutputHeld:
     """Holds back what C++ writes to stdout and stderr (the exporter prints its whole graph to stdout when it
     fails) and drops it unless ``release`` was called: an error we turn into one sentence should not come
-    with a page of IR."""
+    with a page of IR. The line a stop signal prints while it is held goes through."""
 
     def __init__(self):
         self.released = False
@@ -82,10 +87,13 @@ class _NativeOutputHeld:
         for fd, saved in zip((1, 2), self.saved):
             os.dup2(saved, fd)
             os.close(saved)
-        if self.released:
-            self.file.seek(0)
-            sys.stderr.write(self.file.read().decode(errors="replace"))
+        self.file.seek(0)
+        held = self.file.read().decode(errors="replace")
         self.file.close()
+        if self.released:
+            sys.stderr.write(held)
+        elif exc[0] is SystemExit:   # a stop signal's one line (signals.exit_on_stop) is ours, not the exporter's
+            sys.stderr.write("".join(l for l in held.splitlines(keepends=True) if l.startswith("stopped by ")))
 
 
 class OpsetError(ValueError):
@@ -146,6 +154,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                                        "their spec beside it (.json).")
     p.add_argument("--opset", type=int, default=ONNX_OPSET, help=f"ONNX opset (default {ONNX_OPSET}).")
     args = p.parse_args(argv)
+    exit_on_stop()   # a SIGTERM mid-write ends it as Ctrl-C does: the .tmp file goes, the earlier export stays
     if not (args.onnx or args.safetensors):
         fail("nothing to export: give --onnx OUT.onnx and/or --safetensors OUT.safetensors.")
     for flag, path, suffix in (("--onnx", args.onnx, ".onnx"), ("--safetensors", args.safetensors, ".safetensors")):

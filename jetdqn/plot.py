@@ -22,6 +22,7 @@ from typing import Optional
 
 from .records import read_jsonl
 from .config import Parser, ends_on_ctrl_c
+from .signals import exit_on_stop
 
 
 def evaluation_series(evals: list) -> dict:
@@ -230,6 +231,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--against", action="append", default=[], metavar="OTHER_RUN",
                    help="Another run directory drawn on the same axes (repeatable).")
     args = p.parse_args(argv)
+    exit_on_stop()   # a SIGTERM mid-write ends it as Ctrl-C does: the .part file goes, the earlier plot stays
     try:
         print(plot_learning(Path(args.run_dir), Path(args.out) if args.out else None, tuple(args.against)))
     except (OSError, ValueError) as exc:

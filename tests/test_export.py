@@ -1,9 +1,13 @@
 """Export (ONNX, safetensors), playing an export, the Python API and --config, on the committed Pong weights."""
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -268,6 +272,26 @@ def test_committed_weights_without_a_pt_export_to_onnx(tmp_path, pong_stacks):
     assert onnx_in.returncode == 2 and onnx_in.stderr == (f"error: {out} is an ONNX export already; give the .pt or "
                                                           ".safetensors it was made from.\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again.onnx", "eps05.onnx"]
+
+
+def test_a_stop_while_the_export_writes_leaves_the_earlier_export_and_no_hidden_file(tmp_path):
+    """SIGTERM's default action ended an export mid-write and left its hidden .tmp beside the export. The
+    write is held still by a FIFO in the .tmp file's place (open blocks until a reader comes), so the
+    signal lands inside it every time; the export ends as Ctrl-C ends it, the .tmp goes, the old file stays."""
+    pytest.importorskip("onnx")
+    out = tmp_path / "m.onnx"
+    out.write_text("the export before\n")
+    os.mkfifo(tmp_path / ".m.onnx.tmp")
+    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.export", "--checkpoint",
+                             str(ROOT / "benchmarks" / "results" / "pong-eps05" / "run"), "--onnx", str(out)],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while Path(f"/proc/{proc.pid}/wchan").read_text() != "wait_for_partner":   # blocked opening the FIFO
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM and proc.stderr.read() == "stopped by SIGTERM\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"] and out.read_text() == "the export before\n"
 
 
 def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):

@@ -153,6 +153,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+    from ..signals import exit_on_stop
+    exit_on_stop()   # as jetdqn.plot: a SIGTERM mid-write leaves the earlier PNG, no .part file
     try:
         out = plot_run(Path(args.run_dir), Path(args.out) if args.out else None)
     except (OSError, ValueError) as exc:
