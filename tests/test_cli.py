@@ -35,6 +35,10 @@ def test_every_preset_is_a_valid_config():
     (["--preset", "fast"], "unknown preset 'fast'"),
     (["--game", "pongg", "--total-steps", "10"], "unknown game 'pongg'"),
     (["--env", "NoSuchEnv-v0", "--total-steps", "10"], "gymnasium does not know the env 'NoSuchEnv-v0'"),
+    (["--game", "PongNoFrameskip-v4"], "unknown game 'PongNoFrameskip-v4' (did you mean pong? --game takes ale-py's "
+                                       "ROM name; what the Gymnasium id's version sets is a flag here"),
+    (["--game", "cartpole"], "unknown game 'cartpole' (did you mean --env CartPole-v1, a Gymnasium env?)"),
+    (["--env", "ALE/Pong-v5"], "error: ALE/Pong-v5 is an Atari game: jetdqn plays it with --game pong"),
     (["--device", "cuda", "--total-steps", "10"], "no usable CUDA GPU"),
     (["--telemetry", "tegrastats", "--total-steps", "10"], "no 'tegrastats' on this machine"),
     (["--replay-size", "100000000000", "--total-steps", "10"], "--allow-large-replay"),
@@ -55,6 +59,18 @@ def test_bad_input_gets_one_sentence(tmp_path, argv, message):
     assert message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_registered_env_whose_package_is_missing_is_not_called_unknown(tmp_path):
+    """--env LunarLander-v3 without Box2D said "gymnasium does not know the env"; it knows it, and says what
+    to install."""
+    import importlib.util
+    if importlib.util.find_spec("Box2D") is not None:
+        pytest.skip("Box2D is installed here")
+    proc = run_module("jetdqn.train", "--env", "LunarLander-v3", "--run-dir", str(tmp_path / "r"), check=False)
+    assert proc.returncode == 2 and not (tmp_path / "r").exists()
+    assert proc.stderr.startswith("error: LunarLander-v3 needs a package that is not installed: Box2D is not "
+                                  "installed") and proc.stderr.count("\n") == 1, proc.stderr
 
 
 def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():

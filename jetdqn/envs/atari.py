@@ -30,11 +30,36 @@ def ale_env_id(game: str) -> str:
     key = game.strip().lower().replace("-", "_")
     ids = ale_game_ids()
     if key not in ids:
-        close = [g for g in ids if g.startswith(key[:3])][:6]
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ConfigError(f"unknown game {game!r}{hint}; `python -m jetdqn.train --list-games` lists "
+        raise ConfigError(f"unknown game {game!r}{_hint(game, ids)}; `python -m jetdqn.train --list-games` lists "
                           f"the {len(ids)} games ale-py ships.")
     return "ALE/" + "".join(part.capitalize() for part in key.split("_")) + "-v5"
+
+
+def gym_id_parts(env_id: str) -> tuple[str, str]:
+    """A Gymnasium id's name and the ROM it would name: 'PongNoFrameskip-v4' and 'ALE/SpaceInvaders-v5' (what
+    CleanRL and SB3 take) give ('Pong', 'pong') and ('SpaceInvaders', 'space_invaders')."""
+    import re
+    name = re.sub(r"^ale/", "", env_id.strip(), flags=re.I)
+    name = re.sub(r"(NoFrameskip|Deterministic)?-v\d+$", "", name, flags=re.I)
+    return name, re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower().replace("-", "_")
+
+
+def _hint(game: str, ids: list[str]) -> str:
+    """What the user probably meant: the ROM inside a Gymnasium id, a Gymnasium env given to --game
+    (``cartpole``), else ROMs spelt alike."""
+    name, rom = gym_id_parts(game)
+    if rom in ids and rom != game.strip().lower():
+        return (f" (did you mean {rom}? --game takes ale-py's ROM name; what the Gymnasium id's version sets is "
+                f"a flag here: --frame-skip, --sticky-actions, --full-action-space)")
+    try:
+        import gymnasium
+        envs = [k for k in gymnasium.registry if "/" not in k and k.split("-v")[0].lower() == name.lower()]
+    except ImportError:
+        envs = []
+    if envs:
+        return f" (did you mean --env {max(envs)}, a Gymnasium env?)"
+    close = [g for g in ids if g.startswith(rom[:3])][:6]
+    return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
 class AtariEnv:

@@ -17,11 +17,14 @@ class GymEnv:
     def __init__(self, env_id: str, *, max_episode_steps: int = 0, seed: int = 0):
         import gymnasium as gym
 
+        atari = _atari_rom(env_id)
+        if atari:   # asked first: with ale-py imported, gym.make builds ALE/Pong-v5 and refuses its screens
+            raise ConfigError(f"{env_id} is an Atari game: jetdqn plays it with --game {atari} (its own emulator "
+                              f"loop and the Nature preprocessing), not --env.")
         try:
             env = gym.make(env_id, render_mode="rgb_array")
         except Exception as exc:  # gymnasium raises several types for an unknown id
-            raise ConfigError(f"gymnasium does not know the env {env_id!r} ({type(exc).__name__}); "
-                              "give a registered id such as CartPole-v1, or --game for Atari.") from None
+            raise ConfigError(_unmade(env_id, exc)) from None
         if not hasattr(env.action_space, "n"):
             raise ConfigError(f"{env_id} has a {type(env.action_space).__name__} action space; "
                               "DQN needs discrete actions.")
@@ -70,3 +73,24 @@ class GymEnv:
 
     def close(self) -> None:
         self._env.close()
+
+
+def _atari_rom(env_id: str) -> str:
+    """The ROM an Atari id names ('ALE/Pong-v5', 'PongNoFrameskip-v4' -> 'pong'), else ''."""
+    from .atari import ale_game_ids, gym_id_parts
+    name, rom = gym_id_parts(env_id)
+    return rom if rom in ale_game_ids() else ""
+
+
+def _unmade(env_id: str, exc: Exception) -> str:
+    """Why gym.make refused ``env_id``, in one sentence: a registered env whose package is missing (box2d,
+    MuJoCo: it was "does not know the env"), a misspelt id."""
+    if type(exc).__name__ == "DependencyNotInstalled":
+        return f"{env_id} needs a package that is not installed: {str(exc).strip().splitlines()[0]}"
+    import gymnasium
+    from .atari import gym_id_parts
+    name = gym_id_parts(env_id)[0]
+    close = sorted(k for k in gymnasium.registry if "/" not in k and k.split("-v")[0].lower() == name.lower())
+    such = close[-1] if close else "CartPole-v1"
+    return (f"gymnasium does not know the env {env_id!r} ({type(exc).__name__}); give a registered id such as "
+            f"{such}, or --game for Atari.")
