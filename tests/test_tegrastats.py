@@ -174,6 +174,20 @@ def test_training_with_a_tegrastats_binary(tegrastats_lines, tmp_path):
     assert records[-1]["cpu_per_core"][0] == 55.0
 
 
+def test_telemetry_watch_reads_a_tegrastats_at_its_path_and_names_its_own_flags(tegrastats_lines, tmp_path):
+    """`jetdqn.telemetry watch --source tegrastats` had no --tegrastats-path (a board whose tegrastats is not
+    on the PATH could not be watched), and its refusal named train's flags: "use --telemetry auto"."""
+    script = fake_tegrastats(tmp_path, [tegrastats_lines[20]])
+    out = run_module("jetdqn.telemetry", "watch", "--source", "tegrastats", "--tegrastats-path", str(script),
+                     "--count", "1", "--interval", "0.3").stdout
+    assert "gpu 71%" in out and "power 14.0 W" in out and out.rstrip().endswith("(tegrastats)"), out
+    missing = run_module("jetdqn.telemetry", "watch", "--source", "tegrastats", "--tegrastats-path",
+                         str(tmp_path / "none"), "--count", "1", check=False)
+    assert missing.returncode == 2 and missing.stderr == (f"error: --source tegrastats: no '{tmp_path / 'none'}' on "
+                                                          "this machine (it ships with Jetson Linux); use --source "
+                                                          "auto or procfs, or --tegrastats-path.\n")
+
+
 def test_a_tegrastats_that_prints_something_else_is_said_and_each_record_names_its_source(tmp_path):
     """--tegrastats-path at a program that prints other lines: the records' loads came from /proc while they
     said "tegrastats". Now those records name /proc, and one line says why."""

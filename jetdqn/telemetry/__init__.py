@@ -284,8 +284,9 @@ def _mean(values: list) -> Optional[float]:
     return round(sum(values) / len(values), 1) if values else None
 
 
-def make_sampler(cfg, on_event: Callable[[str], None] = print) -> Sampler:
-    """The sampler ``cfg.telemetry`` names; ``auto`` tries tegrastats, then jtop, then /proc."""
+def make_sampler(cfg, on_event: Callable[[str], None] = print, flag: str = "--telemetry") -> Sampler:
+    """The sampler ``cfg.telemetry`` names; ``auto`` tries tegrastats, then jtop, then /proc. ``flag`` is the
+    option that chose it, for the refusals (``jetdqn.telemetry watch`` calls it --source)."""
     kind = cfg.telemetry
     interval = cfg.telemetry_interval_ms
     if kind == "off":
@@ -295,8 +296,8 @@ def make_sampler(cfg, on_event: Callable[[str], None] = print) -> Sampler:
             return TegrastatsSampler(cfg.tegrastats_path, interval, on_event)
         if kind == "tegrastats":
             from ..config import ConfigError
-            raise ConfigError(f"--telemetry tegrastats: no {cfg.tegrastats_path!r} on this machine (it ships with "
-                              "Jetson Linux); use --telemetry auto or procfs, or --tegrastats-path.")
+            raise ConfigError(f"{flag} tegrastats: no {cfg.tegrastats_path!r} on this machine (it ships with "
+                              f"Jetson Linux); use {flag} auto or procfs, or --tegrastats-path.")
     if kind in ("auto", "jtop"):
         from .jtop import JtopSampler, jtop_available
         ok, why = jtop_available()
@@ -304,7 +305,7 @@ def make_sampler(cfg, on_event: Callable[[str], None] = print) -> Sampler:
             return JtopSampler(interval, on_event)
         if kind == "jtop":
             from ..config import ConfigError
-            raise ConfigError(f"--telemetry jtop: {why}; use --telemetry auto or procfs.")
+            raise ConfigError(f"{flag} jtop: {why}; use {flag} auto or procfs.")
         if why and "not installed" not in why:
             on_event(f"telemetry: jtop unavailable ({why}); using /proc")
     return Sampler(interval, on_event)

@@ -67,8 +67,9 @@ def cmd_watch(args) -> int:
         raise ConfigError(f"--interval {args.interval:g}: the samplers measure every 50 ms at the fastest; give "
                           "0.05 or more.")
     # the sampler takes at least one sample per printed line: a line shorter than its period had none (0%)
-    cfg = make_config({"telemetry": args.source, "telemetry_interval_ms": max(50, min(500, int(args.interval * 1000)))})
-    sampler = make_sampler(cfg)
+    cfg = make_config({"telemetry": args.source, "telemetry_interval_ms": max(50, min(500, int(args.interval * 1000))),
+                       "tegrastats_path": args.tegrastats_path})
+    sampler = make_sampler(cfg, flag="--source")
     sampler.start()
     t = time.monotonic()
     shown = 0
@@ -140,6 +141,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     pw.add_argument("--source", default="auto", choices=["auto", "tegrastats", "jtop", "procfs"])
     pw.add_argument("--interval", type=positive_float, default=1.0)
     pw.add_argument("--count", type=count, default=0, help="lines to print (0 = until Ctrl-C)")
+    pw.add_argument("--tegrastats-path", default="tegrastats", help="the tegrastats binary (default: tegrastats "
+                                                                    "on the PATH)")
     pl = sub.add_parser("plot", help="telemetry of a run as a PNG")
     pl.add_argument("run_dir")
     pl.add_argument("--out", default=None)
