@@ -224,6 +224,9 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     (["jetdqn.bench", "pong", "--extra-flags", "--bogus"], "--extra-flags: unrecognized arguments: --bogus"),
     (["jetdqn.bench", "pong", "--extra-flags", "--lr", "-1"], "--lr must be positive"),
     (["jetdqn.bench", "convs", "--steps", "10", "--out", "{binary}/tables"], "is a file, and the results need a folder"),
+    # the whole benchmark ran (minutes) before the write failed with a traceback: root may write anywhere but there
+    (["jetdqn.bench", "pong", "--out", "/proc/jetdqn-results"], "--out /proc/jetdqn-results: no folder can be made in "
+                                                              "/proc ("),
     (["jetdqn.plot", "{pong}", "--out", "{dir}/missing/curve.png"], "missing does not exist"),
     (["jetdqn.telemetry", "plot", "{pong}", "--out", "{dir}/missing/t"], "--out {dir}/missing/t.png: its folder"),
 ])

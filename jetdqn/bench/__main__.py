@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Optional
 from ..config import Parser, count, ends_on_ctrl_c, positive_int
@@ -130,8 +131,10 @@ def _unusable(args) -> Optional[str]:
         existing = next(p for p in (Path(out), *Path(out).absolute().parents) if p.exists())
         if not existing.is_dir():
             return f"--out {out}: {existing} is a file, and the results need a folder there."
-        if not os.access(existing, os.W_OK):
-            return f"--out {out}: {existing} is not writable."
+        try:   # a folder made and removed: root passes os.access on /proc and on a read-only bind mount
+            os.rmdir(tempfile.mkdtemp(prefix=".jetdqn-bench-probe-", dir=existing))
+        except OSError as exc:
+            return f"--out {out}: no folder can be made in {existing} ({exc.strerror}); give a folder you can write to."
     try:
         for game in getattr(args, "games", None) or [getattr(args, "game", None)]:
             if game is not None:
