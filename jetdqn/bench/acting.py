@@ -32,10 +32,10 @@ def bench_acting(args) -> int:
     print("\n" + text)
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
         base = new_result_path(out / f"{info['host']}-{_dt.datetime.now():%Y-%m-%d}-acting")
         path = with_ext(base, ".md")
         with writing_results(base, (".md",)):
+            out.mkdir(parents=True, exist_ok=True)
             path.write_text(f"# bench acting: {info.get('cpu')}, {info.get('cores')} cores, GPU: {info.get('gpu')}\n\n"
                             f"Greedy forward pass every step (epsilon 0, no learning), {args.steps} steps after "
                             f"{args.warmup} of warm-up, one process per row.\n\n{text}\n\n"

@@ -54,7 +54,6 @@ def bench_pong(args) -> int:
             for c in cases]
     stamp = _dt.datetime.now().strftime("%Y-%m-%d")
     out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
     suffixes = (".md", ".json", ".csv", ".png")
     base = new_result_path(out_dir / f"{info['host']}-{stamp}-{args.game}", suffixes)
     print()   # the table first: a results folder that turns out full or read-only loses no number of a long run
@@ -62,6 +61,7 @@ def bench_pong(args) -> int:
     print(table(rows, info, args))
     print(speedups(rows))
     with writing_results(base, suffixes):
+        out_dir.mkdir(parents=True, exist_ok=True)
         chart = write_files(rows, info, args, base, stamp, "python -m jetdqn.bench " + " ".join(args.argv))
     print(f"\nwritten: {with_ext(base, '.md')} (+ .json, .csv{', .png' if chart else ''})")
     return 0 if all(r["status"] == "ok" or r["status"].startswith("not run") for r in rows) else 1

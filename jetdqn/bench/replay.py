@@ -138,11 +138,11 @@ def bench_replay(args) -> int:
     print("\n" + text)
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y-%m-%d")
         base = new_result_path(out / f"{socket.gethostname()}-{stamp}-replay", (".md", ".json"))
         md = with_ext(base, ".md")
         with writing_results(base, (".md", ".json")):
+            out.mkdir(parents=True, exist_ok=True)
             md.write_text(f"# bench replay\n\n{text}")
             with_ext(base, ".json").write_text(json.dumps({"rows": rows, "update_ms": upd, "command": command},
                                                           indent=2))

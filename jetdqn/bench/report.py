@@ -61,10 +61,10 @@ def write_markdown_result(out_dir: str, what: str, body: str, argv: list) -> Pat
     import datetime
     import socket
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     base = new_result_path(out / f"{socket.gethostname()}-{datetime.datetime.now():%Y-%m-%d}-{what}")
     path = with_ext(base, ".md")
     with writing_results(base, (".md",)):   # a new name: its cleanup can remove nothing older
+        out.mkdir(parents=True, exist_ok=True)
         path.write_text(f"# bench {what}\n\n{body}\n\nCommand: `python -m jetdqn.bench {' '.join(argv)}`\n")
     return path
 
