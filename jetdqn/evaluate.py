@@ -202,6 +202,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.record and not Path(args.model).is_dir():
         fail(f"--record keeps the result in a run directory's evaluations.jsonl, and {args.model} is not a "
              "directory; give the run directory, or drop --record.")
+    if args.record:   # asked now, not after the games (30 games of a good agent take minutes)
+        import os
+        kept = Path(args.model) / "evaluations.jsonl"
+        if not os.access(kept if kept.exists() else Path(args.model), os.W_OK):
+            fail(f"--record adds the result to {kept}, and it cannot be written here (a read-only disk or "
+                 "folder); drop --record, or copy the run directory somewhere writable.")
     try:
         path = model_of(Path(args.model), args.best)
         policy = load(path, device=args.device)

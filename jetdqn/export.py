@@ -44,20 +44,40 @@ def write_safetensors(weights: dict, spec: dict, out: Path) -> tuple[Path, Path]
     each written to a .tmp file and renamed, so a kill never leaves a torn file under the final name."""
     import os
 
-    from safetensors.torch import save_file
     out = Path(out)
     spec_path = out.with_suffix(".json")
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in weights.items()}
     tmp_tensors, tmp_spec = (p.with_name(f".{p.name}.tmp") for p in (out, spec_path))   # what resume tidies
     try:
-        save_file(tensors, str(tmp_tensors), metadata={"format": "jetdqn-model", "env": spec["env"]})
+        _save_file(tensors, tmp_tensors, {"format": "jetdqn-model", "env": spec["env"]})
         tmp_spec.write_text(json.dumps(spec, indent=1) + "\n")
         os.replace(tmp_tensors, out)
         os.replace(tmp_spec, spec_path)
     finally:   # a full disk, a stop: no hidden half file left beside the exports
         for tmp in (tmp_tensors, tmp_spec):
-            tmp.unlink(missing_ok=True)
+            if tmp.exists():   # a read-only disk answers unlink(missing_ok) with EROFS
+                tmp.unlink()
     return out, spec_path
+
+
+def _save_file(tensors: dict, path: Path, metadata: dict) -> None:
+    """safetensors' save_file, with a failed write as the OSError it is: safetensors raises its own
+    SafetensorError ("I/O error: No space left on device (os error 28)"), which the sentences for a full or
+    read-only disk did not catch (a traceback from export, and from a run's end on a disk that filled)."""
+    import errno
+    import os
+    import re
+
+    from safetensors import SafetensorError
+    from safetensors.torch import save_file
+    try:
+        save_file(tensors, str(path), metadata=metadata)
+    except SafetensorError as exc:
+        code = re.search(r"os error (\d+)", str(exc))
+        if code is None:
+            raise
+        number = int(code.group(1))
+        raise OSError(number, os.strerror(number) if number in errno.errorcode else str(exc), str(path)) from None
 
 
 class _NativeOutputHeld:
@@ -168,10 +188,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     except CheckpointError as exc:
         fail(str(exc))
     spec = model_spec(spec["network"], spec["env"], spec["config"], spec.get("step"), spec.get("evaluated"))
+    writing = args.safetensors
     try:
         if args.safetensors:
             tensors, spec_path = write_safetensors(weights, spec, Path(args.safetensors))
             print(f"wrote {tensors} and {spec_path}")
+        writing = args.onnx
         if args.onnx:
             import importlib.util
             if importlib.util.find_spec("onnx") is None:
@@ -183,8 +205,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     except OpsetError as exc:
         fail(f"--opset {args.opset}: torch's ONNX exporter cannot write it ({exc}); the default, "
              f"{ONNX_OPSET}, is what TensorRT 10 and ONNX Runtime read.")
-    except OSError as exc:
-        fail(f"{exc.filename or 'the output'}: {exc.strerror or exc}; is the disk full or read-only?")
+    except OSError as exc:   # exc.filename is the hidden .tmp file the export was written to first
+        before = " The file there before is unchanged." if Path(writing).exists() else ""
+        fail(f"could not write {writing} ({exc.strerror or exc}); is the disk full or read-only?{before}")
     return 0
 
 

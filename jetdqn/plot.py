@@ -219,7 +219,8 @@ def save_figure(fig, path: Path) -> Path:
         raise FigureNotWritten(exc.errno, exc.strerror or str(exc), str(path)) from None
     finally:
         plt.close(fig)
-        part.unlink(missing_ok=True)
+        if part.exists():   # not unlink(missing_ok): a read-only disk answers EROFS for a file that is not there,
+            part.unlink()   # and that error took the place of the sentence
     return path
 
 

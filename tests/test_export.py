@@ -294,6 +294,21 @@ def test_a_stop_while_the_export_writes_leaves_the_earlier_export_and_no_hidden_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"] and out.read_text() == "the export before\n"
 
 
+def test_an_export_that_does_not_fit_is_one_sentence_and_keeps_the_file_before(small_disk):
+    """A full disk: the safetensors export was a SafetensorError traceback (safetensors' own exception, not an
+    OSError), and the ONNX one named the hidden .tmp file. Both now name the asked file; the one before stays."""
+    committed = ROOT / "benchmarks" / "results" / "pong-eps05" / "run"   # 6.7 MB of weights, a 3 MB disk
+    for flag, name in (("--safetensors", "m.safetensors"), ("--onnx", "m.onnx")):
+        out = small_disk / name
+        out.write_text("the export before\n")
+        proc = run_module("jetdqn.export", "--checkpoint", str(committed), flag, str(out), check=False)
+        assert proc.returncode == 2 and proc.stderr == (f"error: could not write {out} (No space left on device); is "
+                                                        "the disk full or read-only? The file there before is "
+                                                        "unchanged.\n"), proc.stderr
+        assert sorted(p.name for p in small_disk.iterdir()) == [name] and out.read_text() == "the export before\n"
+        out.unlink()
+
+
 def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
     """jetdqn.train with a misspelt setting was Config's TypeError; evaluate(games=0) was numpy's warnings and
     a ValueError about an empty reduction; eps=2 acted at random and eps=-1 greedily, both without a word."""

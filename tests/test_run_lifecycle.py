@@ -634,6 +634,37 @@ def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Read-only file system" in proc.stderr
 
 
+def test_evaluate_record_on_a_read_only_run_is_refused_before_the_games(small_disk):
+    """evaluate --record on a run it could not write played all its games (minutes) and only then said the
+    result could not be kept; now it says so first, and plays nothing."""
+    import shutil
+    subprocess.run(["mount", "-o", "remount,size=16M", str(small_disk)], check=True)
+    run = small_disk / "run"
+    run.mkdir()
+    for name in ("model.safetensors", "model.json"):
+        shutil.copy(ROOT / "benchmarks" / "results" / "pong-eps05" / "run" / name, run)
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    proc = run_module("jetdqn.evaluate", str(run), "--games", "2", "--record", check=False)
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr == (
+        f"error: --record adds the result to {run / 'evaluations.jsonl'}, and it cannot be written here (a "
+        "read-only disk or folder); drop --record, or copy the run directory somewhere writable.\n")
+
+
+def test_a_plot_on_a_read_only_disk_is_one_sentence(small_disk):
+    """The PNG's hidden .part file was removed with unlink(missing_ok=True) after the failed write, and a
+    read-only disk answers that with EROFS even for a file that is not there: that error, "[Errno 30]
+    Read-only file system: '.learning_curve.png.part'", took the place of the sentence."""
+    import shutil
+    run = small_disk / "run"
+    run.mkdir()
+    shutil.copy(ROOT / "benchmarks" / "results" / "pong-eps05" / "run" / "log.jsonl", run)
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    for command, png in ((["jetdqn.plot"], "learning_curve.png"), (["jetdqn.telemetry", "plot"], "telemetry.png")):
+        proc = run_module(*command, str(run), check=False)
+        assert proc.returncode == 2 and proc.stderr == (f"error: could not write {run / png} (Read-only file "
+                                                        "system); is the disk full or read-only?\n"), proc.stderr
+
+
 @pytest.mark.slow
 def test_a_cpp_compiler_that_fails_under_compile_is_one_sentence(tmp_path):
     proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(tmp_path / "run"), "--telemetry", "off",

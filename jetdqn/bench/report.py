@@ -33,8 +33,9 @@ def writing_results(base: Path, suffixes: tuple):
     try:
         yield
     except OSError as exc:
-        for suffix in suffixes:
-            with_ext(base, suffix).unlink(missing_ok=True)
+        for part in (with_ext(base, suffix) for suffix in suffixes):
+            if part.exists():   # a read-only disk answers unlink(missing_ok) with EROFS, in place of this sentence
+                part.unlink()
         where = exc.filename or with_ext(base, suffixes[0])
         raise ResultsNotWritten(f"the results could not be written to {where} ({exc.strerror or exc}); the table "
                                 "above is what they held.") from None
