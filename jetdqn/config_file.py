@@ -23,12 +23,15 @@ def parse_settings(path, text: str) -> Any:
             import yaml
             loads, errors = yaml.safe_load, yaml.YAMLError
         elif kind == "TOML":
-            import tomllib   # Python 3.11 on
+            try:
+                import tomllib   # Python 3.11 on
+            except ImportError:   # JetPack 6's Python 3.10: tomli is the same reader, where it is installed
+                import tomli as tomllib
             loads, errors = tomllib.loads, tomllib.TOMLDecodeError
         else:
             loads, errors = json.loads, ValueError
     except ImportError:
-        needs = "PyYAML (pip install pyyaml)" if kind == "YAML" else "Python 3.11 or later"
+        needs = "PyYAML (pip install pyyaml)" if kind == "YAML" else "Python 3.11 or later, or tomli (pip install tomli)"
         raise ConfigError(f"--config {path}: reading {kind} needs {needs}, or give JSON.") from None
     try:
         return loads(text)
