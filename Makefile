@@ -22,6 +22,17 @@ PYTEST_ARGS ?=
 
 install: $(STAMP)
 
+# --system-site-packages shows .venv the base interpreter's packages; where PYTHON is itself a venv (NVIDIA's
+# torch wheel installed into one), torch lies in that venv's site-packages, which .venv did not see: make
+# install said "using the system torch" and every test then failed on "No module named 'torch'". A .pth file
+# names PYTHON's own site-packages (empty for a system or conda Python, whose are already seen).
+define SEE_ITS_PACKAGES
+import sys, sysconfig
+if sys.prefix != sys.base_prefix:
+    print("\n".join(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))))
+endef
+export SEE_ITS_PACKAGES
+
 ifdef JETDQN_SYSTEM_PYTHON
 $(STAMP):
 	@$(PY) -c "import jetdqn, torch, ale_py" && echo "install: using the image's Python (JETDQN_SYSTEM_PYTHON)"
@@ -31,6 +42,7 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	  echo "install: using the system torch ($$($(PYTHON) -c 'import torch; print(torch.__version__)'))$$( \
 	    [ -r /etc/nv_tegra_release ] && echo ", L4T $$(head -1 /etc/nv_tegra_release | sed 's/^# //; s/, *EABI.*//')")"; \
 	  $(PYTHON) -m venv --system-site-packages $(VENV); \
+	  $(PYTHON) -c "$$SEE_ITS_PACKAGES" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_jetdqn_system_torch.pth"; \
 	  $(PYTHON) -c "import importlib.metadata as m; [print(f'{p}=={m.version(p)}') for p in ('torch', 'numpy', 'torchvision') if any(d.metadata['Name'].lower() == p for d in m.distributions())]" > $(VENV)/constraints.txt; \
 	  echo "install: keeping the system's $$(tr '\n' ' ' < $(VENV)/constraints.txt)(pip may not replace them: $(VENV)/constraints.txt)"; \
 	else \

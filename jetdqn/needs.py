@@ -38,13 +38,28 @@ def need_torch(command: bool) -> None:
 
 
 def versions() -> str:
-    """'torch 2.13.0+cpu, ale-py 0.12.1, Python 3.11.7': the installed versions (from the package metadata,
-    so torch is not imported), 'not installed' for one that is missing."""
+    """'torch 2.13.0+cpu, ale-py 0.12.1, Python 3.11.7': the installed versions, without importing torch
+    (seconds), 'not installed' for one that is missing. torch's is its own ``torch.__version__``, read from
+    torch/version.py: PyPI's CUDA wheels say '2.13.0' in their package metadata and '2.13.0+cu130' there,
+    and which build runs is what an issue report needs."""
     from importlib import metadata
     found = []
     for name in ("torch", "ale-py"):
         try:
-            found.append(f"{name} {metadata.version(name)}")
+            found.append(f"{name} {(name == 'torch' and _torch_build()) or metadata.version(name)}")
         except metadata.PackageNotFoundError:
             found.append(f"{name} not installed")
     return ", ".join([*found, f"Python {sys.version.split()[0]}"])
+
+
+def _torch_build() -> str:
+    """``torch.__version__`` from torch/version.py, found without importing torch; '' where it cannot be read."""
+    import re
+    from pathlib import Path
+    try:
+        spec = importlib.util.find_spec("torch")
+        text = Path(spec.origin).with_name("version.py").read_text() if spec and spec.origin else ""
+    except (ImportError, ValueError, OSError):
+        return ""
+    found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    return found.group(1) if found else ""

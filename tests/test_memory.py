@@ -10,6 +10,7 @@ steps, 171 s, no message). The layouts a container shows are read from files in 
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -69,7 +70,9 @@ def test_an_auto_sized_replay_fits_the_containers_memory_limit_and_the_log_follo
     sized = next(line for line in ran.stdout.splitlines() if line.startswith("replay: --replay-size auto -> "))
     transitions = int(sized.split("-> ")[1].split()[0].replace(",", ""))
     assert 2_000 < transitions < 600 * MB // 2 // 7063, sized   # half the room left under 600 MB, not half the host
-    assert "of the available memory; a memory limit of 0.63 GB with " in sized and str(limit_file) in sized, sized
+    # a CUDA build of torch takes ~0.38 GB of the 0.6 before the replay: then the margin cuts the half (it says so)
+    assert re.search(r"of the available memory(, all but the margin that stays free)?; a memory limit of 0\.63 GB "
+                     r"with ", sized) and str(limit_file) in sized, sized
     runtime = json.loads((run / "config.json").read_text())["runtime"]["memory"]
     assert runtime["limit_mb"] == 600 and runtime["limit_file"] == str(limit_file), runtime
     assert runtime["available_mb"] < 600 < runtime["machine_available_mb"], runtime
