@@ -200,7 +200,7 @@ def test_bench_replay_tiny_times_the_host_and_the_device_replay(tmp_path):
     --replay-device's tensor store, and device-cuda says it needs a GPU where there is none."""
     import torch
     out = run_module("jetdqn.bench", "replay", "--transitions", "3000", "--frames", "600",
-                     "--modes", "off,device-cpu,device-cuda", "--out", str(tmp_path), timeout=300).stdout
+                     "--modes", "off,lz4,device-cpu,device-cuda", "--out", str(tmp_path), timeout=300).stdout
     data = json.loads(next(tmp_path.glob("*-replay.json")).read_text())
     rows = {r["mode"]: r for r in data["rows"]}
     for mode in ("off", "device-cpu"):
@@ -212,6 +212,9 @@ def test_bench_replay_tiny_times_the_host_and_the_device_replay(tmp_path):
         assert rows["device-cuda"] == {"mode": "device-cuda", "error": "needs a CUDA device"}
         assert "| device-cuda | not run: needs a CUDA device |" in out
     assert "Command: `python -m jetdqn.bench replay --transitions 3000" in out
+    # 3,000 raw transitions (21 MB) show in RSS; 3,000 lz4 ones (~1 MB) are under the allocator's noise
+    assert rows["off"]["rss_mb"] > 8 and f"| off | {rows['off']['rss_mb']:.0f} |" in out
+    assert rows["lz4"]["rss_mb"] < 8 and "| lz4 | under 8 (too few transitions to see) | - |" in out
 
 
 def test_a_stopped_benchmark_takes_its_running_case_with_it(tmp_path):
