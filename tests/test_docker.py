@@ -97,6 +97,10 @@ def test_the_dockerfiles_name_their_pip_index_and_pin_numpy():
     assert "PIP_EXTRA_INDEX_URL=${PIP_EXTRA_INDEX}" in l4t and "rm -f /etc/pip.conf" in l4t   # the image's own index is gone
     assert "jetson" in l4t.split("pip install -c")[1].split("\n")[0]                       # jetson-stats for jtop
     assert "JetPack 7" in l4t and "Thor" in l4t
+    import re
+    for name in ("Dockerfile", "Dockerfile.l4t"):   # make test lints with pyflakes first: the L4T image lacked it
+        extras = re.search(r'pip install [^\n]*-e "\.\[([a-z,]+)\]"', (ROOT / "docker" / name).read_text())
+        assert extras and "test" in extras.group(1).split(","), name
 
 
 def test_gpu_check_refuses_an_unknown_word_and_a_machine_without_cuda(tmp_path):

@@ -76,6 +76,13 @@ class AtariEnv:
         import gymnasium as gym
         from gymnasium.wrappers import AtariPreprocessing
 
+        try:
+            import cv2  # noqa: F401  (AtariPreprocessing's resize; jetdqn lists no OpenCV: a Jetson image has its own)
+        except ImportError:
+            raise ConfigError("one Atari env stepped in Python (--num-envs 1, play, a one-game evaluation) resizes "
+                              "its frames with OpenCV, which this Python lacks: pip install opencv-python-headless "
+                              "(or jetdqn's display extra), or train with --num-envs 2 or more (ale-py's vector "
+                              "env resizes in C++).") from None
         gym.register_envs(ale_py)
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on every env
         self.game = game
