@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 from typing import Optional
 
@@ -76,8 +77,8 @@ class AtariEnv:
         import gymnasium as gym
         from gymnasium.wrappers import AtariPreprocessing
 
-        try:
-            import cv2  # noqa: F401  (AtariPreprocessing's resize; jetdqn lists no OpenCV: a Jetson image has its own)
+        try:   # AtariPreprocessing's resize; jetdqn lists no OpenCV (a Jetson image has its own)
+            importlib.import_module("cv2")
         except ImportError:
             raise ConfigError("one Atari env stepped in Python (--num-envs 1, play, a one-game evaluation) resizes "
                               "its frames with OpenCV, which this Python lacks: pip install opencv-python-headless "
