@@ -147,6 +147,7 @@ def test_the_readme_api_example_runs(tmp_path):
 
 
 def test_config_file_equals_the_same_flags(tmp_path, capsys):
+    pytest.importorskip("yaml", reason="PyYAML is the yaml extra (make installs it; a bare pip install does not)")
     from jetdqn.config import build_parser, make_config
     from jetdqn.config_file import settings_from_file
     flags = ["--preset", "smoke", "--lr", "0.0003", "--n-step", "3", "--dueling", "--total-steps", "200"]
