@@ -172,7 +172,7 @@ def run_loop(run: Run) -> dict:
     summary: dict = {}
     with stop_on_signals(state.stop):      # until the last checkpoint is written: a second signal waits too
         try:
-            acting.start(agent, state.step)     # resets the envs (or starts Ray and its actors)
+            acting.start(agent, state.step)     # resets the envs (or starts the Ray actors)
             # the first record's CPU times count from here, as its interval does (the resets are not in it)
             run.sampler.start()
             state.t_start = time.monotonic()

@@ -28,6 +28,26 @@ def records(run_dir):
     return [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
 
 
+def test_a_cluster_nobody_answers_is_one_sentence_and_overwrite_keeps_the_run_there(tmp_path):
+    """ray.init joined the cluster at the loop's start, after --overwrite had removed the run in --run-dir: an
+    unreachable --ray-address lost it. And ray.init retries a name that does not resolve, or a port nobody
+    listens on, for minutes (still at it after 4), printing only its own warnings."""
+    import hashlib
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off")
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir() if p.is_file() and p.name != ".lock"}
+    for address, why in (("127.0.0.1:1", "Connection refused at port 1"),
+                         ("no-such-host.invalid:6379", "the name no-such-host.invalid does not resolve")):
+        t0 = time.monotonic()
+        proc = run_module("jetdqn.train", "--preset", "smoke", "--backend", "ray", "--ray-address", address,
+                          "--run-dir", str(run), "--overwrite", "--telemetry", "off", check=False)
+        assert proc.returncode == 2 and proc.stderr == (f"error: cannot reach the Ray cluster at {address} ({why}); "
+                                                        "start it with `ray start --head` there, or drop "
+                                                        "--ray-address for a local Ray.\n"), proc.stderr
+        assert time.monotonic() - t0 < 60
+        assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir() if p.is_file() and p.name != ".lock"} == before
+
+
 @pytest.mark.slow
 def test_two_actors_feed_the_learner(tmp_path):
     run = tmp_path / "run"
@@ -114,6 +134,6 @@ def test_docker_stop_and_systemd_stop_save_a_ray_run(tmp_path):
         assert f"stopped by SIGTERM at step {step:,}; checkpoint saved" in out, out[-1000:]
         import torch
         saved = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)["counters"]["step"]
-        assert saved == step > 1000
+        assert saved == step >= 1000   # the signal may land in the step of the record it waited for
         left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
         assert left == [], f"processes of the run's session are left: {left}"

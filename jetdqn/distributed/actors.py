@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -73,6 +74,26 @@ class EnvActorImpl:
                 "node": self.node, "weights_version": self.weights_version}
 
 
+def cluster_unreachable(address: str, timeout_s: float = 5.0) -> Optional[str]:
+    """Why nothing answers at a cluster's HOST:PORT (or ray://HOST:PORT), or None. Asked before ray.init,
+    which retries a name that does not resolve or a port nobody listens on for minutes, printing only its
+    own warnings (measured: still retrying after 4 min)."""
+    import socket
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return None   # "auto" and other forms: ray.init reads them
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except socket.gaierror:
+        return f"the name {host} does not resolve"
+    except socket.timeout:
+        return f"nothing answered at port {port} within {timeout_s:g} s"
+    except OSError as exc:
+        return f"{exc.strerror or exc} at port {port}"
+    return None
+
+
 class RayActing:
     """The loop's acting for --backend ray (same interface as ``rollout.LocalActing``)."""
 
@@ -80,7 +101,8 @@ class RayActing:
         from ..envs import make_envs
         self.ray = import_ray()
         self.say = say
-        probe = make_envs(cfg, cfg.seed, 1, vector=False)  # shapes only: the envs run in the actors
+        # shapes only: the envs run in the actors (an Atari probe in ale-py's vector env, which needs no OpenCV)
+        probe = make_envs(cfg, cfg.seed, 1, vector=cfg.is_atari)
         self.frame_shape, self.frame_dtype, self.n_actions = probe.frame_shape, probe.frame_dtype, probe.n_actions
         probe.close()
         self.cfg = cfg
@@ -92,20 +114,33 @@ class RayActing:
         self.actors: list = []
         self.version = 0
         self.per_actor = [{"steps": 0, "restarts": 0, "interval_steps": 0, "interval_s": 0.0} for _ in range(self.k)]
+        self._connect()   # while the run's parts are built: --overwrite of a run must not meet a cluster it cannot reach
+
+    def _connect(self) -> None:
+        """Join the cluster (--ray-address) or start a local Ray. Done before the run directory is touched: it
+        was done at the loop's start, after --overwrite had removed the run there, so an unreachable
+        --ray-address lost that run."""
+        ray, cfg = self.ray, self.cfg
+        if ray.is_initialized():
+            return
+        unreachable = cluster_unreachable(cfg.ray_address) if cfg.ray_address else None
+        if unreachable:
+            raise ConfigError(f"cannot reach the Ray cluster at {cfg.ray_address} ({unreachable}); start it with "
+                              "`ray start --head` there, or drop --ray-address for a local Ray.")
+        try:
+            ray.init(address=cfg.ray_address or None, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False, num_cpus=None if cfg.ray_address else max(2, self.k + 1))
+        except ConnectionError as exc:
+            raise ConfigError(f"cannot reach the Ray cluster at {cfg.ray_address} "
+                              f"({str(exc).splitlines()[-1][:100]}); start it with `ray start --head` there, or "
+                              "drop --ray-address for a local Ray.") from None
+        from ..signals import reclaim_stop_signals
+        reclaim_stop_signals()   # Ray's SIGTERM handler aborts: a docker stop must save the checkpoint first
 
     def start(self, agent, step: int) -> None:
         ray, cfg = self.ray, self.cfg
         self.agent = agent
-        if not ray.is_initialized():
-            try:
-                ray.init(address=cfg.ray_address or None, include_dashboard=False, log_to_driver=False,
-                         configure_logging=False, num_cpus=None if cfg.ray_address else max(2, self.k + 1))
-            except ConnectionError as exc:
-                raise ConfigError(f"cannot reach the Ray cluster at {cfg.ray_address} "
-                                  f"({str(exc).splitlines()[-1][:100]}); start it with `ray start --head` there, or "
-                                  "drop --ray-address for a local Ray.") from None
-            from ..signals import reclaim_stop_signals
-            reclaim_stop_signals()   # Ray's SIGTERM handler aborts: a docker stop must save the checkpoint first
+        self._connect()
         self.node = ray.get_runtime_context().get_node_id()
         actor = ray.remote(num_cpus=0.5 if not cfg.ray_address else 1, max_restarts=-1)(EnvActorImpl)
         self.actors = [actor.remote(cfg.to_dict(), i, float(self.eps[i]), cfg.seed + 1000 * (i + 1))
