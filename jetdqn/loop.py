@@ -172,7 +172,8 @@ def run_loop(run: Run) -> dict:
     summary: dict = {}
     with stop_on_signals(state.stop):      # until the last checkpoint is written: a second signal waits too
         try:
-            acting.start(agent, state.step)     # resets the envs (or starts the Ray actors)
+            acting.start(agent, state.step, lambda: state.interrupted is not None)   # resets the envs (or
+            # starts the Ray actors, whose wait gives up when the run is stopping)
             # the first record's CPU times count from here, as its interval does (the resets are not in it)
             run.sampler.start()
             state.t_start = time.monotonic()
@@ -182,6 +183,8 @@ def run_loop(run: Run) -> dict:
             next_cut = follow_lr_cuts(run, None)
             while state.step < cfg.total_steps and not (state.interrupted or state.diverged):
                 exp = acting.receive(state.step)     # the envs' results, per-stream bookkeeping
+                if exp is None:
+                    break                            # Ray: the stop took the actors too; the run saves at its step
                 exp.store(replay)                    # each frame once, in its env's stream
                 state.count(exp.steps, exp.returns)
                 log.games_ended(exp.returns)

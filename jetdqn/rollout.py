@@ -9,6 +9,7 @@ a Ray actor runs the very same steps in its own process (``distributed/actors.py
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -135,8 +136,9 @@ class LocalActing:
             return epsilon_at(self.cfg, step)
         return self.apex[sl] if sl != slice(None) else float(self.apex.mean())
 
-    def start(self, agent, step: int) -> None:
-        """Reset the envs; every group's first actions go out before the first ``next``."""
+    def start(self, agent, step: int, stopping: Callable[[], bool] = lambda: False) -> None:
+        """Reset the envs; every group's first actions go out before the first ``next``. (``stopping``: the
+        run's stop, which RayActing's wait for its actors looks at; stepping envs here never waits long.)"""
         self.agent = agent
         self.rollout = Rollout(self.cfg, self.envs.reset(), self.frame_shape, self.frame_dtype)
         for env, sl in self.groups:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -114,6 +114,7 @@ class RayActing:
         self.actors: list = []
         self.version = 0
         self.per_actor = [{"steps": 0, "restarts": 0, "interval_steps": 0, "interval_s": 0.0} for _ in range(self.k)]
+        self.stopping: Callable[[], bool] = lambda: False   # the run's stop, from start
         self._connect()   # while the run's parts are built: --overwrite of a run must not meet a cluster it cannot reach
 
     def _connect(self) -> None:
@@ -137,9 +138,10 @@ class RayActing:
         from ..signals import reclaim_stop_signals
         reclaim_stop_signals()   # Ray's SIGTERM handler aborts: a docker stop must save the checkpoint first
 
-    def start(self, agent, step: int) -> None:
+    def start(self, agent, step: int, stopping: Callable[[], bool] = lambda: False) -> None:
         ray, cfg = self.ray, self.cfg
         self.agent = agent
+        self.stopping = stopping
         self._connect()
         self.node = ray.get_runtime_context().get_node_id()
         actor = ray.remote(num_cpus=0.5 if not cfg.ray_address else 1, max_restarts=-1)(EnvActorImpl)
@@ -158,16 +160,25 @@ class RayActing:
     def send_next(self, step: int) -> None:
         pass  # each actor acts in its own process; receive asks it for its next segment
 
-    def receive(self, step: int) -> Experience:
-        """The next segment any actor finished (a dead actor is restarted and asked again)."""
+    def receive(self, step: int) -> Optional[Experience]:
+        """The next segment any actor finished (a dead actor is restarted and asked again); None once the run
+        is stopping and no segment came. systemd's stop sends SIGTERM to Ray's processes too: the actors died
+        and were restarted over and over (71 times in one run) while the driver waited here, until it died
+        with Ray's processes, with status 1 and no save at its step."""
         from ..replay import Codec
         ray = self.ray
         while True:
-            ready, _ = ray.wait(list(self.pending), num_returns=1)
+            ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
+            if not ready:
+                if self.stopping():
+                    return None
+                continue
             i = self.pending.pop(ready[0])
             try:
                 out = ray.get(ready[0])
             except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError, ray.exceptions.WorkerCrashedError):
+                if self.stopping():
+                    return None   # the stop took the actors too: the loop saves the run at its step
                 self.per_actor[i]["restarts"] += 1
                 self.say(f"ray: actor {i} died; Ray restarts it and the run goes on "
                          f"(restart {self.per_actor[i]['restarts']})")
