@@ -172,8 +172,8 @@ def run_loop(run: Run) -> dict:
     summary: dict = {}
     with stop_on_signals(state.stop):      # until the last checkpoint is written: a second signal waits too
         try:
-            acting.start(agent, state.step, lambda: state.interrupted is not None)   # resets the envs (or
-            # starts the Ray actors, whose wait gives up when the run is stopping)
+            # resets the envs (or starts the Ray actors, whose wait gives up once the run is stopping)
+            acting.start(agent, state.step, lambda: state.interrupted is not None)
             # the first record's CPU times count from here, as its interval does (the resets are not in it)
             run.sampler.start()
             state.t_start = time.monotonic()

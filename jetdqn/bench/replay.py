@@ -137,8 +137,9 @@ def bench_replay(args) -> int:
         print(f"- {mode}: {rows[-1].get('error') or 'done'}", flush=True)
     upd = update_ms()
     cells = [[r["mode"], f"not run: {r['error']}"] if "error" in r else
-             [r["mode"], *_rss_cells(r), f"{r['reported_bytes_per_transition']:.0f}", f"{r['adds_per_s']:,.0f}", f"{r['sample_ms']:.2f}",
-              f"{r['samples_per_s']:,.0f}", f"{upd:.1f}", f"{upd / r['sample_ms']:.0f}x"] for r in rows]
+             [r["mode"], *_rss_cells(r), f"{r['reported_bytes_per_transition']:.0f}", f"{r['adds_per_s']:,.0f}",
+              f"{r['sample_ms']:.2f}", f"{r['samples_per_s']:,.0f}", f"{upd:.1f}", f"{upd / r['sample_ms']:.0f}x"]
+             for r in rows]
     table = markdown_table(["storage", "RSS for the buffer (MB)", "bytes / transition (RSS)",
                             "bytes / transition (counted)", "adds / s", "sample of 32 (ms)", "samples / s",
                             "fp32 update (ms)", "update / sample"], cells)

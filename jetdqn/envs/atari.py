@@ -52,13 +52,10 @@ def _hint(game: str, ids: list[str]) -> str:
     if rom in ids and rom != game.strip().lower():
         return (f" (did you mean {rom}? --game takes ale-py's ROM name; what the Gymnasium id's version sets is "
                 f"a flag here: --frame-skip, --sticky-actions, --full-action-space)")
-    try:
-        import gymnasium
-        envs = [k for k in gymnasium.registry if "/" not in k and k.split("-v")[0].lower() == name.lower()]
-    except ImportError:
-        envs = []
+    from .gym_env import registered_as
+    envs = registered_as(name)
     if envs:
-        return f" (did you mean --env {max(envs)}, a Gymnasium env?)"
+        return f" (did you mean --env {envs[-1]}, a Gymnasium env?)"
     close = [g for g in ids if g.startswith(rom[:3])][:6]
     return f" (did you mean {', '.join(close)}?)" if close else ""
 

@@ -87,10 +87,19 @@ def _unmade(env_id: str, exc: Exception) -> str:
     MuJoCo: it was "does not know the env"), a misspelt id."""
     if type(exc).__name__ == "DependencyNotInstalled":
         return f"{env_id} needs a package that is not installed: {str(exc).strip().splitlines()[0]}"
-    import gymnasium
     from .atari import gym_id_parts
-    name = gym_id_parts(env_id)[0]
-    close = sorted(k for k in gymnasium.registry if "/" not in k and k.split("-v")[0].lower() == name.lower())
+    close = registered_as(gym_id_parts(env_id)[0])
     such = close[-1] if close else "CartPole-v1"
     return (f"gymnasium does not know the env {env_id!r} ({type(exc).__name__}); give a registered id such as "
             f"{such}, or --game for Atari.")
+
+
+def registered_as(name: str) -> list[str]:
+    """Gymnasium's ids (outside a namespace) whose name, any version, is ``name`` in any case, oldest version
+    first: 'cartpole' -> ['CartPole-v0', 'CartPole-v1']; none without gymnasium."""
+    try:
+        import gymnasium
+    except ImportError:
+        return []
+    return sorted(k for k in gymnasium.registry if "/" not in k and k.split("-v")[0].lower() == name.lower())
+
