@@ -188,6 +188,26 @@ def test_telemetry_watch_reads_a_tegrastats_at_its_path_and_names_its_own_flags(
                                                           "auto or procfs, or --tegrastats-path.\n")
 
 
+def test_bench_pong_reads_a_tegrastats_at_its_path_and_refuses_a_missing_one_before_its_cases(tegrastats_lines,
+                                                                                                 tmp_path):
+    """bench pong had no --tegrastats-path, and with --telemetry tegrastats on a machine without one it ran
+    every case, each failing on it in turn, and wrote a results file of failed rows."""
+    script = fake_tegrastats(tmp_path, [tegrastats_lines[20]])
+    out = tmp_path / "results"
+    run_module("jetdqn.bench", "pong", "--cases", "baseline", "--steps", "100", "--learn-start", "50",
+               "--warmup-steps", "0", "--repeats", "1", "--out", str(out), "--telemetry", "tegrastats",
+               "--tegrastats-path", str(script), "--extra-flags", "--telemetry-interval-ms", "50")
+    row = next(r for r in json.loads(next(out.glob("*.json")).read_text())["rows"] if r["status"] == "ok")
+    assert row["runs"][0]["telemetry_source"] == "tegrastats"
+    assert row["gpu_load"] == 71.0 and row["power_w"] == 14.025 and row["energy_j_per_1000"] > 0
+    missing = run_module("jetdqn.bench", "pong", "--telemetry", "tegrastats", "--tegrastats-path",
+                         str(tmp_path / "none"), "--out", str(tmp_path / "refused"), check=False)
+    assert missing.returncode == 2 and missing.stderr == (f"error: --telemetry tegrastats: no '{tmp_path / 'none'}' "
+                                                          "on this machine (it ships with Jetson Linux); use "
+                                                          "--telemetry auto or procfs, or --tegrastats-path.\n")
+    assert not (tmp_path / "refused").exists()
+
+
 def test_a_tegrastats_that_prints_something_else_is_said_and_each_record_names_its_source(tmp_path):
     """--tegrastats-path at a program that prints other lines: the records' loads came from /proc while they
     said "tegrastats". Now those records name /proc, and one line says why."""

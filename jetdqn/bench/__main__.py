@@ -80,6 +80,9 @@ def build_parser() -> Parser:
     pp.add_argument("--cases", default=None, help="comma-separated words; run only the cases whose name has one")
     pp.add_argument("--all", action="store_true", help="also the rows left out on a CPU by default (the learner in its own thread)")
     pp.add_argument("--telemetry", default="auto", choices=["auto", "tegrastats", "jtop", "procfs", "off"])
+    pp.add_argument("--tegrastats-path", default="tegrastats",
+                    help="the tegrastats binary every case's telemetry starts (a container where it is mounted "
+                         "elsewhere; default: tegrastats on PATH)")
     pp.add_argument("--out", default="benchmarks/results", help="where the table, CSV, JSON and PNG go")
     pp.add_argument("--keep-runs", action="store_true", help="keep each case's run directory")
     pp.add_argument("--case-timeout", type=positive_int, default=900)
@@ -143,10 +146,13 @@ def _unusable(args) -> Optional[str]:
         if model:
             from ..policy import load
             load(model)
-        if args.what == "pong" and args.extra_flags:
+        if args.what == "pong":
             from ..config import build_parser as train_parser, make_config
+            from ..telemetry import unusable_source
             flags = train_parser("python -m jetdqn.bench pong --extra-flags", "").parse_args(args.extra_flags)
-            make_config({"preset": "seed-tx1", "game": args.game, **vars(flags)})
+            cfg = make_config({"preset": "seed-tx1", "game": args.game, "telemetry": args.telemetry,
+                               "tegrastats_path": args.tegrastats_path, **vars(flags)})
+            return unusable_source(cfg)   # every case would fail on it, one after the other
     except (ConfigError, CheckpointError) as exc:
         return str(exc)
     return None

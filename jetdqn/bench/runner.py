@@ -50,6 +50,13 @@ def split_log(records: list[dict], learn_start: int, start: int) -> Optional[tup
     return [r for r in records if r["step"] <= learn_start], records[:opened + 1], records[opened + 1:]
 
 
+def tegrastats_path(args) -> list[str]:
+    """bench pong's --tegrastats-path for a case's command, left out when it is the default (shorter commands
+    in the results)."""
+    path = getattr(args, "tegrastats_path", "tegrastats")
+    return [] if path == "tegrastats" else ["--tegrastats-path", path]
+
+
 def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
     """One run of ``case``: its numbers, or {"error": ...}; always the command that reproduces it."""
     run_dir = workdir / f"{case.key}-{repeat}"
@@ -59,7 +66,7 @@ def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
     cmd = train_command(run_dir, "seed-tx1", args.game, "--total-steps", str(total), "--learn-start",
                         str(args.learn_start), "--log-every", str(log_every), "--checkpoint-every", str(total * 10),
                         "--telemetry", args.telemetry, "--seed", str(repeat), "--display-start", str(start),
-                        *case.flags, *args.extra_flags)
+                        *tegrastats_path(args), *case.flags, *args.extra_flags)
     error, wall = run_process(cmd, args.case_timeout)
     if error is not None:
         return {"error": error, "command": " ".join(cmd)}

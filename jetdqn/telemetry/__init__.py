@@ -284,28 +284,39 @@ def _mean(values: list) -> Optional[float]:
     return round(sum(values) / len(values), 1) if values else None
 
 
+def unusable_source(cfg, flag: str = "--telemetry") -> Optional[str]:
+    """Why the source ``cfg.telemetry`` names cannot run on this machine, or None (auto, procfs and off always
+    can). Asked by make_sampler, and by ``jetdqn.bench pong`` before its first case: each case failed on it in
+    turn and the results file held only failed rows."""
+    if cfg.telemetry == "tegrastats" and not shutil.which(cfg.tegrastats_path):
+        return (f"{flag} tegrastats: no {cfg.tegrastats_path!r} on this machine (it ships with Jetson Linux); use "
+                f"{flag} auto or procfs, or --tegrastats-path.")
+    if cfg.telemetry == "jtop":
+        from .jtop import jtop_available
+        ok, why = jtop_available()
+        if not ok:
+            return f"{flag} jtop: {why}; use {flag} auto or procfs."
+    return None
+
+
 def make_sampler(cfg, on_event: Callable[[str], None] = print, flag: str = "--telemetry") -> Sampler:
     """The sampler ``cfg.telemetry`` names; ``auto`` tries tegrastats, then jtop, then /proc. ``flag`` is the
     option that chose it, for the refusals (``jetdqn.telemetry watch`` calls it --source)."""
+    unusable = unusable_source(cfg, flag)
+    if unusable:
+        from ..config import ConfigError
+        raise ConfigError(unusable)
     kind = cfg.telemetry
     interval = cfg.telemetry_interval_ms
     if kind == "off":
         return NullSampler()
-    if kind in ("auto", "tegrastats"):
-        if shutil.which(cfg.tegrastats_path):
-            return TegrastatsSampler(cfg.tegrastats_path, interval, on_event)
-        if kind == "tegrastats":
-            from ..config import ConfigError
-            raise ConfigError(f"{flag} tegrastats: no {cfg.tegrastats_path!r} on this machine (it ships with "
-                              f"Jetson Linux); use {flag} auto or procfs, or --tegrastats-path.")
+    if kind in ("auto", "tegrastats") and shutil.which(cfg.tegrastats_path):
+        return TegrastatsSampler(cfg.tegrastats_path, interval, on_event)
     if kind in ("auto", "jtop"):
         from .jtop import JtopSampler, jtop_available
-        ok, why = jtop_available()
+        ok, why = (True, "") if kind == "jtop" else jtop_available()   # unusable_source asked it already
         if ok:
             return JtopSampler(interval, on_event)
-        if kind == "jtop":
-            from ..config import ConfigError
-            raise ConfigError(f"{flag} jtop: {why}; use {flag} auto or procfs.")
         if why and "not installed" not in why:
             on_event(f"telemetry: jtop unavailable ({why}); using /proc")
     return Sampler(interval, on_event)
