@@ -149,6 +149,7 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
     if cfg.tensorboard:
         from .tensorboard_mirror import TensorBoardMirror
         mirror = TensorBoardMirror(run_dir, purge_from=int(payload["counters"]["step"]) + 1 if payload else None)
+    acting.connect()   # Ray's cluster, last: any refusal above comes without waiting on a local Ray's start
     return Run(cfg, run_dir, progress, sampler, rt, clock, acting, agent, replay, ReplayBudget(cfg),
                LearnSchedule(cfg.train_freq, cfg.batch_size, cfg.learn_start),
                ckpt.Checkpointer(run_dir, cfg, agent, replay, rng), RunState(), payload, facts, mirror)

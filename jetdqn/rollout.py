@@ -107,7 +107,7 @@ class LocalActing:
     whatever the loop does after it (the updates) overlaps the group's emulation in ale-py's C++ threads.
 
     The same interface as ``distributed.actors.RayActing``: ``num_streams``, ``frame_shape``, ``frame_dtype``,
-    ``n_actions``, ``emulator_threads``, ``emulator_processes``, ``start``, ``receive``, ``send_next``,
+    ``n_actions``, ``emulator_threads``, ``emulator_processes``, ``connect``, ``start``, ``receive``, ``send_next``,
     ``epsilon``, ``show``, ``after_learning``, ``record_extra``, ``close``.
     """
 
@@ -135,6 +135,9 @@ class LocalActing:
         if self.apex is None:
             return epsilon_at(self.cfg, step)
         return self.apex[sl] if sl != slice(None) else float(self.apex.mean())
+
+    def connect(self) -> None:
+        """Nothing to join: the envs are this process's (RayActing joins its cluster here)."""
 
     def start(self, agent, step: int, stopping: Callable[[], bool] = lambda: False) -> None:
         """Reset the envs; every group's first actions go out before the first ``next``. (``stopping``: the

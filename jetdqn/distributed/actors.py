@@ -138,12 +138,13 @@ class RayActing:
         self.version = 0
         self.per_actor = [{"steps": 0, "restarts": 0, "interval_steps": 0, "interval_s": 0.0} for _ in range(self.k)]
         self.stopping: Callable[[], bool] = lambda: False   # the run's stop, from start
-        self._connect()   # while the run's parts are built: --overwrite of a run must not meet a cluster it cannot reach
 
-    def _connect(self) -> None:
-        """Join the cluster (--ray-address) or start a local Ray. Done before the run directory is touched: it
-        was done at the loop's start, after --overwrite had removed the run there, so an unreachable
-        --ray-address lost that run."""
+    def connect(self) -> None:
+        """Join the cluster (--ray-address) or start a local Ray (~10 s here). ``loop.build_run`` calls it last,
+        after every other part of the run was built and could refuse, and before the run directory is touched:
+        it was done at the loop's start, after --overwrite had removed the run there, so an unreachable
+        --ray-address lost that run; and done first, a replay too large for the memory waited on a local Ray
+        before it was refused."""
         ray, cfg = self.ray, self.cfg
         if ray.is_initialized():
             return
@@ -166,7 +167,7 @@ class RayActing:
         ray, cfg = self.ray, self.cfg
         self.agent = agent
         self.stopping = stopping
-        self._connect()
+        self.connect()
         self.node = ray.get_runtime_context().get_node_id()
         actor = ray.remote(num_cpus=0.5 if not cfg.ray_address else 1, max_restarts=-1)(EnvActorImpl)
         self.actors = [actor.remote(cfg.to_dict(), i, float(self.eps[i]), cfg.seed + 1000 * (i + 1))
