@@ -240,3 +240,16 @@ def test_a_stopped_benchmark_takes_its_running_case_with_it(tmp_path):
     assert bench.returncode == 128 + signal.SIGTERM and err.strip().endswith("stopped by SIGTERM"), err
     assert "Traceback" not in err
     assert not case.is_running() or case.status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_case_past_its_time_limit_is_a_failed_row_and_the_benchmark_goes_on(tmp_path):
+    """A case past --case-timeout raised subprocess's TimeoutExpired out of the benchmark: a traceback, and
+    every row measured before it lost."""
+    proc = run_module("jetdqn.bench", "pong", "--cases", "no display,C++ threads", "--repeats", "1", "--steps", "100",
+                      "--learn-start", "100", "--warmup-steps", "0", "--case-timeout", "2", "--out", str(tmp_path),
+                      check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    rows = json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]
+    ran = [r for r in rows if not r["status"].startswith("not run")]
+    assert len(ran) == 2 and all(r["status"] == "failed: ran past the case's time limit of 2 s (--case-timeout)"
+                                 for r in ran), ran

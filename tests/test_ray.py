@@ -170,3 +170,31 @@ def the_raylet(session: int) -> int:
     raylet = [int(p) for p in pids if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].endswith(b"/raylet")]
     assert len(raylet) == 1, pids
     return raylet[0]
+
+
+@pytest.mark.slow
+def test_a_stopped_benchmark_leaves_no_process_of_its_ray_case(tmp_path):
+    """The benchmark's stop killed its case's train process alone (subprocess.run's kill): a Ray case's
+    dashboard and runtime-env agents outlived it (still there 50 s later). The case now runs in a session of
+    its own, which the stop ends whole."""
+    import psutil
+    bench = subprocess.Popen([sys.executable, "-m", "jetdqn.bench", "pong", "--cases", "ray-1", "--repeats", "1",
+                              "--steps", "100000", "--out", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, ray_processes = time.monotonic() + 180, []
+        while time.monotonic() < deadline and bench.poll() is None and len(ray_processes) < 4:
+            time.sleep(0.5)   # the case's train process and what it started: GCS, raylet, agents, actor
+            case = [c for c in psutil.Process(bench.pid).children() if "jetdqn.train" in " ".join(c.cmdline())]
+            ray_processes = case[0].children(recursive=True) if case else []
+        assert len(ray_processes) >= 4, bench.communicate(timeout=60)
+        bench.send_signal(signal.SIGTERM)
+        out, err = bench.communicate(timeout=60)
+        assert bench.returncode == 128 + signal.SIGTERM and err.strip().endswith("stopped by SIGTERM"), err
+        time.sleep(1)
+        left = [p for p in ray_processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert left == [], left   # a zombie whose parent was killed waits on init: it is gone
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.communicate()

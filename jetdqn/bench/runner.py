@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -27,14 +29,44 @@ def train_command(run_dir: Path, preset: str, game: str, *flags: str) -> list[st
 
 
 def run_process(cmd: list[str], timeout: float) -> tuple[Optional[str], float]:
-    """Run ``cmd``; (None, wall seconds) when it succeeded, else (its last line of output, wall seconds)."""
+    """Run ``cmd``; (None, wall seconds) when it succeeded, else (its last line of output, or that it ran past
+    ``timeout``, and wall seconds).
+
+    The case runs in a session of its own, and a timeout or the bench's own stop (its SIGTERM, Ctrl-C) ends
+    that whole session. ``subprocess.run`` killed the train process alone: a Ray case's dashboard and
+    runtime-env agents outlived it (still there 50 s later), and a case past --case-timeout raised its
+    TimeoutExpired out of the bench, a traceback that lost every row measured before it."""
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        end_session(proc)
+        return f"ran past the case's time limit of {timeout:g} s (--case-timeout)", time.monotonic() - t0
+    except BaseException:   # the bench stopped: its case goes with it
+        end_session(proc)
+        raise
+    finally:
+        end_session(proc, only_what_is_left=True)
     wall = time.monotonic() - t0
     if proc.returncode == 0:
         return None, wall
-    tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["?"]
+    tail = (err.strip() or out.strip()).splitlines()[-1:] or ["?"]
     return tail[0][:200], wall
+
+
+def end_session(proc: subprocess.Popen, only_what_is_left: bool = False) -> None:
+    """SIGKILL to every process of the case's session (the train process, a local Ray's processes), then
+    reap the train process. ``only_what_is_left``: after the train process ended by itself, whatever it
+    left in its session (a Ray agent)."""
+    if only_what_is_left and proc.returncode is None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass   # nothing left in it
+    if proc.returncode is None:
+        proc.communicate()
 
 
 def split_log(records: list[dict], learn_start: int, start: int) -> Optional[tuple[list, list, list]]:
