@@ -197,10 +197,15 @@ def test_loop_profile_puts_the_loops_time_in_its_phases(tmp_path):
 
 def test_bench_replay_tiny_times_the_host_and_the_device_replay(tmp_path):
     """Each storage mode fills its own buffer in a process of its own and samples it; the device modes are
-    --replay-device's tensor store, and device-cuda says it needs a GPU where there is none."""
+    --replay-device's tensor store, and device-cuda says it needs a GPU where there is none. The frames the
+    modes' processes read from a temporary file are removed."""
     import torch
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     out = run_module("jetdqn.bench", "replay", "--transitions", "3000", "--frames", "600",
-                     "--modes", "off,lz4,device-cpu,device-cuda", "--out", str(tmp_path), timeout=300).stdout
+                     "--modes", "off,lz4,device-cpu,device-cuda", "--out", str(tmp_path), timeout=300,
+                     env={"TMPDIR": str(tmp)}, fresh=True).stdout
+    assert not list(tmp.glob("jetdqn-replay-*"))   # the recorded frames (141 MB by default) were left there
     data = json.loads(next(tmp_path.glob("*-replay.json")).read_text())
     rows = {r["mode"]: r for r in data["rows"]}
     for mode in ("off", "device-cpu"):

@@ -123,18 +123,19 @@ def bench_replay(args) -> int:
     frames_count = min(getattr(args, "frames", 20_000), transitions)
     print(f"recording {frames_count:,} {args.game} frames (random play)...", flush=True)
     frames, first = record_frames(args.game, frames_count)
-    tmp = Path(tempfile.mkdtemp(prefix="jetdqn-replay-"))
-    path = tmp / "frames.npz"
-    np.savez(path, frames=frames, first=first)
     rows = []
-    for mode in args.modes:
-        proc = subprocess.run([sys.executable, "-m", "jetdqn.bench.replay", mode, str(path), str(transitions)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            rows.append({"mode": mode, "error": (proc.stderr.strip().splitlines() or ["failed"])[-1]})
-        else:
-            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-        print(f"- {mode}: {rows[-1].get('error') or 'done'}", flush=True)
+    # the frames for each mode's process: 141 MB for the default 20,000, left in /tmp by every run before
+    with tempfile.TemporaryDirectory(prefix="jetdqn-replay-") as tmp:
+        path = Path(tmp) / "frames.npz"
+        np.savez(path, frames=frames, first=first)
+        for mode in args.modes:
+            proc = subprocess.run([sys.executable, "-m", "jetdqn.bench.replay", mode, str(path), str(transitions)],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                rows.append({"mode": mode, "error": (proc.stderr.strip().splitlines() or ["failed"])[-1]})
+            else:
+                rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            print(f"- {mode}: {rows[-1].get('error') or 'done'}", flush=True)
     upd = update_ms()
     cells = [[r["mode"], f"not run: {r['error']}"] if "error" in r else
              [r["mode"], *_rss_cells(r), f"{r['reported_bytes_per_transition']:.0f}", f"{r['adds_per_s']:,.0f}",
