@@ -1,5 +1,6 @@
 """--backend ray on a local Ray: two Ape-X actors feed one learner; an actor killed midway is restarted."""
 
+import contextlib
 import json
 import os
 import signal
@@ -181,8 +182,9 @@ def test_a_stopped_benchmark_leaves_no_process_of_its_ray_case(tmp_path):
     bench = subprocess.Popen([sys.executable, "-m", "jetdqn.bench", "pong", "--cases", "ray-1", "--repeats", "1",
                               "--steps", "100000", "--out", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
+    case, ray_processes = [], []
     try:
-        deadline, ray_processes = time.monotonic() + 180, []
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline and bench.poll() is None and len(ray_processes) < 4:
             time.sleep(0.5)   # the case's train process and what it started: GCS, raylet, agents, actor
             case = [c for c in psutil.Process(bench.pid).children() if "jetdqn.train" in " ".join(c.cmdline())]
@@ -194,7 +196,10 @@ def test_a_stopped_benchmark_leaves_no_process_of_its_ray_case(tmp_path):
         time.sleep(1)
         left = [p for p in ray_processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
         assert left == [], left   # a zombie whose parent was killed waits on init: it is gone
-    finally:
+    finally:   # a failed test must not leave the case training beside the next test
         if bench.poll() is None:
             bench.kill()
             bench.communicate()
+        for p in case + ray_processes:
+            with contextlib.suppress(psutil.Error):
+                p.kill()

@@ -108,7 +108,7 @@ def processes_started_deaf_to_stops():
     status 1 ("The connection to the plasma store is failed. Terminate the process.") before the loop reached
     its checkpoint: 1 stop in 3 lost the run's last steps. Now only the driver hears the stop; it saves, and
     its ``close`` ends Ray's processes (ray.shutdown: SIGTERM, then SIGKILL after a second). If the driver is
-    killed outright, Ray's processes still go with it (Ray sets their parent-death signal)."""
+    killed outright, its GCS, raylet and workers still go with it (Ray sets their parent-death signal)."""
     held = {signal.SIGTERM, signal.SIGHUP}
     before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
