@@ -114,8 +114,9 @@ def test_cli_parse_names_ten_bad_lines_then_counts_and_refuses_a_file_with_no_te
         said[11].endswith("give a file of tegrastats lines.")
 
 
-def fake_tegrastats(tmp_path: Path, lines: list[str], die_after: int = 0) -> Path:
-    """An executable that prints real lines every --interval ms, like tegrastats (and optionally dies)."""
+def fake_tegrastats(tmp_path: Path, lines: list[str], die_after: int = 0, first_after: float = 0.0) -> Path:
+    """An executable that prints real lines every --interval ms, like tegrastats (and optionally dies, or
+    prints its first line only after ``first_after`` seconds)."""
     data = tmp_path / "lines.txt"
     data.write_text("\n".join(lines) + "\n")
     script = tmp_path / "tegrastats"
@@ -124,6 +125,7 @@ import sys, time
 interval = int(sys.argv[sys.argv.index('--interval') + 1]) / 1000 if '--interval' in sys.argv else 1.0
 lines = open({str(data)!r}).read().splitlines()
 n = 0
+time.sleep({first_after})
 while True:
     for line in lines:
         print(line, flush=True)
@@ -176,8 +178,10 @@ def test_training_with_a_tegrastats_binary(tegrastats_lines, tmp_path):
 
 def test_telemetry_watch_reads_a_tegrastats_at_its_path_and_names_its_own_flags(tegrastats_lines, tmp_path):
     """`jetdqn.telemetry watch --source tegrastats` had no --tegrastats-path (a board whose tegrastats is not
-    on the PATH could not be watched), and its refusal named train's flags: "use --telemetry auto"."""
-    script = fake_tegrastats(tmp_path, [tegrastats_lines[20]])
+    on the PATH could not be watched), and its refusal named train's flags: "use --telemetry auto". Its
+    first line is tegrastats' even when tegrastats is slow to print its first (one interval after its start;
+    here a second, as under emulation): it read "procfs (no tegrastats sample in this interval)"."""
+    script = fake_tegrastats(tmp_path, [tegrastats_lines[20]], first_after=1.0)
     out = run_module("jetdqn.telemetry", "watch", "--source", "tegrastats", "--tegrastats-path", str(script),
                      "--count", "1", "--interval", "0.3").stdout
     assert "gpu 71%" in out and "power 14.0 W" in out and out.rstrip().endswith("(tegrastats)"), out

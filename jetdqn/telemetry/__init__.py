@@ -99,6 +99,9 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout=2)
 
+    def wait_ready(self, timeout_s: float) -> None:
+        """Return once the first interval can have this source's numbers (at once for /proc)."""
+
     def mark_threads(self, role: str, tids: Iterable[int]) -> None:
         for tid in tids:
             self.roles[int(tid)] = role
@@ -253,6 +256,11 @@ class TegrastatsSampler(Sampler):
     def stop(self) -> None:
         self.reader.stop()
         super().stop()
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Until tegrastats' first line (``TegrastatsReader.wait_first``): a first interval without it read
+        "procfs (no tegrastats sample in this interval)" (seen under qemu, where the first line took ~1 s)."""
+        self.reader.wait_first(timeout_s)
 
     def _system(self, interval_s: float) -> dict:
         samples = self.reader.take()

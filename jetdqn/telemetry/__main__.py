@@ -71,6 +71,7 @@ def cmd_watch(args) -> int:
                        "tegrastats_path": args.tegrastats_path})
     sampler = make_sampler(cfg, flag="--source")
     sampler.start()
+    sampler.wait_ready(max(3.0, 3 * args.interval))   # a first line from the source asked for, not /proc's
     t = time.monotonic()
     shown = 0
     try:

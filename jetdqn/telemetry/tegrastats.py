@@ -172,6 +172,7 @@ class TegrastatsReader:
         self._thread: Optional[threading.Thread] = None
         self._stopping = False
         self.died = False
+        self._first = threading.Event()   # the first sample came, or the process ended without one
 
     def start(self) -> None:
         try:
@@ -195,10 +196,18 @@ class TegrastatsReader:
                 continue
             with self._lock:
                 self._samples.append(sample)
+            self._first.set()
+        self._first.set()
         code = self.proc.wait()
         if not self._stopping:
             self.died = True
             self.on_event(f"telemetry: {self.path} exited (code {code}); going on without its samples")
+
+    def wait_first(self, timeout_s: float) -> bool:
+        """Wait until the first sample is in (True), the process ended, or ``timeout_s`` passed. A load is a
+        difference over an interval, so the first line can come an interval after the start, and later on a
+        busy board or under emulation."""
+        return self._first.wait(timeout_s) and not self.died
 
     def take(self) -> list[TegraSample]:
         """The samples read since the last call."""
