@@ -50,6 +50,65 @@ def test_a_cluster_nobody_answers_is_one_sentence_and_overwrite_keeps_the_run_th
         assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir() if p.is_file() and p.name != ".lock"} == before
 
 
+def test_a_ray_address_where_something_else_listens_is_one_sentence(tmp_path):
+    """A --ray-address whose port answers but is not Ray's (the dashboard's 8265, a web server): ray.init
+    retried it for minutes (still at it after 200 s), printing only Ray's C++ warnings."""
+    import http.server
+    import threading
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        proc = run_module("jetdqn.train", "--preset", "smoke", "--backend", "ray", "--ray-address", address,
+                          "--run-dir", str(tmp_path / "run"), "--telemetry", "off", check=False, timeout=60)
+    finally:
+        server.shutdown()
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: cannot reach the Ray cluster at {address} "
+                                                           f"(what listens at port {address.split(':')[1]} does "
+                                                           "not speak gRPC as Ray's GCS does;"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_a_run_joins_a_cluster_that_ray_start_began(tmp_path):
+    """With a token in ~/.ray/auth_token (``ray get-auth-token --generate``), ``ray start --head`` (Ray 2.60)
+    turns token authentication on, and a driver whose RAY_AUTH_MODE is unset sent no token: --ray-address
+    refused such a cluster ("cannot reach the Ray cluster ... Failed to connect"), even on this machine."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "HOME": str(tmp_path)}   # a token of this test's own
+    env.pop("RAY_AUTH_MODE", None)
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    subprocess.run([ray_cli, "get-auth-token", "--generate"], env=env, check=True, capture_output=True, timeout=60)
+    head = subprocess.Popen([ray_cli, "start", "--head", "--port", str(port), "--num-cpus", "2",
+                             "--include-dashboard", "false", "--block"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        said = ""
+        for line in head.stdout:   # until the head is up
+            said += line
+            if "Ray runtime started" in line:
+                break
+        assert "Token authentication is enabled" in said and "Ray runtime started" in said, said[-2000:]
+        run = tmp_path / "run"
+        proc = subprocess.run([sys.executable, "-m", "jetdqn.train", *ARGS, "--num-actors", "1", "--total-steps",
+                               "600", "--ray-address", f"127.0.0.1:{port}", "--run-dir", str(run)], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert records(run)[-1]["step"] >= 600 and records(run)[-1]["backend"] == "ray"
+        assert head.poll() is None   # a run that joined a cluster leaves it running
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.communicate()
+
+
 def test_a_refused_ray_run_starts_no_ray(tmp_path):
     """The local Ray started while the run's parts were built, before the replay's memory check: a replay too
     large was refused after ~10 s of Ray's start, under Ray's own warnings. Ray now starts last."""

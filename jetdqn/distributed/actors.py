@@ -76,24 +76,58 @@ class EnvActorImpl:
                 "node": self.node, "weights_version": self.weights_version}
 
 
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"   # + empty SETTINGS
+
+
 def cluster_unreachable(address: str, timeout_s: float = 5.0) -> Optional[str]:
-    """Why nothing answers at a cluster's HOST:PORT (or ray://HOST:PORT), or None. Asked before ray.init,
-    which retries a name that does not resolve or a port nobody listens on for minutes, printing only its
-    own warnings (measured: still retrying after 4 min)."""
+    """Why no Ray cluster answers at a cluster's HOST:PORT (or ray://HOST:PORT), or None. Asked before
+    ray.init, which retries a name that does not resolve or a port nobody listens on for minutes, printing
+    only its own warnings (measured: still retrying after 4 min), and the same for a port where something
+    else listens (the dashboard's 8265, a web server: still retrying after 200 s).
+
+    Ray's GCS and its client server speak gRPC, so they answer HTTP/2's connection preface with a SETTINGS
+    frame (frame type 4 in the 9-byte frame header); a web server answers with HTTP/1 text, SSH with its
+    banner. Skipped under RAY_USE_TLS, where the first bytes are TLS's."""
     import socket
     hostport = address.split("://", 1)[-1]
     host, sep, port = hostport.rpartition(":")
     if not sep or not port.isdigit():
         return None   # "auto" and other forms: ray.init reads them
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as conn:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return None
+            conn.sendall(HTTP2_PREFACE)
+            header = b""
+            while len(header) < 9:
+                chunk = conn.recv(9 - len(header))
+                if not chunk:
+                    break
+                header += chunk
     except socket.gaierror:
         return f"the name {host} does not resolve"
     except socket.timeout:
         return f"nothing answered at port {port} within {timeout_s:g} s"
     except OSError as exc:
         return f"{exc.strerror or exc} at port {port}"
-    return None
+    if len(header) == 9 and header[3] == 4:
+        return None
+    return (f"what listens at port {port} does not speak gRPC as Ray's GCS does; the head's GCS port is 6379 "
+            "unless `ray start --port` said otherwise, and the dashboard's 8265 is not the cluster's address")
+
+
+def present_our_token() -> None:
+    """A driver joining a cluster shows the token it has. Ray 2.60's ``ray start --head`` turns token
+    authentication on, and a driver whose RAY_AUTH_MODE is unset sends no token even with one in
+    ~/.ray/auth_token: ray.init(address=...) then failed with "Failed to connect to Ray cluster" beside the
+    cluster that had just started on the same machine. With a token at hand (RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) and no mode set, the mode is "token"; a cluster without
+    authentication takes such a driver as well. Ray reads the mode once, when it is imported."""
+    if os.environ.get("RAY_AUTH_MODE"):
+        return
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.join(os.path.expanduser("~"), ".ray", "auth_token")
+    if os.environ.get("RAY_AUTH_TOKEN") or os.path.isfile(path):
+        os.environ["RAY_AUTH_MODE"] = "token"
 
 
 @contextlib.contextmanager
@@ -122,6 +156,8 @@ class RayActing:
 
     def __init__(self, cfg: Config, say=print):
         from ..envs import make_envs
+        if cfg.ray_address:
+            present_our_token()   # before Ray is imported: it reads its auth mode once, at import
         self.ray = import_ray()
         self.say = say
         # shapes only: the envs run in the actors (an Atari probe in ale-py's vector env, which needs no OpenCV)
@@ -157,9 +193,11 @@ class RayActing:
                 ray.init(address=cfg.ray_address or None, include_dashboard=False, log_to_driver=False,
                          configure_logging=False, num_cpus=None if cfg.ray_address else max(2, self.k + 1))
         except ConnectionError as exc:
-            raise ConfigError(f"cannot reach the Ray cluster at {cfg.ray_address} "
-                              f"({str(exc).splitlines()[-1][:100]}); start it with `ray start --head` there, or "
-                              "drop --ray-address for a local Ray.") from None
+            # the probe above found Ray's GCS there: what is left is most often its token authentication
+            raise ConfigError(f"the Ray cluster at {cfg.ray_address} did not let this process join "
+                              f"({str(exc).splitlines()[-1][:100]}); if its token authentication is on (`ray "
+                              "start` turns it on), give this process the cluster's token in ~/.ray/auth_token "
+                              "or RAY_AUTH_TOKEN, and RAY_AUTH_MODE=token.") from None
         from ..signals import reclaim_stop_signals
         reclaim_stop_signals()   # Ray's SIGTERM handler aborts: a docker stop must save the checkpoint first
 
