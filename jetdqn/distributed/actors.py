@@ -93,8 +93,10 @@ def cluster_unreachable(address: str, timeout_s: float = 5.0) -> Optional[str]:
     host, sep, port = hostport.rpartition(":")
     if not sep or not port.isdigit():
         return None   # "auto" and other forms: ray.init reads them
+    connected = False
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as conn:
+            connected = True
             if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
                 return None
             conn.sendall(HTTP2_PREFACE)
@@ -107,7 +109,8 @@ def cluster_unreachable(address: str, timeout_s: float = 5.0) -> Optional[str]:
     except socket.gaierror:
         return f"the name {host} does not resolve"
     except socket.timeout:
-        return f"nothing answered at port {port} within {timeout_s:g} s"
+        return (f"port {port} took the connection but said nothing within {timeout_s:g} s, where Ray's GCS "
+                "answers at once" if connected else f"nothing answered at port {port} within {timeout_s:g} s")
     except OSError as exc:
         return f"{exc.strerror or exc} at port {port}"
     if len(header) == 9 and header[3] == 4:
