@@ -107,6 +107,29 @@ def test_a_run_joins_a_cluster_that_ray_start_began(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.communicate()
+        current = Path("/tmp/ray/ray_current_cluster")   # ray start's, which its SIGTERM leaves behind
+        if current.exists() and current.read_text().strip().endswith(f":{port}"):
+            current.unlink()
+
+
+def test_a_run_without_ray_address_starts_its_own_ray_beside_a_cluster_that_ray_start_left(tmp_path):
+    """``ray start`` records its cluster in /tmp/ray/ray_current_cluster (and a killed one leaves it), and
+    ray.init(address=None) joins that cluster: a run without --ray-address then died of a ValueError
+    traceback ("When connecting to an existing cluster, num_cpus and num_gpus must not be provided")."""
+    current = Path("/tmp/ray/ray_current_cluster")
+    before = current.read_bytes() if current.exists() else None
+    current.parent.mkdir(parents=True, exist_ok=True)
+    current.write_text("127.0.0.1:1")   # a cluster that is gone
+    try:
+        run = tmp_path / "run"
+        run_module("jetdqn.train", *ARGS, "--num-actors", "1", "--total-steps", "600", "--run-dir", str(run),
+                   timeout=240)
+        assert records(run)[-1]["step"] >= 600 and records(run)[-1]["backend"] == "ray"
+    finally:
+        if before is None:
+            current.unlink(missing_ok=True)
+        else:
+            current.write_bytes(before)
 
 
 def test_a_refused_ray_run_starts_no_ray(tmp_path):

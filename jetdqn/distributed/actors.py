@@ -193,7 +193,9 @@ class RayActing:
                               "`ray start --head` there, or drop --ray-address for a local Ray.")
         try:
             with processes_started_deaf_to_stops():
-                ray.init(address=cfg.ray_address or None, include_dashboard=False, log_to_driver=False,
+                # "local": a Ray of its own even where `ray start` left /tmp/ray/ray_current_cluster, which
+                # ray.init(address=None) joins (and then refused num_cpus with a ValueError traceback)
+                ray.init(address=cfg.ray_address or "local", include_dashboard=False, log_to_driver=False,
                          configure_logging=False, num_cpus=None if cfg.ray_address else max(2, self.k + 1))
         except ConnectionError as exc:
             # the probe above found Ray's GCS there: what is left is most often its token authentication
