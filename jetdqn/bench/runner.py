@@ -41,13 +41,9 @@ def run_process(cmd: list[str], timeout: float) -> tuple[Optional[str], float]:
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        end_session(proc)
         return f"ran past the case's time limit of {timeout:g} s (--case-timeout)", time.monotonic() - t0
-    except BaseException:   # the bench stopped: its case goes with it
+    finally:   # a timeout or the bench's stop: the whole case; a case that ended: what it left (a Ray agent)
         end_session(proc)
-        raise
-    finally:
-        end_session(proc, only_what_is_left=True)
     wall = time.monotonic() - t0
     if proc.returncode == 0:
         return None, wall
@@ -55,12 +51,9 @@ def run_process(cmd: list[str], timeout: float) -> tuple[Optional[str], float]:
     return tail[0][:200], wall
 
 
-def end_session(proc: subprocess.Popen, only_what_is_left: bool = False) -> None:
-    """SIGKILL to every process of the case's session (the train process, a local Ray's processes), then
-    reap the train process. ``only_what_is_left``: after the train process ended by itself, whatever it
-    left in its session (a Ray agent)."""
-    if only_what_is_left and proc.returncode is None:
-        return
+def end_session(proc: subprocess.Popen) -> None:
+    """SIGKILL to every process left in the case's session (the train process, a local Ray's processes),
+    then reap the train process."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
