@@ -41,16 +41,21 @@ def model_spec(network: dict, env_name: str, config: dict, step: Optional[int] =
 
 def write_safetensors(weights: dict, spec: dict, out: Path) -> tuple[Path, Path]:
     """``out`` (.safetensors) and ``out`` with .json: the weights (contiguous CPU copies) and their spec,
-    each written to a .tmp file and renamed, so a kill never leaves a torn file under the final name."""
+    each written to a .tmp file and renamed, so a kill never leaves a torn file under the final name.
+    safetensors creates its file readable by its owner alone (0600, whatever the umask), so the weights take
+    the spec's mode, which the umask set as for every other file of a run: a run written as root in a
+    container, or by a training service's user, had a model.pt others could play and weights they could not."""
     import os
+    import stat
 
     out = Path(out)
     spec_path = out.with_suffix(".json")
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in weights.items()}
     tmp_tensors, tmp_spec = (p.with_name(f".{p.name}.tmp") for p in (out, spec_path))   # what resume tidies
     try:
-        _save_file(tensors, tmp_tensors, {"format": "jetdqn-model", "env": spec["env"]})
         tmp_spec.write_text(json.dumps(spec, indent=1) + "\n")
+        _save_file(tensors, tmp_tensors, {"format": "jetdqn-model", "env": spec["env"]})
+        os.chmod(tmp_tensors, stat.S_IMODE(tmp_spec.stat().st_mode))
         os.replace(tmp_tensors, out)
         os.replace(tmp_spec, spec_path)
     finally:   # a full disk, a stop: no hidden half file left beside the exports

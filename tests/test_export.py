@@ -129,6 +129,28 @@ def test_every_run_writes_safetensors_weights_and_a_tensorboard_mirror(tmp_path)
     assert [(e.step, e.value) for e in events.Scalars("eval/return_mean")] == [(400, evaluation["return_mean"])]
 
 
+def test_the_weights_a_run_and_an_export_write_are_as_readable_as_its_other_files(tmp_path):
+    """safetensors made its file 0600 whatever the umask: under 022 model.pt was readable by every user and
+    model.safetensors (and best.safetensors, and an export's) by its owner alone; a container run as root,
+    or a training service's user, left weights its board's other users could not play."""
+    import stat
+
+    import jetdqn
+    from jetdqn import export
+    old = os.umask(0o027)   # a group shares the runs; the API and export.main run here, under that umask
+    try:
+        jetdqn.train(preset="smoke", run_dir=str(tmp_path / "run"), total_steps=200, telemetry="off",
+                     progress="off", eval_every=100, eval_episodes=1, final_eval_games=1, save_best=True,
+                     max_episode_steps=50)
+        export.main(["--checkpoint", str(tmp_path / "run"), "--onnx", str(tmp_path / "m.onnx"),
+                     "--safetensors", str(tmp_path / "m.safetensors")])
+    finally:
+        os.umask(old)
+    modes = {str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.stat().st_mode)) for p in tmp_path.rglob("*")}
+    assert {"run/model.safetensors", "run/best.safetensors", "m.safetensors", "m.onnx"} <= set(modes)
+    assert {name for name, mode in modes.items() if mode not in ("0o640", "0o750")} == set(), modes
+
+
 def readme_api_example() -> str:
     text = (ROOT / "README.md").read_text()
     section = text[text.index("### The Python API"):]
