@@ -8,7 +8,8 @@
 
 ``train`` takes the command line's settings as keyword arguments (``--total-steps 20000`` is
 ``total_steps=20_000``; ``preset`` and ``config`` work as on the command line) and raises ``ConfigError``
-with the command line's sentence where the command line would refuse.
+with the command line's sentence where the command line would refuse. A stop signal ends the run as it
+does the command line's (its checkpoint saved), then reaches the caller (``pass_on``).
 """
 
 from __future__ import annotations
@@ -48,4 +49,17 @@ def train(**settings: Any) -> dict:
         settings = config_for_resume(settings)
     cfg = make_config(settings)
     refuse_replaced(cfg, typed)
-    return run_training(cfg, Progress(cfg.total_steps, cfg.progress))
+    summary = run_training(cfg, Progress(cfg.total_steps, cfg.progress))
+    if summary.get("interrupted"):
+        pass_on(summary["interrupted"])
+    return summary
+
+
+def pass_on(signal_name: str) -> None:
+    """The stop signal that ended a run, raised again once its checkpoint is saved, for the caller's handler
+    (Python's: KeyboardInterrupt for Ctrl-C, the end of the process for SIGTERM and SIGHUP). ``train`` used
+    to return as after a finished run: a sweep (``for lr in ...: jetdqn.train(lr=lr)``) took each Ctrl-C
+    as the end of one run and began the next, and under ``docker stop`` began the next run until the
+    SIGKILL. A caller whose handler lets the process go on gets the summary, ``interrupted`` naming it."""
+    import signal
+    signal.raise_signal(signal.Signals[signal_name])

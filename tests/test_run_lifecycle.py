@@ -88,6 +88,40 @@ def test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes(tmp_path, sig):
     assert [words for _, words in segment_marks(run)] == [f"lr {lr:g} -> 5e-05; replay refilled"]
 
 
+SWEEP = """
+import sys
+import jetdqn
+for k in range(3):   # a sweep that goes on after a Ctrl-C, as a notebook's next cell would
+    try:
+        summary = jetdqn.train(preset="cartpole", run_dir=f"{sys.argv[1]}/r{k}", total_steps=1_000_000,
+                               log_every=100, checkpoint_every=1_000_000, telemetry="off", progress="lines")
+        print("returned", k, summary["interrupted"], flush=True)
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt", k, flush=True)
+"""
+
+
+def test_a_stop_signal_ends_an_api_run_then_reaches_its_caller(tmp_path):
+    """The API returned after Ctrl-C or SIGTERM as after a finished run: a sweep began its next run at each
+    Ctrl-C, and under docker stop trained on until the SIGKILL. The run still saves first."""
+    proc = subprocess.Popen([sys.executable, "-c", SWEEP, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        wait_for_records(tmp_path / "r0", proc, 2)
+        proc.send_signal(signal.SIGINT)      # Python's handler: KeyboardInterrupt, once r0 is saved
+        wait_for_records(tmp_path / "r1", proc, 2)
+        proc.send_signal(signal.SIGTERM)     # Python's default: the process ends, once r1 is saved
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGTERM, err
+    assert "KeyboardInterrupt 0" in out and "returned" not in out and "Traceback" not in err, (out, err)
+    for run, name in ((tmp_path / "r0", "SIGINT"), (tmp_path / "r1", "SIGTERM")):
+        stopped = int(out.split(f"stopped by {name} at step ")[1].split(";")[0].replace(",", ""))
+        assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == stopped == records(run)[-1]["step"]
+    assert not (tmp_path / "r2").exists()
+
+
 @pytest.mark.slow
 def test_one_process_per_run_dir(tmp_path):
     run = tmp_path / "run"
