@@ -143,6 +143,19 @@ def test_the_measured_window_leaves_out_the_warm_up_with_8_envs(tmp_path):
     assert split_log(records, learn_start=200, start=600) is None
 
 
+def test_a_rows_power_and_loads_are_time_weighted_over_its_window():
+    """J per 1000 steps is the energy the window drew: 10 W for 1 s then 20 W for 3 s is 70 J over 2000 steps,
+    35 J per 1000 (a plain mean of the records' powers said 30); the loads are weighted the same way."""
+    from jetdqn.bench.runner import measure
+    warm = [{"step": 1000, "updates": 0, "interval_s": 1.0}]
+    window = [{"step": 2000, "updates": 250, "interval_s": 1.0, "power_mw": 10_000, "gpu_load": 20.0},
+              {"step": 3000, "updates": 500, "interval_s": 3.0, "power_mw": 20_000, "gpu_load": 60.0},
+              {"step": 4000, "updates": 750, "interval_s": 2.0}]   # a record without power: not in its mean
+    row = measure(warm, warm, window)
+    assert row["s_per_1000_steps"] == 2.0 and row["power_w"] == 17.5 and row["energy_j_per_1000"] == 35.0
+    assert row["gpu_load"] == 50.0
+
+
 def test_runs_go_in_rounds_so_drift_hits_every_row_alike():
     from jetdqn.bench.cases import JETDQN_CASES
     from jetdqn.bench.stats import rounds
