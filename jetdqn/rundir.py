@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Optional
 
 from .config import Config, ConfigError, config_from_json
 from .presets import PRESETS
@@ -102,11 +103,23 @@ def held_by(run_dir: Path):
         os.close(fd)   # drops the shared lock, if taken
 
 
+def dangling_link(path: Path) -> Optional[str]:
+    """Why ``path`` cannot be made, when it or a folder above it is a symbolic link to something missing (on
+    a board, runs kept on an NVMe drive or SD card that is not mounted): mkdir said "File exists"."""
+    for p in (Path(path), *Path(path).parents):
+        if p.is_symlink() and not p.exists():
+            return f"{p} is a link to {os.readlink(p)}, which does not exist: is its disk mounted?"
+    return None
+
+
 def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
     """Check the run directory's rules for this start and lock it; nothing in it is changed yet."""
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"--run-dir {run_dir} is a file, not a directory; give a directory.")
+    missing = dangling_link(run_dir / "checkpoints" / "latest.pt")   # the run, or its checkpoints, kept elsewhere
+    if missing:   # mkdir said "File exists"; a resume said "nothing to resume" and to start a new run there
+        raise ConfigError(f"cannot use {run_dir} as the run directory: {missing}")
     owner = held_by(run_dir)   # first: a run still starting has no checkpoint yet, and it is not missing one
     if owner is not None:
         raise ConfigError(in_use(run_dir, owner))

@@ -234,6 +234,26 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_a_run_kept_on_a_disk_that_is_not_mounted_is_named_so(tmp_path):
+    """Runs, or their checkpoints, linked to a drive that is not mounted: the run directory was refused with
+    "File exists", a resume said "nothing to resume" and to start a new run there, and a benchmark ran to its
+    end before it found it could not write its results there."""
+    (tmp_path / "runs").symlink_to(tmp_path / "nvme" / "runs")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "checkpoints").symlink_to(tmp_path / "sd" / "checkpoints")
+    for argv, link in ((["--run-dir", str(tmp_path / "runs" / "pong")], "runs"),
+                       (["--run-dir", str(tmp_path / "run"), "--resume"], "run/checkpoints"),
+                       (["--run-dir", str(tmp_path / "run")], "run/checkpoints")):
+        proc = run_module("jetdqn.train", "--preset", "smoke", *argv, check=False)
+        assert proc.returncode == 2 and proc.stderr.endswith(
+            f"{tmp_path / link} is a link to {os.readlink(tmp_path / link)}, which does not exist: is its disk "
+            "mounted?\n"), proc.stderr
+    proc = run_module("jetdqn.bench", "replay", "--frames", "500", "--out", str(tmp_path / "runs" / "bench"),
+                      check=False)
+    assert proc.returncode == 2 and "is a link to" in proc.stderr and not proc.stdout, (proc.stdout, proc.stderr)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["checkpoints", "run", "runs"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["jetdqn.train", "--target-return", "18", "--eval-episodes", "0"], "--target-return stops a run when an evaluation"),
     (["jetdqn.train", "--save-best", "--eval-episodes", "0"], "--save-best keeps the best evaluated weights"),
