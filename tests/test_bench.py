@@ -211,13 +211,19 @@ def test_loop_profile_puts_the_loops_time_in_its_phases(tmp_path):
 def test_bench_replay_tiny_times_the_host_and_the_device_replay(tmp_path):
     """Each storage mode fills its own buffer in a process of its own and samples it; the device modes are
     --replay-device's tensor store, and device-cuda says it needs a GPU where there is none. The frames the
-    modes' processes read from a temporary file are removed."""
+    modes' processes read from a temporary file are removed. The command it records gives the same argv back
+    to a shell, a results folder with a space in its name included."""
+    import shlex
+
     import torch
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    out = run_module("jetdqn.bench", "replay", "--transitions", "3000", "--frames", "600",
-                     "--modes", "off,lz4,device-cpu,device-cuda", "--out", str(tmp_path), timeout=300,
-                     env={"TMPDIR": str(tmp)}, fresh=True).stdout
+    tmp_path = tmp_path / "my results"
+    argv = ["replay", "--transitions", "3000", "--frames", "600", "--modes", "off,lz4,device-cpu,device-cuda",
+            "--out", str(tmp_path)]
+    out = run_module("jetdqn.bench", *argv, timeout=300, env={"TMPDIR": str(tmp)}, fresh=True).stdout
+    recorded = next(tmp_path.glob("*-replay.md")).read_text().split("Command: `")[1].split("`")[0]
+    assert shlex.split(recorded) == ["python", "-m", "jetdqn.bench", *argv], recorded
     assert not list(tmp.glob("jetdqn-replay-*"))   # the recorded frames (141 MB by default) were left there
     data = json.loads(next(tmp_path.glob("*-replay.json")).read_text())
     rows = {r["mode"]: r for r in data["rows"]}

@@ -4,6 +4,7 @@ env steps/s for each split of envs into groups, each split in its own process.""
 from __future__ import annotations
 
 import datetime as _dt
+import shlex
 import shutil
 import statistics
 import tempfile
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from ..records import read_jsonl
 from .machine import machine_info, machine_line
-from .report import markdown_table, new_result_path, with_ext, writing_results
+from .report import bench_command, markdown_table, new_result_path, with_ext, writing_results
 from .runner import run_process, train_command
 
 ACTING_SPLITS = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (64, 1), (8, 2), (16, 2), (64, 2)]
@@ -39,7 +40,7 @@ def bench_acting(args) -> int:
             path.write_text(f"# bench acting: {info.get('cpu')}, {info.get('cores')} cores, GPU: {info.get('gpu')}\n\n"
                             f"Greedy forward pass every step (epsilon 0, no learning), {args.steps} steps after "
                             f"{args.warmup} of warm-up, one process per row.\n\n{text}\n\n"
-                            f"Command: `python -m jetdqn.bench {' '.join(args.argv)}`\n")
+                            f"Command: `{bench_command(args.argv)}`\n")
         print(f"written: {path}")
     return 0 if all("error" not in r for r in rows) else 1
 
@@ -63,7 +64,7 @@ def acting_row(envs: int, groups: int, args, workdir: Path) -> dict:
     steps = window[-1]["step"] - records[0]["step"]
     row = {"envs": envs, "groups": groups, "env_steps_per_s": steps / seconds,
            "emulator_cpu": statistics.mean(r["emulator_cpu"] for r in window),
-           "learner_cpu": statistics.mean(r["learner_cpu"] for r in window), "command": " ".join(cmd)}
+           "learner_cpu": statistics.mean(r["learner_cpu"] for r in window), "command": shlex.join(cmd)}
     print(f"- {envs} envs, {groups} group(s): {row['env_steps_per_s']:.0f} env steps/s", flush=True)
     shutil.rmtree(run_dir, ignore_errors=True)
     return row

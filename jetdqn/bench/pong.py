@@ -15,7 +15,8 @@ from pathlib import Path
 from ..autotune import bf16_hardware
 from .cases import all_cases
 from .machine import display_reason, machine_info
-from .report import cudnn_line, header, new_result_path, speedups, table, with_ext, write_files, writing_results
+from .report import (bench_command, cudnn_line, header, new_result_path, speedups, table, with_ext, write_files,
+                     writing_results)
 from .runner import run_case
 from .stats import rounds, summarise
 
@@ -62,6 +63,6 @@ def bench_pong(args) -> int:
     print(speedups(rows))
     with writing_results(base, suffixes):
         out_dir.mkdir(parents=True, exist_ok=True)
-        chart = write_files(rows, info, args, base, stamp, "python -m jetdqn.bench " + " ".join(args.argv))
+        chart = write_files(rows, info, args, base, stamp, bench_command(args.argv))
     print(f"\nwritten: {with_ext(base, '.md')} (+ .json, .csv{', .png' if chart else ''})")
     return 0 if all(r["status"] == "ok" or r["status"].startswith("not run") for r in rows) else 1

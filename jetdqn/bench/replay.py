@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .report import markdown_table, new_result_path, with_ext, writing_results
+from .report import bench_command, markdown_table, new_result_path, with_ext, writing_results
 
 
 def record_frames(game: str, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -144,7 +144,7 @@ def bench_replay(args) -> int:
     table = markdown_table(["storage", "RSS for the buffer (MB)", "bytes / transition (RSS)",
                             "bytes / transition (counted)", "adds / s", "sample of 32 (ms)", "samples / s",
                             "fp32 update (ms)", "update / sample"], cells)
-    command = "python -m jetdqn.bench " + " ".join(args.argv)
+    command = bench_command(args.argv)
     text = (f"{args.game}: {transitions:,} transitions per mode, filled from {frames_count:,} recorded frames "
             f"(cycled), each mode in its own process\n\n{table}\n\nCommand: `{command}`\n")
     print("\n" + text)

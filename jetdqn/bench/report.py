@@ -56,6 +56,13 @@ def new_result_path(base: Path, suffixes: tuple = (".md",)) -> Path:
     return candidate
 
 
+def bench_command(argv: list) -> str:
+    """The command that made a result, as a shell reads it back: ``" ".join`` wrote ``--out my results`` for
+    a folder with a space in its name, a command that did not make it again."""
+    import shlex
+    return "python -m jetdqn.bench " + shlex.join(argv)
+
+
 def write_markdown_result(out_dir: str, what: str, body: str, argv: list) -> Path:
     """``<out_dir>/<host>-<date>-<what>.md`` (never over an existing file: see new_result_path) holding
     ``body`` and the command that made it; returns the path."""
@@ -66,7 +73,7 @@ def write_markdown_result(out_dir: str, what: str, body: str, argv: list) -> Pat
     path = with_ext(base, ".md")
     with writing_results(base, (".md",)):   # a new name: its cleanup can remove nothing older
         out.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"# bench {what}\n\n{body}\n\nCommand: `python -m jetdqn.bench {' '.join(argv)}`\n")
+        path.write_text(f"# bench {what}\n\n{body}\n\nCommand: `{bench_command(argv)}`\n")
     return path
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -94,13 +95,13 @@ def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
                         *tegrastats_path(args), *case.flags, *args.extra_flags)
     error, wall = run_process(cmd, args.case_timeout)
     if error is not None:
-        return {"error": error, "command": " ".join(cmd)}
+        return {"error": error, "command": shlex.join(cmd)}
     parts = split_log(read_jsonl(run_dir / "log.jsonl"), args.learn_start, start)
     if parts is None:
-        return {"error": "no records after learn_start", "command": " ".join(cmd)}
+        return {"error": "no records after learn_start", "command": shlex.join(cmd)}
     result = measure(*parts)
     runtime = json.loads((run_dir / "config.json").read_text()).get("runtime", {})
-    result.update(process_wall_s=wall, cudnn_applied=runtime.get("cudnn_applied"), command=" ".join(cmd))
+    result.update(process_wall_s=wall, cudnn_applied=runtime.get("cudnn_applied"), command=shlex.join(cmd))
     if not args.keep_runs:
         shutil.rmtree(run_dir, ignore_errors=True)
     return result
