@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shlex
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -419,7 +420,7 @@ def finish(run: Run, log: RunLog) -> None:
     run.checkpointer.save_model(state.step)
     if state.interrupted:
         run.progress.line(f"stopped by {state.interrupted} at step {state.step:,}; checkpoint saved, continue with "
-                          f"--resume --run-dir {run.run_dir}")
+                          f"--resume --run-dir {shlex.quote(str(run.run_dir))}")
     elif not state.reached_target and final_eval_owed(cfg, state.last_eval if state.last_eval_step == state.step
                                                         else None):
         evaluate_or_stop(run, max(cfg.final_eval_games, cfg.eval_episodes) if cfg.final_eval_games else 0, "final")

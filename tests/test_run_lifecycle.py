@@ -93,7 +93,7 @@ import sys
 import jetdqn
 for k in range(3):   # a sweep that goes on after a Ctrl-C, as a notebook's next cell would
     try:
-        summary = jetdqn.train(preset="cartpole", run_dir=f"{sys.argv[1]}/r{k}", total_steps=1_000_000,
+        summary = jetdqn.train(preset="cartpole", run_dir=f"{sys.argv[1]}/run {k}", total_steps=1_000_000,
                                log_every=100, checkpoint_every=1_000_000, telemetry="off", progress="lines")
         print("returned", k, summary["interrupted"], flush=True)
     except KeyboardInterrupt:
@@ -103,23 +103,26 @@ for k in range(3):   # a sweep that goes on after a Ctrl-C, as a notebook's next
 
 def test_a_stop_signal_ends_an_api_run_then_reaches_its_caller(tmp_path):
     """The API returned after Ctrl-C or SIGTERM as after a finished run: a sweep began its next run at each
-    Ctrl-C, and under docker stop trained on until the SIGKILL. The run still saves first."""
+    Ctrl-C, and under docker stop trained on until the SIGKILL. The run still saves first, and says how to
+    resume it in words a shell reads back (its directory's name has a space)."""
+    import shlex
     proc = subprocess.Popen([sys.executable, "-c", SWEEP, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
-        wait_for_records(tmp_path / "r0", proc, 2)
-        proc.send_signal(signal.SIGINT)      # Python's handler: KeyboardInterrupt, once r0 is saved
-        wait_for_records(tmp_path / "r1", proc, 2)
-        proc.send_signal(signal.SIGTERM)     # Python's default: the process ends, once r1 is saved
+        wait_for_records(tmp_path / "run 0", proc, 2)
+        proc.send_signal(signal.SIGINT)      # Python's handler: KeyboardInterrupt, once run 0 is saved
+        wait_for_records(tmp_path / "run 1", proc, 2)
+        proc.send_signal(signal.SIGTERM)     # Python's default: the process ends, once run 1 is saved
         out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
     assert proc.returncode == -signal.SIGTERM, err
     assert "KeyboardInterrupt 0" in out and "returned" not in out and "Traceback" not in err, (out, err)
-    for run, name in ((tmp_path / "r0", "SIGINT"), (tmp_path / "r1", "SIGTERM")):
+    for run, name in ((tmp_path / "run 0", "SIGINT"), (tmp_path / "run 1", "SIGTERM")):
+        assert f"--resume --run-dir {shlex.quote(str(run))}\n" in out, out
         stopped = int(out.split(f"stopped by {name} at step ")[1].split(";")[0].replace(",", ""))
         assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == stopped == records(run)[-1]["step"]
-    assert not (tmp_path / "r2").exists()
+    assert not (tmp_path / "run 2").exists()
 
 
 @pytest.mark.slow
