@@ -356,7 +356,7 @@ def evaluate_or_stop(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     except EvaluationStopped as stopped:
         state.last_eval_step = since
         then = ("the resumed run plays it again" if kind != "final" else
-                f"the weights are saved (python -m jetdqn.evaluate {run.run_dir} plays them)")
+                f"the weights are saved (python -m jetdqn.evaluate {shlex.quote(str(run.run_dir))} plays them)")
         run.progress.line(f"{state.interrupted} came during {stopped}: its games are dropped, and {then}")
         return False
 
