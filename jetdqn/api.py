@@ -62,4 +62,10 @@ def pass_on(signal_name: str) -> None:
     as the end of one run and began the next, and under ``docker stop`` began the next run until the
     SIGKILL. A caller whose handler lets the process go on gets the summary, ``interrupted`` naming it."""
     import signal
+    import sys
+    for stream in (sys.stdout, sys.stderr):   # what the caller printed, before a default SIGTERM ends it
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):   # a terminal gone with the SIGHUP, a closed stream
+            pass
     signal.raise_signal(signal.Signals[signal_name])

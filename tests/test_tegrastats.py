@@ -203,7 +203,8 @@ def test_bench_pong_reads_a_tegrastats_at_its_path_and_refuses_a_missing_one_bef
                "--tegrastats-path", str(script), "--extra-flags", "--telemetry-interval-ms", "50")
     row = next(r for r in json.loads(next(out.glob("*.json")).read_text())["rows"] if r["status"] == "ok")
     assert row["runs"][0]["telemetry_source"] == "tegrastats"
-    assert row["gpu_load"] == 71.0 and row["power_w"] == 14.025 and row["energy_j_per_1000"] > 0
+    assert row["gpu_load"] == pytest.approx(71.0) and row["power_w"] == pytest.approx(14.025)
+    assert row["energy_j_per_1000"] > 0
     missing = run_module("jetdqn.bench", "pong", "--telemetry", "tegrastats", "--tegrastats-path",
                          str(tmp_path / "none"), "--out", str(tmp_path / "refused"), check=False)
     assert missing.returncode == 2 and missing.stderr == (f"error: --telemetry tegrastats: no '{tmp_path / 'none'}' "
