@@ -46,7 +46,9 @@ def settings_from_file(path) -> dict[str, Any]:
     exactly; the run directory, --resume and --overwrite always come from the command line."""
     from pathlib import Path
     path = Path(path)
-    if not path.is_file():
+    if path.is_dir():
+        raise ConfigError(f"--config {path} is a folder; give a settings file.")
+    if not path.exists():   # a pipe is read as a file: --config <(jq ... base.json) said "no such file"
         raise ConfigError(f"--config {path}: no such file.")
     data = parse_settings(path, path.read_text(errors="replace"))
     if not isinstance(data, dict):

@@ -215,6 +215,17 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
             train.main(["--config", str(tmp_path / bad), "--run-dir", str(tmp_path / "b")])
         err = capsys.readouterr().err
         assert stop.value.code == 2 and words in err and err.count("\n") == 1 and not (tmp_path / "b").exists(), err
+    with pytest.raises(SystemExit) as stop:
+        train.main(["--config", str(tmp_path), "--run-dir", str(tmp_path / "b")])
+    assert stop.value.code == 2 and f"--config {tmp_path} is a folder" in capsys.readouterr().err
+    # a pipe, as --config <(jq ... base.json) gives: was "no such file"
+    read, write = os.pipe()
+    with os.fdopen(write, "w") as f:
+        f.write('{"preset": "smoke", "lr": 3e-4, "n-step": 3, "dueling": true, "total_steps": 200}')
+    try:
+        assert make_config(settings_from_file(f"/dev/fd/{read}")) == from_flags
+    finally:
+        os.close(read)
 
 
 @pytest.mark.slow
