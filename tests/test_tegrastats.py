@@ -2,6 +2,7 @@
 
 import json
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jetdqn.telemetry.tegrastats import NotTegrastats, TegrastatsReader, parse_line, wait_for_samples
-from conftest import TEGRASTATS_SAMPLES, run_module
+from conftest import ROOT, TEGRASTATS_SAMPLES, run_module
 
 # Per line, in file order, read off the line by hand:
 # (cores, first two core loads, GR3D %, GPU MHz, RAM used, RAM total, swap used, EMC %, timestamp,
@@ -136,6 +137,23 @@ while True:
 """)
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return script
+
+
+def test_cli_parse_of_standard_input_prints_each_line_as_tegrastats_prints_it(tegrastats_lines, tmp_path):
+    """tegrastats | python -m jetdqn.telemetry parse - --json: each sample as it comes, while tegrastats goes
+    on (the file was read to its end first: nothing until tegrastats ended, and "-" was "no such file")."""
+    board = subprocess.Popen([str(fake_tegrastats(tmp_path, tegrastats_lines[20:22])), "--interval", "200"],
+                             stdout=subprocess.PIPE)
+    parse = subprocess.Popen([sys.executable, "-m", "jetdqn.telemetry", "parse", "-", "--json"], cwd=ROOT,
+                             stdin=board.stdout, stdout=subprocess.PIPE, text=True)
+    try:
+        first, second = (json.loads(parse.stdout.readline()) for _ in range(2))
+        assert board.poll() is None and parse.poll() is None   # both still running: a live feed
+        assert first["ram_used_mb"] > 0 and second["cpu_loads"]
+    finally:
+        board.kill()
+        board.stdout.close()
+        assert parse.wait(timeout=30) == 0   # tegrastats gone: the end of its lines
 
 
 def test_live_reader_reads_samples_and_stops_the_process(tegrastats_lines, tmp_path):

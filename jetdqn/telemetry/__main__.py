@@ -19,17 +19,30 @@ SAID_BAD_LINES = 10   # lines that are not tegrastats named one by one; past the
 
 
 def cmd_parse(args) -> int:
-    from .tegrastats import NotTegrastats, parse_line
-    path = Path(args.file)
+    """Line by line as they come, so ``tegrastats | python -m jetdqn.telemetry parse - --json`` is a live feed
+    (the whole file was read first: a pipe printed nothing until tegrastats ended)."""
+    path = "standard input" if args.file == "-" else Path(args.file)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = "is a directory" if path.is_dir() else "is not a text file" if isinstance(exc, UnicodeDecodeError) \
-            else f"cannot be read ({exc.strerror})"
+        lines = sys.stdin if args.file == "-" else open(path)
+    except OSError as exc:
+        why = "is a directory" if path.is_dir() else f"cannot be read ({exc.strerror})"
         print(f"error: {path} {why}; give a file of tegrastats lines.", file=sys.stderr)
         return 2
+    try:
+        return _parse_lines(path, lines, args.json)
+    except UnicodeDecodeError:
+        print(f"error: {path} is not a text file; give a file of tegrastats lines.", file=sys.stderr)
+        return 2
+    finally:
+        if lines is not sys.stdin:
+            lines.close()
+
+
+def _parse_lines(path, lines, as_json: bool) -> int:
+    from .tegrastats import NotTegrastats, parse_line
     bad = good = 0
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(lines, 1):
+        line = line.rstrip("\n")
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
@@ -39,13 +52,13 @@ def cmd_parse(args) -> int:
             if bad <= SAID_BAD_LINES:
                 print(f"line {n}: {exc}", file=sys.stderr)
             continue
-        if args.json:
-            print(json.dumps(sample.to_dict()))
+        if as_json:
+            print(json.dumps(sample.to_dict()), flush=True)
         else:
             loads = ",".join("off" if x is None else f"{x:.0f}" for x in sample.cpu_loads)
             gpu = "-" if sample.gpu_load is None else f"{sample.gpu_load:.0f}%"
             print(f"cpu [{loads}]  gpu {gpu}  ram {sample.ram_used_mb}/{sample.ram_total_mb} MB  "
-                  f"power {'-' if sample.total_power_mw is None else f'{sample.total_power_mw} mW'}")
+                  f"power {'-' if sample.total_power_mw is None else f'{sample.total_power_mw} mW'}", flush=True)
         good += 1
     if not (good or bad):
         print(f"error: {path} holds no lines (only blank or # lines); give a file of tegrastats lines.",
@@ -136,7 +149,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog="python -m jetdqn.telemetry", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     pp = sub.add_parser("parse", help="parse tegrastats lines from a file")
-    pp.add_argument("file")
+    pp.add_argument("file", help="a file of tegrastats lines, or - for standard input (tegrastats | ... parse -)")
     pp.add_argument("--json", action="store_true", help="one JSON object per line")
     pw = sub.add_parser("watch", help="live telemetry, one line per interval")
     pw.add_argument("--source", default="auto", choices=["auto", "tegrastats", "jtop", "procfs"])
