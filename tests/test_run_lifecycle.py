@@ -236,6 +236,19 @@ def test_non_finite_flag_values_are_refused(tmp_path, flag, value):
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
 
 
+def test_a_run_started_without_standard_streams_trains_and_saves(tmp_path):
+    """cmd >&- 2>&- <&-: Python made sys.stdout None, the first console line was an AttributeError before the
+    first checkpoint (exit 1, and nothing said), and the closed descriptors were the run's next files."""
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry",
+               "procfs", "--log-every", "100", "--eval-episodes", "1", "--final-eval-games", "1"]
+    proc = subprocess.run(["sh", "-c", 'exec "$@" >&- 2>&- <&-', "sh", *command], cwd=ROOT, timeout=300)
+    assert proc.returncode == 0
+    assert [r["step"] for r in records(run)] == [100, 200, 300] and records(run, "eval.jsonl")
+    assert (run / ".lock").read_text().strip().isdigit() and (run / "model.pt").exists()
+    assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == 300
+
+
 def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     path = tmp_path / "file"
     path.write_text("not a directory")
