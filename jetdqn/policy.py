@@ -39,7 +39,7 @@ class Policy:
     def as_batch(self, obs) -> tuple[np.ndarray, bool]:
         """(a batch [N, *obs_shape], whether ``obs`` was one observation). With a history of 1 the env's
         own observation (CartPole's 4 numbers) is accepted as it is."""
-        obs = np.asarray(obs)
+        obs = self._as_frames(np.asarray(obs)) if len(self.obs_shape) == 3 else np.asarray(obs)
         frame = self.obs_shape[1:] if self.obs_shape[0] == 1 else self.obs_shape
         if obs.shape in (self.obs_shape, frame):
             return obs.reshape((1, *self.obs_shape)), True
@@ -47,6 +47,28 @@ class Policy:
             return obs.reshape((obs.shape[0], *self.obs_shape)), False
         raise ValueError(f"an observation of shape {obs.shape}: this network takes {self.obs_shape} (one) or "
                          f"[N, {', '.join(map(str, self.obs_shape))}] (a batch)")
+
+    @staticmethod
+    def _as_frames(obs: np.ndarray) -> np.ndarray:
+        """Atari frames as bytes, 0-255, whatever form they came in: the same for every engine. Floats are frames
+        scaled to [0, 1] (gymnasium's AtariPreprocessing with scale_obs), as the torch network already read
+        float32 ones; float64 ones were a conv2d traceback there, floats were refused by ONNX Runtime in its
+        own words, and float frames of 0-255 were read as scaled ones, a wrong game played silently."""
+        if obs.dtype == np.uint8:
+            return obs
+        kind = np.issubdtype(obs.dtype, np.integer), np.issubdtype(obs.dtype, np.floating)
+        if obs.size == 0 or not any(kind):
+            if not any(kind):
+                raise ValueError(f"frames of {obs.dtype}: give bytes (uint8, 0-255) or floats scaled to [0, 1]")
+            return obs.astype(np.uint8)
+        low, high = obs.min(), obs.max()
+        if kind[0] and 0 <= low and high <= 255:
+            return obs.astype(np.uint8)
+        if kind[1] and 0 <= low and high <= 1:
+            return np.rint(obs * 255).astype(np.uint8)
+        scale = "0-255 (bytes)" if kind[0] else "[0, 1] (frames scaled as AtariPreprocessing's scale_obs does)"
+        raise ValueError(f"frames of {obs.dtype} from {low:g} to {high:g}: {obs.dtype} frames are read as {scale}; "
+                         "give bytes (uint8, 0-255) or floats scaled to [0, 1]")
 
     def q_values(self, obs: np.ndarray) -> np.ndarray:
         """Q-values [N, actions] of a batch, or [1, actions] of one observation."""

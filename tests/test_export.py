@@ -50,6 +50,22 @@ def test_onnx_gives_torch_q_values_and_actions_on_real_pong_frames(exported, pon
     assert (torch_policy.act(pong_stacks, 0.05, rng_a) == onnx_policy.act(pong_stacks, 0.05, rng_b)).all()
 
 
+def test_every_engine_reads_frames_as_bytes_or_as_floats_scaled_to_one(exported, pong_stacks):
+    """Integers 0-255 and floats in [0, 1] (gymnasium's AtariPreprocessing with scale_obs) are the same frames
+    for every engine. Before: ONNX Runtime refused floats in its own words, torch took float64 frames with a
+    conv2d traceback, and float32 frames of 0-255 as scaled ones: a wrong game, played silently."""
+    from jetdqn.policy import load
+    frames = pong_stacks[:32]
+    for policy in (load(PONG_MODEL), load(exported / "pong.onnx"), load(exported / "pong.safetensors")):
+        reference = policy.q_values(frames)
+        for same in (frames.astype(np.int64), frames / 255.0, (frames / 255.0).astype(np.float32)):
+            assert np.array_equal(policy.q_values(same), reference), (policy.engine, same.dtype)
+        with pytest.raises(ValueError, match=r"^frames of float32 from \d+ to \d+: float32 frames are read as \[0, "):
+            policy.predict(frames.astype(np.float32))
+        with pytest.raises(ValueError, match=r"^frames of int64 from -1 to "):
+            policy.predict(frames.astype(np.int64) - 1)
+
+
 def test_safetensors_round_trip(exported, pong_stacks):
     import torch
     from safetensors.torch import load_file
