@@ -55,7 +55,10 @@ def write_safetensors(weights: dict, spec: dict, out: Path) -> tuple[Path, Path]
     try:
         tmp_spec.write_text(json.dumps(spec, indent=1) + "\n")
         _save_file(tensors, tmp_tensors, {"format": "jetdqn-model", "env": spec["env"]})
-        os.chmod(tmp_tensors, stat.S_IMODE(tmp_spec.stat().st_mode))
+        try:
+            os.chmod(tmp_tensors, stat.S_IMODE(tmp_spec.stat().st_mode))
+        except OSError:   # a disk without Unix modes (FAT, exFAT, some network mounts): the save still counts
+            pass
         os.replace(tmp_tensors, out)
         os.replace(tmp_spec, spec_path)
     finally:   # a full disk, a stop: no hidden half file left beside the exports
