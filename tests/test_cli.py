@@ -39,6 +39,9 @@ def test_every_preset_is_a_valid_config():
                                        "ROM name; what the Gymnasium id's version sets is a flag here"),
     (["--game", "cartpole"], "unknown game 'cartpole' (did you mean --env CartPole-v1, a Gymnasium env?)"),
     (["--env", "ALE/Pong-v5"], "error: ALE/Pong-v5 is an Atari game: jetdqn plays it with --game pong"),
+    (["--env", "Blackjack-v1"], "Blackjack-v1 has observations in a Tuple space"),   # toy_text's, not ALE's
+    (["--env", "Taxi-v3"], "gymnasium does not know the env 'Taxi-v3' (DeprecatedEnv); give a registered id such "
+                           "as Taxi-v4"),   # without gymnasium's two-line warning above it
     (["--device", "cuda", "--total-steps", "10"], "no usable CUDA GPU"),
     (["--telemetry", "tegrastats", "--total-steps", "10"], "no 'tegrastats' on this machine"),
     (["--replay-size", "100000000000", "--total-steps", "10"], "--allow-large-replay"),

@@ -21,16 +21,22 @@ class GymEnv:
         if atari:   # asked first: with ale-py imported, gym.make builds ALE/Pong-v5 and refuses its screens
             raise ConfigError(f"{env_id} is an Atari game: jetdqn plays it with --game {atari} (its own emulator "
                               f"loop and the Nature preprocessing), not --env.")
-        try:
-            env = gym.make(env_id, render_mode="rgb_array")
-        except Exception as exc:  # gymnasium raises several types for an unknown id
-            raise ConfigError(_unmade(env_id, exc)) from None
+        import warnings
+        with warnings.catch_warnings(record=True) as said:   # said again only for an env that is made: a refused
+            warnings.simplefilter("always")                  # one was gymnasium's two-line warning, then ours
+            try:
+                env = gym.make(env_id, render_mode="rgb_array")
+            except Exception as exc:  # gymnasium raises several types for an unknown id
+                raise ConfigError(_unmade(env_id, exc)) from None
+        for warning in said:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
         if not hasattr(env.action_space, "n"):
             raise ConfigError(f"{env_id} has a {type(env.action_space).__name__} action space; "
                               "DQN needs discrete actions.")
         shape = env.observation_space.shape
         if shape is None or len(shape) != 1:
-            raise ConfigError(f"{env_id} has observations of shape {shape}; --env takes vector observations "
+            what = f"of shape {shape}" if shape is not None else f"in a {type(env.observation_space).__name__} space"
+            raise ConfigError(f"{env_id} has observations {what}; --env takes vector observations "
                               "(use --game for Atari screens).")
         self._env = env
         self.game = env_id
@@ -76,9 +82,15 @@ class GymEnv:
 
 
 def _atari_rom(env_id: str) -> str:
-    """The ROM an Atari id names ('ALE/Pong-v5', 'PongNoFrameskip-v4' -> 'pong'), else ''."""
+    """The ROM an Atari id names ('ALE/Pong-v5', 'PongNoFrameskip-v4' -> 'pong'), else ''. An id gymnasium
+    has for an env of its own is not one, whatever its name: Blackjack-v1 is the card game of toy_text, and
+    it was refused as ALE's Blackjack."""
+    import gymnasium as gym
     from .atari import ale_game_ids, gym_id_parts
     name, rom = gym_id_parts(env_id)
+    spec = gym.envs.registry.get(env_id)
+    if spec is not None and "ale_py" not in str(spec.entry_point):
+        return ""
     return rom if rom in ale_game_ids() else ""
 
 
