@@ -57,9 +57,9 @@ class Policy:
         if obs.dtype == np.uint8:
             return obs
         kind = np.issubdtype(obs.dtype, np.integer), np.issubdtype(obs.dtype, np.floating)
-        if obs.size == 0 or not any(kind):
-            if not any(kind):
-                raise ValueError(f"frames of {obs.dtype}: give bytes (uint8, 0-255) or floats scaled to [0, 1]")
+        if not any(kind):
+            raise ValueError(f"frames of {obs.dtype}: give bytes (uint8, 0-255) or floats scaled to [0, 1]")
+        if obs.size == 0:
             return obs.astype(np.uint8)
         low, high = obs.min(), obs.max()
         if kind[0] and 0 <= low and high <= 255:

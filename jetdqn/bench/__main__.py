@@ -132,8 +132,9 @@ def _unusable(args) -> Optional[str]:
     from ..rundir import dangling_link
     out = getattr(args, "out", None)
     if out:   # checked now: the results are written after the whole benchmark has run
-        if dangling_link(Path(out)):
-            return f"--out {out}: {dangling_link(Path(out))}; give a folder you can write to."
+        missing = dangling_link(Path(out))
+        if missing:
+            return f"--out {out}: {missing}; give a folder you can write to."
         existing = next(p for p in (Path(out), *Path(out).absolute().parents) if p.exists())
         if not existing.is_dir():
             return f"--out {out}: {existing} is a file, and the results need a folder there."
