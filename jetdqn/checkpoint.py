@@ -96,6 +96,9 @@ def save(path: Path, *, agent_state: dict, network: dict, env_name: str, counter
     atomic_torch_save(payload, path, resumable)
 
 
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt")   # what torch.save's files are called: a torn one may go
+
+
 def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] = None,
          map_location: Any = "cpu") -> dict:
     """Read a checkpoint and check that it fits the env and network at hand."""
@@ -109,6 +112,10 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # truncated zip, random bytes, pickled code refused by weights_only
         reason = _why_unloadable(path, exc)
+        if not (path.suffix.lower() in CHECKPOINT_SUFFIXES or path.parent.name == "checkpoints"):
+            # another kind of file given by mistake (a log, /dev/null): it was "delete it"
+            raise CheckpointError(f"{path} is not a checkpoint ({reason}); give a checkpoint (.pt), a model "
+                                  "(.safetensors, .onnx) or a run directory.") from None
         raise CheckpointError(f"{path} is corrupt, truncated or not a safe checkpoint ({reason}); "
                               "delete it or point to another checkpoint.") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:

@@ -597,7 +597,14 @@ def test_checkpoint_mistakes_are_named_for_what_they_are(tmp_path):
     truncated = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "200", check=False)
     assert truncated.returncode == 2 and "corrupt, truncated" in truncated.stderr
     assert "not a whole zip archive" in truncated.stderr and "weights_only" not in truncated.stderr
-    assert "Traceback" not in truncated.stderr
+    assert "Traceback" not in truncated.stderr and "delete it" in truncated.stderr
+    # another kind of file given as the model (a log, /dev/null) is named as such; it was "delete it"
+    log = tmp_path / "tegrastats.log"
+    log.write_text("RAM 6589/30587MB (lfb 3x4MB) CPU [0%@729]\n")
+    for model in (log, Path(os.devnull)):
+        other = run_module("jetdqn.play", "--model", str(model), "--display-freq", "0", check=False)
+        assert other.returncode == 2 and other.stderr.startswith(f"error: {model} is not a checkpoint (") and \
+            other.stderr.endswith("give a checkpoint (.pt), a model (.safetensors, .onnx) or a run directory.\n")
 
 
 @pytest.mark.slow
