@@ -104,7 +104,10 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
     """Read a checkpoint and check that it fits the env and network at hand."""
     path = Path(path)
     if not path.exists():
-        raise CheckpointError(f"no checkpoint at {path}; check the path or train one first.")
+        from .rundir import dangling_link
+        missing = dangling_link(path)   # a run on a drive that is not mounted
+        raise CheckpointError(f"no checkpoint at {path}: {missing}" if missing else
+                              f"no checkpoint at {path}; check the path or train one first.")
     if path.is_dir():
         raise CheckpointError(f"{path} is a directory; give a checkpoint file ({path / 'model.pt'} or "
                               f"{path / 'checkpoints' / 'latest.pt'} of a run directory).")

@@ -273,6 +273,9 @@ def test_a_run_kept_on_a_disk_that_is_not_mounted_is_named_so(tmp_path):
     proc = run_module("jetdqn.bench", "replay", "--frames", "500", "--out", str(tmp_path / "runs" / "bench"),
                       check=False)
     assert proc.returncode == 2 and "is a link to" in proc.stderr and not proc.stdout, (proc.stdout, proc.stderr)
+    proc = run_module("jetdqn.play", "--model", str(tmp_path / "runs" / "pong"), "--display-freq", "0", check=False)
+    assert proc.returncode == 2 and proc.stderr == f"error: no checkpoint at {tmp_path / 'runs' / 'pong'}: " \
+        f"{tmp_path / 'runs'} is a link to {tmp_path / 'nvme' / 'runs'}, which does not exist: is its disk mounted?\n"
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["checkpoints", "run", "runs"]
 
 
