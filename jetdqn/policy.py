@@ -39,7 +39,7 @@ class Policy:
     def as_batch(self, obs) -> tuple[np.ndarray, bool]:
         """(a batch [N, *obs_shape], whether ``obs`` was one observation). With a history of 1 the env's
         own observation (CartPole's 4 numbers) is accepted as it is."""
-        obs = self._as_frames(np.asarray(obs)) if len(self.obs_shape) == 3 else np.asarray(obs)
+        obs = self._as_frames(np.asarray(obs)) if len(self.obs_shape) == 3 else self._as_vector(np.asarray(obs))
         frame = self.obs_shape[1:] if self.obs_shape[0] == 1 else self.obs_shape
         if obs.shape in (self.obs_shape, frame):
             return obs.reshape((1, *self.obs_shape)), True
@@ -47,6 +47,16 @@ class Policy:
             return obs.reshape((obs.shape[0], *self.obs_shape)), False
         raise ValueError(f"an observation of shape {obs.shape}: this network takes {self.obs_shape} (one) or "
                          f"[N, {', '.join(map(str, self.obs_shape))}] (a batch)")
+
+    @staticmethod
+    def _as_vector(obs: np.ndarray) -> np.ndarray:
+        """A vector observation as float32, what every engine's network takes: ONNX Runtime refused a float64
+        array or a list of numbers (CartPole's state typed by hand) in its own words; torch cast them."""
+        if obs.dtype == np.float32:
+            return obs
+        if not (np.issubdtype(obs.dtype, np.number) or obs.dtype == np.bool_):
+            raise ValueError(f"observations that are not numbers (dtype {obs.dtype}): this network takes numbers")
+        return obs.astype(np.float32)
 
     @staticmethod
     def _as_frames(obs: np.ndarray) -> np.ndarray:

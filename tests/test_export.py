@@ -66,6 +66,24 @@ def test_every_engine_reads_frames_as_bytes_or_as_floats_scaled_to_one(exported,
             policy.predict(frames.astype(np.int64) - 1)
 
 
+def test_every_engine_takes_a_vector_observation_as_numbers_of_any_kind(tmp_path):
+    """CartPole's state as float64 or a list (typed by hand, or from numpy's defaults): ONNX Runtime refused
+    it in its own words (torch cast it). Every engine now gives the float32 observation's actions."""
+    import jetdqn
+    from jetdqn import export
+    from jetdqn.policy import load
+    run = tmp_path / "run"
+    jetdqn.train(preset="cartpole", run_dir=str(run), total_steps=300, telemetry="off", progress="off")
+    export.main(["--checkpoint", str(run), "--onnx", str(tmp_path / "m.onnx")])
+    states = np.random.default_rng(0).normal(0, 0.5, (64, 4))
+    for policy in (load(run / "model.pt"), load(tmp_path / "m.onnx"), load(run / "model.safetensors")):
+        reference = policy.q_values(states.astype(np.float32))
+        assert np.array_equal(policy.q_values(states), reference), policy.engine
+        assert policy.predict(states[0].tolist()) == int(reference[0].argmax())
+        with pytest.raises(ValueError, match=r"^observations that are not numbers \(dtype <U1\): this network "):
+            policy.predict(["a", "b", "c", "d"])
+
+
 def test_safetensors_round_trip(exported, pong_stacks):
     import torch
     from safetensors.torch import load_file
