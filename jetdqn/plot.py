@@ -115,13 +115,23 @@ def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()
     return save_figure(learning_figure(run_dir, against), path)
 
 
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files, no window), or a sentence saying how to get it: without
+    the plot extra, plot and telemetry plot ended in a ModuleNotFoundError traceback."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ValueError('plotting needs matplotlib: pip install matplotlib (or pip install -e ".[plot]")') from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def learning_figure(run_dir: Path, against: tuple = ()):
     """The figure, its legend below the axes, not on them: a long run's plateau fills the top of the plot
     and its resume marks the foot, so no corner inside stays free. The training line is drawn over the
     evaluation bars, which hide it once the return is flat."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     records, evals = read_run(run_dir)
     log, marks = returns(records), segment_marks(run_dir) + lr_cut_marks(run_dir, records)

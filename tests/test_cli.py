@@ -249,6 +249,19 @@ def test_logged_epsilon_is_the_one_acting_used_with_apex_epsilons(tmp_path):
     assert apex_epsilons(4)[0] == 0.4 and abs(apex_epsilons(4)[-1] - 0.4 ** 8) < 1e-12
 
 
+@pytest.mark.parametrize("module, argv", [("jetdqn.plot", []), ("jetdqn.telemetry", ["plot"])])
+def test_a_plot_without_matplotlib_says_how_to_get_it(tmp_path, module, argv):
+    """matplotlib is the plot extra: without it, plot and telemetry plot were a ModuleNotFoundError traceback."""
+    without = (f"import runpy, sys; sys.modules['matplotlib'] = None; sys.argv[0] = {module!r}; "
+               f"runpy.run_module({module!r}, run_name='__main__')")
+    run = ROOT / "benchmarks" / "results" / "learn-pong" / "run"
+    proc = subprocess.run([sys.executable, "-c", without, *argv, str(run), "--out", str(tmp_path / "p.png")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr == ('error: plotting needs matplotlib: pip install matplotlib (or '
+                                                    'pip install -e ".[plot]")\n'), proc.stderr
+    assert not list(tmp_path.iterdir())
+
+
 def test_learning_curve_and_telemetry_plots(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs",

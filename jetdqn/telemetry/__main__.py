@@ -111,10 +111,8 @@ def cmd_watch(args) -> int:
 
 def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
     """CPU per core, GPU, emulator and learner load against training steps, from log.jsonl."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from ..plot import figure_path, save_figure
+    from ..plot import figure_path, pyplot, save_figure
+    plt = pyplot()
     from ..records import read_jsonl
 
     path = figure_path(out, run_dir / "telemetry.png")   # before any drawing: a bad --out is said at once
