@@ -262,6 +262,19 @@ def test_a_plot_without_matplotlib_says_how_to_get_it(tmp_path, module, argv):
     assert not list(tmp_path.iterdir())
 
 
+def test_zstd_without_zstandard_is_one_sentence_before_the_run(tmp_path):
+    """--replay-compress zstd on a Python without the zstd extra was a RuntimeError traceback."""
+    without = ("import runpy, sys; sys.modules['zstandard'] = None; sys.argv[0] = 'jetdqn.train'; "
+               "runpy.run_module('jetdqn.train', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", without, "--preset", "smoke", "--replay-compress", "zstd",
+                           "--telemetry", "off", "--run-dir", str(tmp_path / "run")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr == (
+        'error: --replay-compress zstd needs the zstandard package: pip install zstandard (or pip install -e '
+        '".[zstd]"), or use lz4.\n'), proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_learning_curve_and_telemetry_plots(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs",
