@@ -275,6 +275,21 @@ def test_zstd_without_zstandard_is_one_sentence_before_the_run(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_recording_a_gym_env_without_its_renderer_says_what_to_do(tmp_path):
+    """CartPole's screen needs pygame; play --record without it said "or use --display-freq 0", the setting
+    it already had."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "cartpole", "--total-steps", "300", "--run-dir", str(run),
+               "--telemetry", "off")
+    without = ("import runpy, sys; sys.modules['pygame'] = None; sys.argv[0] = 'jetdqn.play'; "
+               "runpy.run_module('jetdqn.play', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", without, "--model", str(run), "--display-freq", "0", "--record",
+                           str(tmp_path / "v.mp4")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: drawing CartPole-v1's screen (for the window or "
+                                                           "--record) needs its renderer's package (")
+    assert proc.stderr.endswith("; or play with --display-freq 0 and no --record.\n") and not (tmp_path / "v.mp4").exists()
+
+
 def test_learning_curve_and_telemetry_plots(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs",

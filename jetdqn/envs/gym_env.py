@@ -74,8 +74,8 @@ class GymEnv:
         try:
             return self._env.render()
         except gym.error.DependencyNotInstalled as exc:
-            raise ConfigError(f"showing {self.game} needs its renderer's package ({str(exc).strip()}); or use "
-                              "--display-freq 0.") from None
+            raise ConfigError(f"drawing {self.game}'s screen (for the window or --record) needs its renderer's "
+                              f"package ({str(exc).strip()}); or play with --display-freq 0 and no --record.") from None
 
     def close(self) -> None:
         self._env.close()
