@@ -11,6 +11,15 @@ SHARED = ROOT.parent / "shared"
 TEGRASTATS_SAMPLES = SHARED / "data" / "tegrastats" / "samples.txt"
 
 
+def run_without(package: str, module: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m module args`` in a new interpreter where ``package`` cannot be imported, as on a Python
+    that lacks it (an extra not installed)."""
+    code = (f"import runpy, sys; sys.modules[{package!r}] = None; sys.argv[0] = {module!r}; "
+            f"runpy.run_module({module!r}, run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
 def run_module(module: str, *args: str, env: dict | None = None, timeout: float = 300,
                check: bool = True, cwd: Path | None = None, fresh: bool = False) -> subprocess.CompletedProcess:
     """Run ``python -m module args`` the way a user would (from the checkout, or ``cwd``), and return what it

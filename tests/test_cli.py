@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from jetdqn.config import PRESETS, make_config, parse_config
-from conftest import ROOT, run_module
+from conftest import ROOT, run_module, run_without
 
 
 def test_presets_and_explicit_flags():
@@ -252,11 +252,8 @@ def test_logged_epsilon_is_the_one_acting_used_with_apex_epsilons(tmp_path):
 @pytest.mark.parametrize("module, argv", [("jetdqn.plot", []), ("jetdqn.telemetry", ["plot"])])
 def test_a_plot_without_matplotlib_says_how_to_get_it(tmp_path, module, argv):
     """matplotlib is the plot extra: without it, plot and telemetry plot were a ModuleNotFoundError traceback."""
-    without = (f"import runpy, sys; sys.modules['matplotlib'] = None; sys.argv[0] = {module!r}; "
-               f"runpy.run_module({module!r}, run_name='__main__')")
     run = ROOT / "benchmarks" / "results" / "learn-pong" / "run"
-    proc = subprocess.run([sys.executable, "-c", without, *argv, str(run), "--out", str(tmp_path / "p.png")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = run_without("matplotlib", module, *argv, str(run), "--out", str(tmp_path / "p.png"), timeout=120)
     assert proc.returncode == 2 and proc.stderr == ('error: plotting needs matplotlib: pip install matplotlib (or '
                                                     'pip install -e ".[plot]")\n'), proc.stderr
     assert not list(tmp_path.iterdir())
@@ -264,11 +261,8 @@ def test_a_plot_without_matplotlib_says_how_to_get_it(tmp_path, module, argv):
 
 def test_zstd_without_zstandard_is_one_sentence_before_the_run(tmp_path):
     """--replay-compress zstd on a Python without the zstd extra was a RuntimeError traceback."""
-    without = ("import runpy, sys; sys.modules['zstandard'] = None; sys.argv[0] = 'jetdqn.train'; "
-               "runpy.run_module('jetdqn.train', run_name='__main__')")
-    proc = subprocess.run([sys.executable, "-c", without, "--preset", "smoke", "--replay-compress", "zstd",
-                           "--telemetry", "off", "--run-dir", str(tmp_path / "run")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    proc = run_without("zstandard", "jetdqn.train", "--preset", "smoke", "--replay-compress", "zstd", "--telemetry",
+                       "off", "--run-dir", str(tmp_path / "run"))
     assert proc.returncode == 2 and proc.stderr == (
         'error: --replay-compress zstd needs the zstandard package: pip install zstandard (or pip install -e '
         '".[zstd]"), or use lz4.\n'), proc.stderr
@@ -281,10 +275,8 @@ def test_recording_a_gym_env_without_its_renderer_says_what_to_do(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "cartpole", "--total-steps", "300", "--run-dir", str(run),
                "--telemetry", "off")
-    without = ("import runpy, sys; sys.modules['pygame'] = None; sys.argv[0] = 'jetdqn.play'; "
-               "runpy.run_module('jetdqn.play', run_name='__main__')")
-    proc = subprocess.run([sys.executable, "-c", without, "--model", str(run), "--display-freq", "0", "--record",
-                           str(tmp_path / "v.mp4")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = run_without("pygame", "jetdqn.play", "--model", str(run), "--display-freq", "0", "--record",
+                       str(tmp_path / "v.mp4"))
     assert proc.returncode == 2 and proc.stderr.startswith("error: drawing CartPole-v1's screen (for the window or "
                                                            "--record) needs its renderer's package (")
     assert proc.stderr.endswith("; or play with --display-freq 0 and no --record.\n") and not (tmp_path / "v.mp4").exists()

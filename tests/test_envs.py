@@ -84,20 +84,14 @@ def test_without_opencv_one_env_is_one_sentence_and_the_vector_env_still_trains(
     """jetdqn lists no OpenCV (a Jetson image brings its own), and gymnasium's AtariPreprocessing needs it
     for the one-env path: a Python without it (the L4T image's install replayed on a Python without OpenCV)
     failed every --num-envs 1 run, play and one-game evaluation with DependencyNotInstalled's traceback."""
-    import subprocess
-    import sys
-    from conftest import ROOT
-    without_cv2 = ("import runpy, sys; sys.modules['cv2'] = None; sys.argv[0] = 'jetdqn.train'; "
-                   "runpy.run_module('jetdqn.train', run_name='__main__')")
+    from conftest import run_without
     smoke = ["--preset", "smoke", "--telemetry", "off", "--progress", "off"]
-    one = subprocess.run([sys.executable, "-c", without_cv2, *smoke, "--run-dir", str(tmp_path / "one")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    one = run_without("cv2", "jetdqn.train", *smoke, "--run-dir", str(tmp_path / "one"))
     assert one.returncode == 2 and one.stderr == (
         "error: one Atari env stepped in Python (--num-envs 1, play, a one-game evaluation) resizes its frames "
         "with OpenCV, which this Python lacks: pip install opencv-python-headless (or jetdqn's display extra), "
         "or train with --num-envs 2 or more (ale-py's vector env resizes in C++).\n"), one.stderr
     assert not (tmp_path / "one").exists()
-    two = subprocess.run([sys.executable, "-c", without_cv2, *smoke, "--num-envs", "2", "--run-dir",
-                          str(tmp_path / "two")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    two = run_without("cv2", "jetdqn.train", *smoke, "--num-envs", "2", "--run-dir", str(tmp_path / "two"))
     assert two.returncode == 0 and (tmp_path / "two" / "model.safetensors").exists(), two.stderr
 
