@@ -24,11 +24,10 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     import importlib
+    from .needs import MissingPackages
     try:
         module = importlib.import_module(commands[argv[0]])
-    except ModuleNotFoundError as exc:
-        if exc.name != "torch":
-            raise
+    except MissingPackages as exc:
         print(f"error: {exc}", file=sys.stderr)   # jetdqn/needs.py's sentence
         return 2
     return module.main(argv[1:])

@@ -14,9 +14,9 @@ does the command line's (its checkpoint saved), then reaches the caller (``pass_
 
 from __future__ import annotations
 
-from .needs import need_torch
+from .needs import need_packages
 
-need_torch(command=False)
+need_packages(command=False)
 
 import dataclasses
 from typing import Any

@@ -174,8 +174,8 @@ def record_evaluation(run_dir: Path, result: dict, argv: list[str]) -> None:
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    from .needs import need_torch
-    need_torch(command=True)
+    from .needs import need_packages
+    need_packages(command=True)
     from .signals import exit_on_stop
     exit_on_stop()   # SIGTERM says so and closes the games' emulators, as Ctrl-C does
     from .checkpoint import CheckpointError

@@ -10,9 +10,9 @@ way too (model.safetensors and model.json in the run directory).
 
 from __future__ import annotations
 
-from .needs import need_torch
+from .needs import need_packages
 
-need_torch(command=__name__ == "__main__")   # before the imports below, which load torch
+need_packages(command=__name__ == "__main__")   # before the imports below, which load torch
 
 import json
 import sys

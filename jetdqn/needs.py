@@ -1,14 +1,23 @@
-"""What jetdqn needs that pip does not install for it: PyTorch.
+"""What jetdqn needs before a command starts: PyTorch, and the packages setup.cfg declares.
 
 torch is left out of setup.cfg on purpose (on a Jetson it comes from NVIDIA's wheel or the L4T image, and
 pip resolving it on x86 pulls several GB of CUDA packages), so a machine without it would otherwise meet
-a raw ModuleNotFoundError from deep inside an import. The commands check first (stdlib only here).
+a raw ModuleNotFoundError from deep inside an import. The declared packages are checked too: pip installs
+them with jetdqn, but a board owner who runs a clone in an L4T image (``PYTHONPATH=.``) gets the image's
+own, which may be missing (safetensors: the run trained, then failed writing its model) or too old
+(gymnasium 0.29: "Namespace ALE not found"). Every command checks first, stdlib only here, and names
+everything that is missing in one sentence, not one package per attempt.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
+
+# (import name, pip name, oldest version that works): the install_requires of setup.cfg, in its order
+DECLARED = (("numpy", "numpy", "1.23"), ("gymnasium", "gymnasium", "1.0"), ("ale_py", "ale-py", "0.12.1"),
+            ("psutil", "psutil", "5.9"), ("lz4", "lz4", "4.0"), ("safetensors", "safetensors", "0.4"))
 
 TORCH_MISSING = ("jetdqn needs PyTorch, which is not installed in this Python ({python}): on x86 run "
                  "`pip install torch==2.13.0` (the CPU wheel) or `make install`; on a Jetson use JetPack's "
@@ -20,21 +29,64 @@ def stopped_while_starting(signum, frame) -> None:
     raise SystemExit(130)
 
 
-def need_torch(command: bool) -> None:
-    """One sentence and exit status 2 for a command (``command``); an ImportError saying the same for a
-    library import. A command also ends quietly on a Ctrl-C during the seconds torch takes to import (before
-    its ``main``, whose ``config.ends_on_ctrl_c`` puts Python's own handler back)."""
+class MissingPackages(ModuleNotFoundError):
+    """What a library import raises where a command would print its sentence (``jetdqn.api``)."""
+
+
+def need_packages(command: bool) -> None:
+    """One sentence and exit status 2 for a command (``command``), naming torch and every declared package
+    that is missing or older than jetdqn needs; ``MissingPackages`` saying the same for a library import. A
+    command also ends quietly on a Ctrl-C during the seconds torch takes to import (before its ``main``,
+    whose ``config.ends_on_ctrl_c`` puts Python's own handler back)."""
     if command:
         import signal
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, stopped_while_starting)
-    if importlib.util.find_spec("torch") is not None:
+    message = missing_packages()
+    if message is None:
         return
-    message = TORCH_MISSING.format(python=sys.executable)
     if command:
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(2)
-    raise ModuleNotFoundError(message, name="torch")
+    raise MissingPackages(message, name="torch" if message.startswith("jetdqn needs PyTorch") else None)
+
+
+def missing_packages() -> str | None:
+    """The sentence for what this Python lacks (None when it has everything): torch's own, then the declared
+    packages not installed or too old, with the pip command that gets them."""
+    wanted = []
+    for module, name, oldest in DECLARED:
+        if importlib.util.find_spec(module) is None:
+            wanted.append((f"{name} (not installed)", f"{name}>={oldest}"))
+            continue
+        found = installed_version(name)
+        if found and _numbers(found) < _numbers(oldest):
+            wanted.append((f"{name} {oldest} or newer (it has {found})", f"{name}>={oldest}"))
+    others = None
+    if wanted:
+        install = " ".join(f"'{spec}'" for _, spec in wanted)
+        others = (f"{', '.join(why for why, _ in wanted)}: run `pip install {install}` (or `pip install -e .` in "
+                  f"the jetdqn checkout)")
+    if importlib.util.find_spec("torch") is None:
+        torch = TORCH_MISSING.format(python=sys.executable)
+        return f"{torch[:-1]}; it also needs {others}." if others else torch
+    if others:
+        return f"jetdqn needs packages this Python ({sys.executable}) lacks: {others}."
+    return None
+
+
+def installed_version(name: str) -> str:
+    """The version pip recorded for ``name``, '' where there is no record (a package copied by hand)."""
+    from importlib import metadata
+    try:
+        return metadata.version(name)
+    except (metadata.PackageNotFoundError, ValueError):
+        return ""
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    """(0, 29, 1) from '0.29.1' or '0.29.1rc2': enough to compare with the floors above."""
+    return tuple(int(re.match(r"\d*", part).group() or 0) for part in version.split(".")[:3])
 
 
 def versions() -> str:

@@ -6,9 +6,9 @@ Scores are whole games with raw rewards. The window shows the original colour sc
 
 from __future__ import annotations
 
-from .needs import need_torch
+from .needs import need_packages
 
-need_torch(command=__name__ == "__main__")   # before the imports below, which load torch
+need_packages(command=__name__ == "__main__")   # before the imports below, which load torch
 
 import argparse
 import json

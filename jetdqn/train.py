@@ -6,9 +6,9 @@ user can get wrong ends in one sentence and exit status 2, never a traceback.
 
 from __future__ import annotations
 
-from .needs import need_torch
+from .needs import need_packages
 
-need_torch(command=__name__ == "__main__")   # before the imports below, which load torch
+need_packages(command=__name__ == "__main__")   # before the imports below, which load torch
 
 import sys
 import types

@@ -1,12 +1,13 @@
 """Packaging that says the truth: jetdqn without torch is one sentence, and `pip install .` from a clone
 works in a fresh venv (torch is not a declared dependency; see jetdqn/needs.py)."""
 
+import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_without
 
 SENTENCE = "error: jetdqn needs PyTorch, which is not installed in this Python"
 
@@ -28,6 +29,49 @@ def test_without_torch_a_command_says_so_in_one_sentence(bare_python, command):
     assert proc.returncode == 2 and proc.stderr.startswith(SENTENCE) and proc.stderr.count("\n") == 1, proc.stderr
 
 
+def test_without_torch_the_sentence_also_names_the_other_packages_to_install(bare_python):
+    proc = subprocess.run([str(bare_python), "-m", "jetdqn.train"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert ("(README, Jetson); it also needs numpy (not installed), gymnasium (not installed), ale-py (not "
+            "installed), psutil (not installed), lz4 (not installed), safetensors (not installed): run `pip install "
+            "'numpy>=1.23' 'gymnasium>=1.0' 'ale-py>=0.12.1' 'psutil>=5.9' 'lz4>=4.0' 'safetensors>=0.4'` (or "
+            "`pip install -e .` in the jetdqn checkout).\n") in proc.stderr, proc.stderr
+
+
+def test_a_declared_package_missing_is_named_before_the_run_starts(tmp_path):
+    """Without safetensors a run trained to its end, then failed writing model.safetensors (a traceback)."""
+    for command in (["jetdqn.train", "--preset", "smoke", "--run-dir", str(tmp_path / "run")],
+                    ["jetdqn.__main__", "play", "--max-steps", "10"]):
+        proc = run_without("safetensors", *command, timeout=120)
+        assert proc.returncode == 2 and proc.stdout == "" and proc.stderr == (
+            f"error: jetdqn needs packages this Python ({sys.executable}) lacks: safetensors (not installed): run "
+            "`pip install 'safetensors>=0.4'` (or `pip install -e .` in the jetdqn checkout).\n"), proc.stderr
+    assert not (tmp_path / "run").exists()
+    library = subprocess.run([sys.executable, "-c", "import sys; sys.modules['lz4'] = None; import jetdqn; "
+                              "jetdqn.train"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert library.returncode == 1 and library.stderr.splitlines()[-1] == (
+        f"jetdqn.needs.MissingPackages: jetdqn needs packages this Python ({sys.executable}) lacks: lz4 (not "
+        "installed): run `pip install 'lz4>=4.0'` (or `pip install -e .` in the jetdqn checkout)."), library.stderr
+
+
+@pytest.mark.slow
+def test_a_declared_package_older_than_its_floor_is_named(tmp_path):
+    """gymnasium 0.29 (what older images pin) before the current one: Pong was "Namespace ALE not found"."""
+    fetched = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                              str(tmp_path / "old"), "gymnasium==0.29.1"], capture_output=True, text=True,
+                             timeout=300)
+    if fetched.returncode != 0:
+        pytest.skip(f"gymnasium 0.29.1 could not be installed here: {fetched.stderr.strip()[-200:]}")
+    proc = subprocess.run([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--run-dir",
+                           str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "old"), str(ROOT)])})
+    assert proc.returncode == 2 and proc.stderr == (
+        f"error: jetdqn needs packages this Python ({sys.executable}) lacks: gymnasium 1.0 or newer (it has "
+        "0.29.1): run `pip install 'gymnasium>=1.0'` (or `pip install -e .` in the jetdqn checkout).\n"), proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_declared_floors_match_what_the_code_needs():
     import configparser
     cfg = configparser.ConfigParser()
@@ -36,6 +80,8 @@ def test_the_declared_floors_match_what_the_code_needs():
     assert "ale-py>=0.12.1" in requires          # AtariVectorEnv (0.11) and its partial-reset fix (0.12.1)
     assert "torch" not in requires               # the platform's torch: NVIDIA's wheel on a Jetson
     assert cfg["options.extras_require"]["ray"].strip() == "ray>=2.9"   # the dashboard is off: no [default]
+    from jetdqn.needs import DECLARED
+    assert [f"{name}>={oldest}" for _, name, oldest in DECLARED] == requires.split()   # what commands check first
     assert cfg["metadata"]["license"] == "MIT" and (ROOT / "LICENSE").read_text().startswith("MIT License")
 
 

@@ -164,8 +164,8 @@ def _unusable(args) -> Optional[str]:
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    from ..needs import need_torch
-    need_torch(command=True)
+    from ..needs import need_packages
+    need_packages(command=True)
     from ..signals import exit_on_stop
     exit_on_stop()   # a stopped benchmark takes its running case with it
     argv = list(sys.argv[1:] if argv is None else argv)
