@@ -194,6 +194,10 @@ class Config:
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"--{f.name.replace('_', '-')} must be a finite number, got {value}.")
+        for name in ("run_dir", "tegrastats_path"):   # a config file's or the API's; the flags are given_path's
+            if isinstance(getattr(self, name), str) and not getattr(self, name).strip():
+                raise ConfigError(f"--{name.replace('_', '-')} is an empty path: give one, or leave it out for the "
+                                  f"default.")
         positive = ["total_steps", "batch_size", "actor_refresh", "num_actors", "ray_segment", "ray_weights_every", "train_freq", "target_update",
                     "frame_skip", "history", "log_every", "checkpoint_every", "max_episode_steps"]
         for name in positive:
@@ -377,6 +381,15 @@ SEED_MAX = 2**31 - 1   # a seed goes to numpy, torch and the emulator (ALE's ran
 seed = _number(int, lambda v: 0 <= v <= SEED_MAX, f"a seed from 0 to {SEED_MAX:,}")
 
 
+def given_path(text: str) -> str:
+    """A file or folder named on the command line. An empty one (``--model "$MODEL"`` with MODEL unset) is
+    refused: play took it as no model and played an untrained network, a run directory became the default
+    one, and elsewhere Path('') quietly meant the current directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path (an unset shell variable?)")
+    return text
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with its mistakes said in one line (argparse's own prints the whole usage first), and flags
     spelt in full: argparse takes any unique prefix, so evaluate's ``--game breakout`` was read as
@@ -424,6 +437,8 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
             kind = _size_or_auto
         if f.name == "threads":
             kind = _threads
+        if f.name in ("run_dir", "tegrastats_path"):
+            kind = given_path
         parser.add_argument(_flag(f.name), type=kind, choices=f.metadata.get("choices"),
                             metavar=None if f.metadata.get("choices") else f.name.upper(),
                             help=f"{help_text} (default: {default})")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from .checkpoint import CheckpointError
-from .config import Parser, ends_on_ctrl_c, fail
+from .config import Parser, ends_on_ctrl_c, fail, given_path
 from .signals import exit_on_stop
 
 ONNX_OPSET = 17
@@ -174,11 +174,11 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog="python -m jetdqn.export", description=__doc__.splitlines()[0])
-    p.add_argument("--checkpoint", required=True, help="The model: a run directory (its model.pt, else "
+    p.add_argument("--checkpoint", type=given_path, required=True, help="The model: a run directory (its model.pt, else "
                                                        "model.safetensors, else checkpoints/latest.pt), a checkpoint "
                                                        "(.pt) or a safetensors export (.safetensors, .json beside it).")
-    p.add_argument("--onnx", default=None, help="Write the network as ONNX to this file (.onnx).")
-    p.add_argument("--safetensors", default=None, help="Write the weights to this file (.safetensors) and "
+    p.add_argument("--onnx", type=given_path, default=None, help="Write the network as ONNX to this file (.onnx).")
+    p.add_argument("--safetensors", type=given_path, default=None, help="Write the weights to this file (.safetensors) and "
                                                        "their spec beside it (.json).")
     p.add_argument("--opset", type=int, default=ONNX_OPSET, help=f"ONNX opset (default {ONNX_OPSET}).")
     args = p.parse_args(argv)

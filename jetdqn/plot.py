@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from .records import read_jsonl
-from .config import Parser, ends_on_ctrl_c
+from .config import Parser, ends_on_ctrl_c, given_path
 from .signals import exit_on_stop
 
 
@@ -237,9 +237,9 @@ def save_figure(fig, path: Path) -> Path:
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog="python -m jetdqn.plot", description=__doc__.splitlines()[0])
-    p.add_argument("run_dir")
-    p.add_argument("--out", default=None)
-    p.add_argument("--against", action="append", default=[], metavar="OTHER_RUN",
+    p.add_argument("run_dir", type=given_path)
+    p.add_argument("--out", type=given_path, default=None)
+    p.add_argument("--against", type=given_path, action="append", default=[], metavar="OTHER_RUN",
                    help="Another run directory drawn on the same axes (repeatable).")
     args = p.parse_args(argv)
     exit_on_stop()   # a SIGTERM mid-write ends it as Ctrl-C does: the .part file goes, the earlier plot stays

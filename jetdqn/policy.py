@@ -161,6 +161,8 @@ def load(path, device: str = "cpu", providers: Optional[list[str]] = None, reuse
     ``reuse_conv``: a torch Nature CNN on the CPU reuses its activations from step to step (nature_reuse.py);
     "kernels" runs the same numpy kernels with reuse off (the benchmarks' baseline for what reuse gains).
     A run directory stands for its model (``model_of``)."""
+    if isinstance(path, str) and not path.strip():   # Path('') is the current directory
+        raise CheckpointError("the model's path is empty: give a run directory or a model file.")
     path = model_of(Path(path))
     if path.suffix == ".onnx":
         if reuse_conv:

@@ -15,7 +15,7 @@ import types
 from typing import Optional
 
 from .checkpoint import CheckpointError
-from .config import ConfigError, build_parser, ends_on_ctrl_c, fail, make_config, refuse_replaced
+from .config import ConfigError, build_parser, ends_on_ctrl_c, fail, make_config, given_path, refuse_replaced
 from .loop import TrainingDiverged, train
 from .replay import ReplayTooLarge
 from .rundir import config_for_resume
@@ -28,7 +28,7 @@ __all__ = ["main", "train"]
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser("python -m jetdqn.train", "Train a DQN on an Atari game or a gymnasium env.")
     parser.add_argument("--list-games", action="store_true", help="List the ALE game ids and exit.")
-    parser.add_argument("--config", metavar="FILE", help="Settings from a JSON, YAML or TOML file (a run's config.json "
+    parser.add_argument("--config", metavar="FILE", type=given_path, help="Settings from a JSON, YAML or TOML file (a run's config.json "
                                                          "works too); flags given here override them.")
     outlive_the_terminal()   # an SSH session that drops: the run saves on its SIGHUP, the console's EIO aside
     try:

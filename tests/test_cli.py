@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
-from jetdqn.config import PRESETS, make_config, parse_config
+import jetdqn
+from jetdqn.checkpoint import CheckpointError
+from jetdqn.config import PRESETS, ConfigError, make_config, parse_config
 from conftest import ROOT, run_module, run_without
 
 
@@ -62,6 +64,27 @@ def test_bad_input_gets_one_sentence(tmp_path, argv, message):
     assert message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_an_empty_path_is_refused_by_name(tmp_path):
+    """``--model "$MODEL"`` with MODEL unset: play took the empty path for no model and played an untrained
+    network, train's --run-dir became runs/pong-seed0, and evaluate, export and --config read it as the current
+    directory (". holds no model.pt", "--config . is a folder"). Each now names the empty flag."""
+    for module, argv, flag in (("jetdqn.play", ["--model", "", "--display-freq", "0", "--max-steps", "10"], "--model"),
+                               ("jetdqn.train", ["--preset", "smoke", "--run-dir", ""], "--run-dir"),
+                               ("jetdqn.train", ["--config", ""], "--config"),
+                               ("jetdqn.evaluate", [""], "model"),
+                               ("jetdqn.export", ["--checkpoint", "", "--onnx", str(tmp_path / "m.onnx")], "--checkpoint"),
+                               ("jetdqn.bench", ["pong", "--out", ""], "--out"),
+                               ("jetdqn.telemetry", ["parse", ""], "file")):
+        proc = run_module(module, *argv, check=False, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.endswith(
+            f": argument {flag}: an empty path (an unset shell variable?); see --help.\n"), (module, proc.stderr)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ConfigError, match="^--run-dir is an empty path: give one, or leave it out for the default.$"):
+        jetdqn.train(preset="smoke", run_dir="")
+    with pytest.raises(CheckpointError, match="^the model's path is empty: give a run directory or a model file.$"):
+        jetdqn.load("")
 
 
 def test_a_registered_env_whose_package_is_missing_is_not_called_unknown(tmp_path):

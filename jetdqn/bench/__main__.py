@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Optional
-from ..config import Parser, count, ends_on_ctrl_c, positive_int
+from ..config import Parser, count, ends_on_ctrl_c, given_path, positive_int
 
 
 def _items(text: str, what: str, parse) -> list:
@@ -80,10 +80,10 @@ def build_parser() -> Parser:
     pp.add_argument("--cases", default=None, help="comma-separated words; run only the cases whose name has one")
     pp.add_argument("--all", action="store_true", help="also the rows left out on a CPU by default (the learner in its own thread)")
     pp.add_argument("--telemetry", default="auto", choices=["auto", "tegrastats", "jtop", "procfs", "off"])
-    pp.add_argument("--tegrastats-path", default="tegrastats",
+    pp.add_argument("--tegrastats-path", type=given_path, default="tegrastats",
                     help="the tegrastats binary every case's telemetry starts (a container where it is mounted "
                          "elsewhere; default: tegrastats on PATH)")
-    pp.add_argument("--out", default="benchmarks/results", help="where the table, CSV, JSON and PNG go")
+    pp.add_argument("--out", type=given_path, default="benchmarks/results", help="where the table, CSV, JSON and PNG go")
     pp.add_argument("--keep-runs", action="store_true", help="keep each case's run directory")
     pp.add_argument("--case-timeout", type=positive_int, default=900)
     pp.add_argument("--extra-flags", nargs=argparse.REMAINDER, default=[],
@@ -91,13 +91,13 @@ def build_parser() -> Parser:
     pc = sub.add_parser("convs", help="the reusing-convolutions network-size study")
     pc.add_argument("--steps", type=positive_int, default=3000)
     pc.add_argument("--batch", type=positive_int, default=32)
-    pc.add_argument("--out", default=None)
+    pc.add_argument("--out", type=given_path, default=None)
     pa = sub.add_parser("acting", help="greedy acting only: env steps/s for each split of envs into groups")
     pa.add_argument("--game", default="pong")
     pa.add_argument("--steps", type=positive_int, default=20_000, help="measured steps per split (default 20000)")
     pa.add_argument("--warmup", type=count, default=2_000, help="steps before the measured window (default 2000)")
     pa.add_argument("--splits", type=splits, default=None, help="ENVSxGROUPS,... (default: 1x1,2x1,4x1,8x1,16x1,32x1,64x1,8x2,16x2,64x2)")
-    pa.add_argument("--out", default="benchmarks/results")
+    pa.add_argument("--out", type=given_path, default="benchmarks/results")
     pa.add_argument("--flags", nargs=argparse.REMAINDER, default=["--amp", "bf16", "--channels-last"],
                     help="flags for every run's jetdqn.train (put last; default --amp bf16 --channels-last)")
     pr = sub.add_parser("replay", help="bytes per transition, add and sample rates per storage mode")
@@ -105,11 +105,11 @@ def build_parser() -> Parser:
     pr.add_argument("--transitions", type=positive_int, default=1_000_000, help="transitions per mode (default 1M)")
     pr.add_argument("--frames", type=positive_int, default=20_000, help="real frames recorded, then cycled")
     pr.add_argument("--modes", type=storage_modes, default=list(REPLAY_MODES))
-    pr.add_argument("--out", default="benchmarks/results")
+    pr.add_argument("--out", type=given_path, default="benchmarks/results")
     pe = sub.add_parser("engines", help="greedy acting through torch and ONNX Runtime, batch 1 and 8")
     pe.add_argument("--model", default="benchmarks/results/learn-pong/run/model.pt", help="a checkpoint (.pt)")
     pe.add_argument("--passes", type=positive_int, default=500, help="forward passes per round (default 500)")
-    pe.add_argument("--out", default="benchmarks/results")
+    pe.add_argument("--out", type=given_path, default="benchmarks/results")
     pu = sub.add_parser("reuse", help="the reusing-convolutions paper's inference experiment: full pass vs reuse")
     pu.add_argument("--games", type=game_names,
                     default=["pong", "breakout", "space_invaders", "seaquest", "ms_pacman", "freeway"])
@@ -119,7 +119,7 @@ def build_parser() -> Parser:
     pu.add_argument("--steps", type=positive_int, default=3000, help="steps per game (default 3000)")
     pu.add_argument("--nature", default="benchmarks/results/learn-pong/run/model.pt",
                     help="also time this Nature CNN model with and without --reuse-conv ('' to skip)")
-    pu.add_argument("--out", default="benchmarks/results")
+    pu.add_argument("--out", type=given_path, default="benchmarks/results")
     return p
 
 

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Optional
-from ..config import Parser, count, ends_on_ctrl_c, positive_float
+from ..config import Parser, count, ends_on_ctrl_c, given_path, positive_float
 
 
 SAID_BAD_LINES = 10   # lines that are not tegrastats named one by one; past these, a count
@@ -147,17 +147,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog="python -m jetdqn.telemetry", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     pp = sub.add_parser("parse", help="parse tegrastats lines from a file")
-    pp.add_argument("file", help="a file of tegrastats lines, or - for standard input (tegrastats | ... parse -)")
+    pp.add_argument("file", type=given_path, help="a file of tegrastats lines, or - for standard input (tegrastats | ... parse -)")
     pp.add_argument("--json", action="store_true", help="one JSON object per line")
     pw = sub.add_parser("watch", help="live telemetry, one line per interval")
     pw.add_argument("--source", default="auto", choices=["auto", "tegrastats", "jtop", "procfs"])
     pw.add_argument("--interval", type=positive_float, default=1.0)
     pw.add_argument("--count", type=count, default=0, help="lines to print (0 = until Ctrl-C)")
-    pw.add_argument("--tegrastats-path", default="tegrastats", help="the tegrastats binary (default: tegrastats "
+    pw.add_argument("--tegrastats-path", type=given_path, default="tegrastats", help="the tegrastats binary (default: tegrastats "
                                                                     "on the PATH)")
     pl = sub.add_parser("plot", help="telemetry of a run as a PNG")
-    pl.add_argument("run_dir")
-    pl.add_argument("--out", default=None)
+    pl.add_argument("run_dir", type=given_path)
+    pl.add_argument("--out", type=given_path, default=None)
     args = p.parse_args(argv)
     if args.cmd == "parse":
         return cmd_parse(args)
