@@ -45,8 +45,11 @@ class Policy:
             return obs.reshape((1, *self.obs_shape)), True
         if obs.shape[1:] in (self.obs_shape, frame):
             return obs.reshape((obs.shape[0], *self.obs_shape)), False
+        last = (*self.obs_shape[1:], self.obs_shape[0])
+        hint = ("; frames stacked last (Stable-Baselines3's VecFrameStack) go first: np.moveaxis(obs, -1, -3)"
+                if len(self.obs_shape) == 3 and obs.shape[-3:] == last and last != self.obs_shape else "")
         raise ValueError(f"an observation of shape {obs.shape}: this network takes {self.obs_shape} (one) or "
-                         f"[N, {', '.join(map(str, self.obs_shape))}] (a batch)")
+                         f"[N, {', '.join(map(str, self.obs_shape))}] (a batch){hint}")
 
     @staticmethod
     def _as_vector(obs: np.ndarray) -> np.ndarray:

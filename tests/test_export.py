@@ -64,6 +64,11 @@ def test_every_engine_reads_frames_as_bytes_or_as_floats_scaled_to_one(exported,
             policy.predict(frames.astype(np.float32))
         with pytest.raises(ValueError, match=r"^frames of int64 from -1 to "):
             policy.predict(frames.astype(np.int64) - 1)
+        last = np.moveaxis(frames, -3, -1)   # Stable-Baselines3's VecFrameStack: [N, 84, 84, 4]
+        with pytest.raises(ValueError, match=r"\(a batch\); frames stacked last \(Stable-Baselines3's VecFrameStack\) "
+                                             r"go first: np.moveaxis\(obs, -1, -3\)$"):
+            policy.predict(last)
+        assert np.array_equal(policy.q_values(np.moveaxis(last, -1, -3)), reference)   # the hint's own fix
 
 
 def test_every_engine_takes_a_vector_observation_as_numbers_of_any_kind(tmp_path):
