@@ -118,6 +118,8 @@ def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()
 def pyplot():
     """matplotlib's pyplot on the Agg backend (files, no window), or a sentence saying how to get it: without
     the plot extra, plot and telemetry plot ended in a ModuleNotFoundError traceback."""
+    if "matplotlib" not in sys.modules:
+        quiet_config_dir()
     try:
         import matplotlib
     except ImportError:
@@ -125,6 +127,29 @@ def pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
+
+
+def quiet_config_dir() -> None:
+    """Where the home directory cannot be written (``docker run --user 1000``: HOME is /; a service user),
+    matplotlib falls back to a temporary folder itself, but first prints two lines of warning into the run's
+    output. The same fallback, without them: a temporary MPLCONFIGDIR, removed at exit. A MPLCONFIGDIR the
+    user set is left alone."""
+    if os.environ.get("MPLCONFIGDIR"):
+        return
+    try:   # its config folder and its font cache, as matplotlib finds them
+        folders = [Path(os.environ.get(xdg) or Path.home() / home) / "matplotlib"
+                   for xdg, home in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"))]
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+        if all(os.access(folder, os.W_OK | os.X_OK) for folder in folders):
+            return
+    except (OSError, RuntimeError):   # RuntimeError: no home directory at all
+        pass
+    import atexit
+    import shutil
+    import tempfile
+    os.environ["MPLCONFIGDIR"] = temporary = tempfile.mkdtemp(prefix="jetdqn-matplotlib-")
+    atexit.register(shutil.rmtree, temporary, ignore_errors=True)
 
 
 def learning_figure(run_dir: Path, against: tuple = ()):

@@ -282,6 +282,20 @@ def test_a_plot_without_matplotlib_says_how_to_get_it(tmp_path, module, argv):
     assert not list(tmp_path.iterdir())
 
 
+def test_a_plot_where_the_home_folder_cannot_be_written_prints_only_its_file(tmp_path):
+    """``docker run --user 1000`` (HOME is /) or a service user: matplotlib printed two lines of warning about
+    its config folder above the plot's path. The folder it falls back to is now chosen quietly, and removed."""
+    import os
+    run = ROOT / "benchmarks" / "results" / "learn-pong" / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")}
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "jetdqn.plot", str(run), "--out", str(tmp_path / "p.png")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**env, "HOME": "/dev/null", "TMPDIR": str(tmp_path / "tmp")})   # not a folder, even to root
+    assert proc.returncode == 0 and proc.stderr == "" and proc.stdout == f"{tmp_path / 'p.png'}\n", proc.stderr
+    assert (tmp_path / "p.png").stat().st_size > 0 and list((tmp_path / "tmp").iterdir()) == []
+
+
 def test_zstd_without_zstandard_is_one_sentence_before_the_run(tmp_path):
     """--replay-compress zstd on a Python without the zstd extra was a RuntimeError traceback."""
     proc = run_without("zstandard", "jetdqn.train", "--preset", "smoke", "--replay-compress", "zstd", "--telemetry",

@@ -140,11 +140,10 @@ def cudnn_line(rows: list[dict], info: dict) -> str:
 
 
 def write_chart(rows: list[dict], path: Path, title: str) -> Optional[Path]:
+    from ..plot import pyplot
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+        plt = pyplot()   # quiet where the home folder cannot be written, as the other plots are
+    except ValueError:   # no matplotlib: the table and CSV are the result
         return None
     ok = [r for r in rows if r["status"] == "ok"]
     if not ok:
