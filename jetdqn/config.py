@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Optional
@@ -19,6 +20,9 @@ from .presets import PRESETS
 
 class ConfigError(ValueError):
     """A setting a user gave is wrong; the message is one sentence that says what to do."""
+
+
+PATH_FIELDS = ("run_dir", "tegrastats_path")   # the settings that name a file or folder
 
 
 def _f(default: Any, help: str, choices: Optional[tuple] = None, cli: bool = True):
@@ -194,7 +198,7 @@ class Config:
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"--{f.name.replace('_', '-')} must be a finite number, got {value}.")
-        for name in ("run_dir", "tegrastats_path"):   # a config file's or the API's; the flags are given_path's
+        for name in PATH_FIELDS:   # a config file's or the API's; the flags are given_path's
             if isinstance(getattr(self, name), str) and not getattr(self, name).strip():
                 raise ConfigError(f"--{name.replace('_', '-')} is an empty path: give one, or leave it out for the "
                                   f"default.")
@@ -437,7 +441,7 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
             kind = _size_or_auto
         if f.name == "threads":
             kind = _threads
-        if f.name in ("run_dir", "tegrastats_path"):
+        if f.name in PATH_FIELDS:
             kind = given_path
         parser.add_argument(_flag(f.name), type=kind, choices=f.metadata.get("choices"),
                             metavar=None if f.metadata.get("choices") else f.name.upper(),
@@ -501,6 +505,8 @@ def _typed(name: str, value: Any) -> Any:
         raise ConfigError(f"{flag} takes a whole number, got {value!r}.")
     if base == "float" and isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
+    if base == "str" and name in PATH_FIELDS and isinstance(value, os.PathLike):   # the API's pathlib.Path
+        value = os.fspath(value)
     if base == "str" and isinstance(value, str):
         choices = field.metadata.get("choices")
         if choices and value not in choices:

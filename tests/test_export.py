@@ -190,6 +190,18 @@ def test_the_weights_a_run_and_an_export_write_are_as_readable_as_its_other_file
     assert {name for name, mode in modes.items() if mode not in ("0o640", "0o750")} == set(), modes
 
 
+def test_the_api_takes_its_paths_as_pathlib_paths(tmp_path):
+    """``run_dir=tmp / "run"`` was refused ("--run-dir takes a string, got PosixPath(...)"), though
+    ``jetdqn.load`` and ``config`` took a Path."""
+    import jetdqn
+    (tmp_path / "c.json").write_text('{"preset": "smoke", "telemetry": "off", "progress": "off"}')
+    first = jetdqn.train(config=tmp_path / "c.json", run_dir=tmp_path / "run", total_steps=200)
+    again = jetdqn.train(config=tmp_path / "c.json", run_dir=tmp_path / "run", total_steps=300, resume=True)
+    assert first["run_dir"] == again["run_dir"] == str(tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["run_dir"] == str(tmp_path / "run")
+    assert jetdqn.load(tmp_path / "run").trained_steps == 300
+
+
 def readme_api_example() -> str:
     text = (ROOT / "README.md").read_text()
     section = text[text.index("### The Python API"):]
