@@ -38,11 +38,13 @@ def test_bench_pong_tiny(xvfb, tmp_path):
         assert len(list(csv.DictReader(f))) >= 3
 
 
-def test_bench_refuses_bad_values():
+def test_bench_refuses_bad_values(tmp_path):
     proc = run_module("jetdqn.bench", "pong", "--steps", "0", check=False)
     assert proc.returncode == 2 and "--steps: '0' is not a positive integer" in proc.stderr
-    empty = run_module("jetdqn.bench", "pong", "--cases", "no-such-case", check=False)
-    assert empty.returncode == 2 and "matches no case" in empty.stderr and "Traceback" not in empty.stderr
+    for cases in ("no-such-case", "", "no-such-case,", " , "):   # an empty word matched every row: all ran
+        empty = run_module("jetdqn.bench", "pong", "--cases", cases, "--out", str(tmp_path), check=False, timeout=60)
+        assert empty.returncode == 2 and empty.stdout == "" and empty.stderr.startswith(
+            f"error: --cases {cases!r} matches no case") and empty.stderr.count("\n") == 1, (cases, empty.stderr)
 
 
 def test_bf16_rows_are_left_out_where_the_hardware_would_emulate_bf16_and_train_says_so(tmp_path):

@@ -24,8 +24,9 @@ from .stats import rounds, summarise
 def bench_pong(args) -> int:
     info = machine_info()
     cases = all_cases()
-    if args.cases:
-        cases = [c for c in cases if c.matches([w.strip().lower() for w in args.cases.split(",")])]
+    if args.cases is not None:   # an empty word matched every name: "--cases ray," or "$CASES" unset ran them all
+        words = [w.strip().lower() for w in args.cases.split(",") if w.strip()]
+        cases = [c for c in cases if words and c.matches(words)]
         if not cases:
             print(f"error: --cases {args.cases!r} matches no case; give words of the rows' names or their keys "
                   f"({', '.join(c.key for c in all_cases())}).", file=sys.stderr)
