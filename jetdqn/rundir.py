@@ -217,6 +217,10 @@ def config_for_resume(explicit: dict) -> dict:
             raise ConfigError(f"--resume cannot change --{key.replace('_', '-')} (the run has {saved.get(key)!r}, "
                               f"asked {explicit[key]!r}): the checkpoint depends on it; drop the flag, or start "
                               "a new run in another --run-dir.")
+    if explicit.get("preset") is not None and explicit["preset"] != saved.get("preset"):
+        began = f"began with {saved['preset']!r}" if saved.get("preset") else "began without one"
+        raise ConfigError(f"--resume continues the run's own settings and lays no preset over them (the run {began}, "
+                          f"asked {explicit['preset']!r}): drop --preset, and give as flags the settings to change.")
     if saved.get("preset") not in PRESETS:
         saved.pop("preset", None)  # a preset since renamed: every value it gave is in `saved` already
     saved["resume"] = False

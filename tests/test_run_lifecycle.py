@@ -580,6 +580,11 @@ def test_checkpoint_mistakes_are_named_for_what_they_are(tmp_path):
     config = (run / "config.json").read_bytes()
     changed = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--optimizer", "rmsprop", check=False)
     assert changed.returncode == 2 and "cannot change --optimizer (the run has 'adam', asked 'rmsprop')" in changed.stderr
+    other = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--preset", "cartpole", "--total-steps", "200",
+                       check=False)   # was dropped without a word: the Pong run went on as Pong
+    assert other.returncode == 2 and other.stderr == (
+        "error: --resume continues the run's own settings and lays no preset over them (the run began with 'smoke', "
+        "asked 'cartpole'): drop --preset, and give as flags the settings to change.\n"), other.stderr
     assert (run / "config.json").read_bytes() == config
     payload = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)
     from jetdqn.config import make_config
