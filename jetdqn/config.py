@@ -23,6 +23,9 @@ class ConfigError(ValueError):
 
 
 PATH_FIELDS = ("run_dir", "tegrastats_path")   # the settings that name a file or folder
+# settings whose empty value would quietly mean their default (an unset shell variable: --ray-address
+# "$HEAD" started a local cluster instead of joining one)
+NOT_EMPTY = (*PATH_FIELDS, "ray_address")
 
 
 def _f(default: Any, help: str, choices: Optional[tuple] = None, cli: bool = True):
@@ -198,10 +201,11 @@ class Config:
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"--{f.name.replace('_', '-')} must be a finite number, got {value}.")
-        for name in PATH_FIELDS:   # a config file's or the API's; the flags are given_path's
+        for name in NOT_EMPTY:   # a config file's or the API's; the flags are given_path's and given_address's
             if isinstance(getattr(self, name), str) and not getattr(self, name).strip():
-                raise ConfigError(f"--{name.replace('_', '-')} is an empty path: give one, or leave it out for the "
-                                  f"default.")
+                what = "path" if name in PATH_FIELDS else "value"
+                raise ConfigError(f"--{name.replace('_', '-')} is an empty {what}: give one, or leave it out for "
+                                  f"the default.")
         positive = ["total_steps", "batch_size", "actor_refresh", "num_actors", "ray_segment", "ray_weights_every", "train_freq", "target_update",
                     "frame_skip", "history", "log_every", "checkpoint_every", "max_episode_steps"]
         for name in positive:
@@ -394,6 +398,13 @@ def given_path(text: str) -> str:
     return text
 
 
+def given_address(text: str) -> str:
+    """--ray-address: empty, it meant no address, and a local cluster started in place of the one named."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty address (an unset shell variable?)")
+    return text
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with its mistakes said in one line (argparse's own prints the whole usage first), and flags
     spelt in full: argparse takes any unique prefix, so evaluate's ``--game breakout`` was read as
@@ -443,6 +454,8 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
             kind = _threads
         if f.name in PATH_FIELDS:
             kind = given_path
+        if f.name == "ray_address":
+            kind = given_address
         parser.add_argument(_flag(f.name), type=kind, choices=f.metadata.get("choices"),
                             metavar=None if f.metadata.get("choices") else f.name.upper(),
                             help=f"{help_text} (default: {default})")
