@@ -24,8 +24,8 @@ class ConfigError(ValueError):
 
 PATH_FIELDS = ("run_dir", "tegrastats_path")   # the settings that name a file or folder
 # settings whose empty value would quietly mean their default (an unset shell variable: --ray-address
-# "$HEAD" started a local cluster instead of joining one)
-NOT_EMPTY = (*PATH_FIELDS, "ray_address")
+# "$HEAD" started a local cluster instead of joining one, --env "$ENV" trained Pong)
+NOT_EMPTY = (*PATH_FIELDS, "ray_address", "env")
 
 
 def _f(default: Any, help: str, choices: Optional[tuple] = None, cli: bool = True):
@@ -201,7 +201,7 @@ class Config:
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"--{f.name.replace('_', '-')} must be a finite number, got {value}.")
-        for name in NOT_EMPTY:   # a config file's or the API's; the flags are given_path's and given_address's
+        for name in NOT_EMPTY:   # a config file's or the API's; the flags are given_path's and given_value's
             if isinstance(getattr(self, name), str) and not getattr(self, name).strip():
                 what = "path" if name in PATH_FIELDS else "value"
                 raise ConfigError(f"--{name.replace('_', '-')} is an empty {what}: give one, or leave it out for "
@@ -398,10 +398,11 @@ def given_path(text: str) -> str:
     return text
 
 
-def given_address(text: str) -> str:
-    """--ray-address: empty, it meant no address, and a local cluster started in place of the one named."""
+def given_value(text: str) -> str:
+    """A name that is not a path (--ray-address, --env). Empty, it meant none given: a local Ray cluster
+    started in place of the one named, and --env "" trained Pong."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("an empty address (an unset shell variable?)")
+        raise argparse.ArgumentTypeError("an empty value (an unset shell variable?)")
     return text
 
 
@@ -454,8 +455,8 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
             kind = _threads
         if f.name in PATH_FIELDS:
             kind = given_path
-        if f.name == "ray_address":
-            kind = given_address
+        if f.name in ("ray_address", "env"):
+            kind = given_value
         parser.add_argument(_flag(f.name), type=kind, choices=f.metadata.get("choices"),
                             metavar=None if f.metadata.get("choices") else f.name.upper(),
                             help=f"{help_text} (default: {default})")

@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 
 from .checkpoint import CheckpointError
-from .config import Parser, count, ends_on_ctrl_c, given_path, probability, seed
+from .config import Parser, count, ends_on_ctrl_c, given_path, given_value, probability, seed
 from .signals import outlive_the_terminal, said, stop_on_signals
 
 
@@ -31,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", type=given_path, default=None, help="A trained model: a run directory (its model.pt), a checkpoint "
                                                   "(.pt), a safetensors export (.safetensors, its .json beside it) "
                                                   "or an ONNX export (.onnx, played with ONNX Runtime).")
-    p.add_argument("--game", default=None, help="ALE game id (default: the checkpoint's game, else pong).")
-    p.add_argument("--env", default=None, help="A gymnasium env id instead of an Atari game.")
+    p.add_argument("--game", type=given_value, default=None, help="ALE game id (default: the checkpoint's game, else pong).")
+    p.add_argument("--env", type=given_value, default=None, help="A gymnasium env id instead of an Atari game.")
     p.add_argument("--episodes", type=count, default=3, help="Games to play (default 3; 0 = as many as "
                                                              "--max-steps allows).")
     p.add_argument("--eps", type=probability, default=0.05, help="Epsilon of epsilon-greedy play (default 0.05).")

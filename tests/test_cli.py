@@ -68,25 +68,28 @@ def test_bad_input_gets_one_sentence(tmp_path, argv, message):
 
 def test_an_empty_path_is_refused_by_name(tmp_path):
     """``--model "$MODEL"`` with MODEL unset: play took the empty path for no model and played an untrained
-    network, train's --run-dir became runs/pong-seed0, --ray-address started a local Ray cluster, and
+    network, train's --run-dir became runs/pong-seed0, --ray-address started a local Ray cluster, --env trained
+    Pong, and
     evaluate, export and --config read it as the current directory (". holds no model.pt", "--config . is a
     folder"). Each now names the empty flag."""
     for module, argv, flag in (("jetdqn.play", ["--model", "", "--display-freq", "0", "--max-steps", "10"], "--model"),
                                ("jetdqn.train", ["--preset", "smoke", "--run-dir", ""], "--run-dir"),
                                ("jetdqn.train", ["--config", ""], "--config"),
+                               ("jetdqn.train", ["--preset", "smoke", "--env", ""], "--env"),   # trained Pong
+                               ("jetdqn.play", ["--env", "", "--display-freq", "0"], "--env"),
                                ("jetdqn.evaluate", [""], "model"),
                                ("jetdqn.export", ["--checkpoint", "", "--onnx", str(tmp_path / "m.onnx")], "--checkpoint"),
                                ("jetdqn.bench", ["pong", "--out", ""], "--out"),
                                ("jetdqn.telemetry", ["parse", ""], "file")):
         proc = run_module(module, *argv, check=False, cwd=tmp_path)
         assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.endswith(
-            f": argument {flag}: an empty path (an unset shell variable?); see --help.\n"), (module, proc.stderr)
+            f": argument {flag}: an empty {'value' if flag == '--env' else 'path'} (an unset shell variable?); see --help.\n"), (module, proc.stderr)
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(ConfigError, match="^--run-dir is an empty path: give one, or leave it out for the default.$"):
         jetdqn.train(preset="smoke", run_dir="")
     ray = run_module("jetdqn.train", "--backend", "ray", "--ray-address", "", check=False, cwd=tmp_path)
     assert ray.returncode == 2 and ray.stderr.endswith(   # it started a local cluster in place of the one named
-        ": argument --ray-address: an empty address (an unset shell variable?); see --help.\n"), ray.stderr
+        ": argument --ray-address: an empty value (an unset shell variable?); see --help.\n"), ray.stderr
     with pytest.raises(ConfigError, match="^--ray-address is an empty value: give one, or leave it out for the "):
         jetdqn.train(preset="smoke", backend="ray", ray_address=" ")
     with pytest.raises(CheckpointError, match="^the model's path is empty: give a run directory or a model file.$"):
