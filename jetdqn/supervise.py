@@ -159,7 +159,8 @@ def main(argv: Optional[list[str]] = None, subreaper: bool = True) -> int:
         os.setpgid(0, 0)               # would share the script's group, and a stop passed on would reach the script
     import shutil
     if shutil.which(argv[0]) is None:   # asked first: under qemu-user a failed posix_spawn is only an exit 127
-        print(f"error: cannot run {argv[0]} (not found, or not executable); give a command this image has.",
+        import shlex   # quoted: an empty name (an unset variable) read "cannot run  (not found ...)"
+        print(f"error: cannot run {shlex.quote(argv[0])} (not found, or not executable); give a command this image has.",
               file=sys.stderr)
         return 127
     try:

@@ -117,6 +117,7 @@ def test_what_a_command_leaves_running_is_stopped_and_signals_pass_to_the_comman
     for argv, status, said in (([], 2, "error: python -m jetdqn.supervise runs a command: give it"),
                                (["no-such-command"], 127, "error: cannot run no-such-command (not found, or not "
                                                           "executable); give a command this image has."),
+                               ([""], 127, "error: cannot run '' (not found, or not executable)"),
                                (["bash", "-c", "kill -9 $$"], 137, "")):
         proc = subprocess.run([sys.executable, "-m", "jetdqn.supervise", *argv], capture_output=True, text=True,
                               timeout=60, cwd=ROOT)
