@@ -11,7 +11,8 @@ import json
 from typing import Any
 
 from .config import Config, ConfigError
-RUN_ONLY = ("run_dir", "resume", "overwrite")   # where and how a run starts: never taken from a file
+RUN_ONLY = ("run_dir", "resume", "overwrite")   # where and how a run starts: never taken from a run's record
+ONE_RUN = ("resume", "overwrite")   # how one command starts its run: a file would apply them to every run
 
 
 def parse_settings(path, text: str) -> Any:
@@ -42,8 +43,11 @@ def parse_settings(path, text: str) -> Any:
 
 def settings_from_file(path) -> dict[str, Any]:
     """A run's settings from a JSON, YAML or TOML file (``--config``): Config field names, ``-`` or ``_``. A
-    run's own config.json works too (what it found about the machine is left out), so a run can be repeated
-    exactly; the run directory, --resume and --overwrite always come from the command line."""
+    run's own config.json works too (what it found about the machine is left out, and its run directory,
+    --resume and --overwrite, which name that run), so a run can be repeated exactly. A file written by hand
+    may name the run directory (``--run-dir`` beside it wins): it was dropped without a word, and the run went
+    to runs/<game>-seed<seed>. ``resume`` or ``overwrite`` set in such a file is refused: it would apply to
+    every run started from the file, and an overwrite there would wipe a run each time."""
     from pathlib import Path
     path = Path(path)
     if path.is_dir():
@@ -60,4 +64,10 @@ def settings_from_file(path) -> dict[str, Any]:
     if unknown and not a_runs_record:
         raise ConfigError(f"--config {path}: unknown setting{'s' if len(unknown) > 1 else ''} "
                           f"{', '.join(unknown)}; the names are those of the flags (python -m jetdqn.train --help).")
-    return {k: v for k, v in data.items() if k in fields and k not in RUN_ONLY}
+    if a_runs_record:
+        return {k: v for k, v in data.items() if k in fields and k not in RUN_ONLY}
+    for name in ONE_RUN:
+        if data.get(name):
+            raise ConfigError(f"--config {path} sets {name}, which belongs on the command line (how one run starts, "
+                              f"where a file would apply it to every run): drop it from the file and pass --{name}.")
+    return {k: v for k, v in data.items() if k not in ONE_RUN and not (k == "run_dir" and v is None)}

@@ -242,6 +242,9 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
                "--telemetry", "off")
     written = json.loads((run / "config.json").read_text())
     assert written["lr"] == 3e-4 and written["n_step"] == 3 and written["dueling"] and written["total_steps"] == 100
+    assert "run_dir" not in settings_from_file(run / "config.json")   # a run's record names that run's directory
+    (tmp_path / "where.yaml").write_text("preset: smoke\nrun_dir: runs/mine\nresume: false\n")
+    assert settings_from_file(tmp_path / "where.yaml") == {"preset": "smoke", "run_dir": "runs/mine"}   # was dropped
     (tmp_path / "typo.json").write_text('{"learning_rate": 0.1}')
     # values of the wrong kind were a TypeError traceback from deep in the checks; strings take the flags' forms
     (tmp_path / "text.yaml").write_text("lr: abc\n")
@@ -251,6 +254,7 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
     (tmp_path / "choice.yaml").write_text("optimizer: sgd\n")
     (tmp_path / "bad.toml").write_text("lr = \n")
     (tmp_path / "run.ini").write_text("[run]\nlr = 0.1\n")
+    (tmp_path / "wipe.yaml").write_text("preset: smoke\noverwrite: true\n")
     (tmp_path / "forms.yaml").write_text("preset: smoke\ntotal-steps: 2k\nreplay-size: auto\nlearn-start: 1e3\n")
     forms = make_config(settings_from_file(tmp_path / "forms.yaml"))
     assert (forms.total_steps, forms.replay_size, forms.learn_start) == (2000, 0, 1000)
@@ -261,7 +265,10 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
                        ("choice.yaml", "--optimizer takes one of adam, rmsprop, got 'sgd'"),
                        ("bad.toml", "bad.toml is not valid TOML (Invalid value (at line 1, column 6))"),
                        ("run.ini", "run.ini is not valid JSON (Expecting value: line 1 column 2 (char 1)); a "
-                                   "settings file is .json, .yaml (.yml) or .toml.")):
+                                   "settings file is .json, .yaml (.yml) or .toml."),
+                       ("wipe.yaml", "wipe.yaml sets overwrite, which belongs on the command line (how one run "
+                                     "starts, where a file would apply it to every run): drop it from the file and "
+                                     "pass --overwrite.")):
         with pytest.raises(SystemExit) as stop:
             train.main(["--config", str(tmp_path / bad), "--run-dir", str(tmp_path / "b")])
         err = capsys.readouterr().err
