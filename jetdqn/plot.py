@@ -210,7 +210,9 @@ def _draw_compared(ax, key: str, scale: float, name: str, log: list, evals: list
 
 def figure_path(out: Optional[Path], default: Path) -> Path:
     """Where a figure goes: ``default``, or ``--out``. A folder takes the default's file name, and a name with
-    no suffix gets .png: matplotlib adds it without saying, so the path printed was not the file written."""
+    no suffix gets .png: matplotlib adds it without saying, so the path printed was not the file written. Any
+    other suffix is refused: the figure is written as PNG whatever the name, and ``--out run/log.jsonl`` (a
+    completion one tab too far) replaced the run's log with a picture."""
     if out is None:
         return default
     out = Path(out)
@@ -218,6 +220,8 @@ def figure_path(out: Optional[Path], default: Path) -> Path:
         return out / default.name
     if not out.suffix:
         out = out.with_suffix(".png")
+    if out.suffix.lower() != ".png":
+        raise ValueError(f"--out {out}: a plot is written as PNG; give a name ending in .png, or a folder.")
     if not out.resolve().parent.is_dir():
         raise ValueError(f"--out {out}: its folder {out.resolve().parent} does not exist; give a path in one that does.")
     return out

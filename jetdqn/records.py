@@ -45,8 +45,11 @@ class JsonlWriter:
 
 
 def read_jsonl(path: Path) -> list[dict]:
+    """The records of a JSON-lines file; a line that is not one (cut by a kill, bytes that are not text) is
+    skipped, as resuming's tidy_for_resume skips it: one stray byte was a UnicodeDecodeError's "'utf-8'
+    codec can't decode byte 0x89" out of plot, telemetry plot and a resume with nothing to train."""
     records = []
-    with open(path) as f:
+    with open(path, errors="replace") as f:
         for line in f:
             line = line.strip()
             if line:

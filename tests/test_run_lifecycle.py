@@ -471,6 +471,19 @@ def test_a_figure_goes_where_its_path_says(tmp_path):
     no_suffix = run_module("jetdqn.plot", str(pong), "--out", str(tmp_path / "curve")).stdout.strip()
     assert into_folder == str(tmp_path / "learning_curve.png") and no_suffix == str(tmp_path / "curve.png")
     assert Path(into_folder).stat().st_size > 1000 and Path(no_suffix).stat().st_size > 1000
+    # any other name is refused: `--out run/log.jsonl` (one tab of completion too far) replaced the log with a PNG,
+    # after which every reader of the run failed on "'utf-8' codec can't decode byte 0x89"
+    import shutil
+    run = Path(shutil.copytree(pong, tmp_path / "run"))
+    log = (run / "log.jsonl").read_bytes()
+    for module in (["jetdqn.plot"], ["jetdqn.telemetry", "plot"]):
+        proc = run_module(*module, str(run), "--out", str(run / "log.jsonl"), check=False)
+        assert proc.returncode == 2 and proc.stderr == (f"error: --out {run / 'log.jsonl'}: a plot is written as PNG; "
+                                                        "give a name ending in .png, or a folder.\n"), proc.stderr
+    assert (run / "log.jsonl").read_bytes() == log
+    (run / "log.jsonl").write_bytes(log + b"\x89PNG\r\n\x1a\n")   # bytes that are not text: skipped like a cut line
+    for module in (["jetdqn.plot"], ["jetdqn.telemetry", "plot"]):
+        assert run_module(*module, str(run), "--out", str(tmp_path / "again.png")).stdout.strip().endswith("again.png")
 
 
 def test_a_resume_with_nothing_to_resume_creates_nothing(tmp_path):
