@@ -26,6 +26,8 @@ from .presets import PRESETS
 RUN_FILES = ("config.json", "log.jsonl", "eval.jsonl", "segments.jsonl", "checkpoints", "model.pt", "model.safetensors",
              "model.json", "best.pt", "best.safetensors", "best.json", "evaluations.jsonl", "tensorboard",
              "learning_curve.png", "telemetry.png")
+# inside the folders among them, what a run writes there: another program's files beside them stay
+RUN_FOLDERS = {"checkpoints": ("latest.pt", "replay", ".latest.pt.tmp-*"), "tensorboard": ("events.out.tfevents.*",)}
 # what a start cut short before its first checkpoint leaves (with segments.jsonl): redone without --overwrite
 CUT_SHORT = ("config.json", "log.jsonl", "eval.jsonl", "segments.jsonl", "checkpoints", "tensorboard")
 # Settings a resumed run cannot change: the checkpoint's network, optimiser state and game depend on them.
@@ -157,12 +159,23 @@ def not_a_restart(run_dir: Path) -> list[str]:
 
 
 def start_fresh(run_dir: Path) -> None:
-    """Remove what an earlier run left (its checkpoint only with --overwrite, checked by claim_run_dir)."""
+    """Remove what an earlier run left (its checkpoint only with --overwrite, checked by claim_run_dir). In
+    checkpoints/ and tensorboard/ only what a run writes goes (RUN_FOLDERS): --overwrite on a folder that
+    was not only a run's (a project's own checkpoints/my_model.ckpt, a TensorBoard log of another program)
+    deleted the whole of both, and a checkpoints/ that links to another drive ended the start in "Cannot
+    call rmtree on a symbolic link"; the link now stays, and what the run wrote behind it goes."""
+    from fnmatch import fnmatch
     for name in RUN_FILES:
         p = run_dir / name
-        if p.is_dir():
+        if p.is_dir() and name in RUN_FOLDERS:   # a link to another drive (checkpoints on an SD card) stays
+            for inside in p.iterdir():
+                if any(fnmatch(inside.name, pattern) for pattern in RUN_FOLDERS[name]):
+                    shutil.rmtree(inside) if inside.is_dir() and not inside.is_symlink() else inside.unlink()
+            if name != "checkpoints" and not p.is_symlink() and not any(p.iterdir()):
+                p.rmdir()
+        elif p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)
-        elif p.exists():
+        elif p.exists() or p.is_symlink():
             p.unlink()
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
 

@@ -528,6 +528,37 @@ def test_a_new_run_never_replaces_weights_or_records_it_did_not_leave(tmp_path):
     assert records(committed)[-1]["step"] == 200
 
 
+def test_overwrite_removes_what_a_run_writes_and_nothing_beside_it(tmp_path):
+    """--overwrite in a folder that was not only a run's deleted all of checkpoints/ and tensorboard/ (a
+    project's own checkpoints/my_model.ckpt), and a checkpoints/ linked to another drive (an SD card) ended
+    the start in "Cannot call rmtree on a symbolic link". What a run writes goes; the rest, and the link, stay."""
+    project = tmp_path / "project"
+    (project / "checkpoints").mkdir(parents=True)
+    (project / "tensorboard").mkdir()
+    (project / "checkpoints" / "my_model.ckpt").write_text("mine")
+    (project / "tensorboard" / "events.mine").write_text("mine")
+    (project / "config.json").write_text("{}")   # a name a run writes: --overwrite was asked to replace it
+    smoke = ["--preset", "smoke", "--telemetry", "off", "--total-steps", "100"]
+    refused = run_module("jetdqn.train", *smoke, "--run-dir", str(project), check=False)
+    assert refused.returncode == 2 and "holds config.json, checkpoints, tensorboard" in refused.stderr
+    for _ in range(2):   # the second removes what the first run wrote, its TensorBoard events and replay too
+        run_module("jetdqn.train", *smoke, "--run-dir", str(project), "--overwrite", "--tensorboard",
+                   "--checkpoint-replay")
+    kept = sorted(str(f.relative_to(project)) for f in project.rglob("*") if f.is_file() and f.name != ".lock")
+    assert [k for k in kept if "mine" in k or k.endswith(".ckpt")] == ["checkpoints/my_model.ckpt",
+                                                                      "tensorboard/events.mine"]
+    assert len([k for k in kept if k.startswith("tensorboard/events.out.tfevents.")]) == 1, kept
+    assert len([k for k in kept if k.startswith("checkpoints/replay/")]) == 1, kept
+    linked = tmp_path / "linked"
+    run_module("jetdqn.train", *smoke, "--run-dir", str(linked))
+    sd_card = tmp_path / "sd-card"
+    (linked / "checkpoints").rename(sd_card)
+    (linked / "checkpoints").symlink_to(sd_card)
+    run_module("jetdqn.train", *smoke[:-1], "200", "--run-dir", str(linked), "--overwrite")
+    assert (linked / "checkpoints").is_symlink() and records(linked)[-1]["step"] == 200
+    assert torch.load(sd_card / "latest.pt", weights_only=True)["counters"]["step"] == 200
+
+
 def test_a_recording_cut_short_says_so_and_leaves_the_old_video(tmp_path):
     """A file-size limit (ulimit -f, standing for a disk that fills) kills ffmpeg before it finishes the file.
     The games' summary is still printed, and then one sentence says the video could not be finished, with exit
