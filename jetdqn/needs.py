@@ -56,7 +56,7 @@ def missing_packages() -> str | None:
     packages not installed or too old, with the pip command that gets them."""
     wanted = []
     for module, name, oldest in DECLARED:
-        if importlib.util.find_spec(module) is None:
+        if not _importable(module):
             wanted.append((f"{name} (not installed)", f"{name}>={oldest}"))
             continue
         found = installed_version(name)
@@ -67,12 +67,20 @@ def missing_packages() -> str | None:
         install = " ".join(f"'{spec}'" for _, spec in wanted)
         others = (f"{', '.join(why for why, _ in wanted)}: run `pip install {install}` (or `pip install -e .` in "
                   f"the jetdqn checkout)")
-    if importlib.util.find_spec("torch") is None:
+    if not _importable("torch"):
         torch = TORCH_MISSING.format(python=sys.executable)
         return f"{torch[:-1]}; it also needs {others}." if others else torch
     if others:
         return f"jetdqn needs packages this Python ({sys.executable}) lacks: {others}."
     return None
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it (torch takes seconds)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:   # imported already, by a loader that set no __spec__: it is there
+        return True
 
 
 def installed_version(name: str) -> str:
