@@ -28,6 +28,10 @@ PATH_FIELDS = ("run_dir", "tegrastats_path")   # the settings that name a file o
 NOT_EMPTY = (*PATH_FIELDS, "ray_address", "env")
 
 
+# what only an Atari game reads: its emulator's options (a gymnasium env takes none of them) and the CNN's layout
+ATARI_ONLY = ("sticky_actions", "full_action_space", "frame_skip", "noop_max", "terminal_on_life_loss", "channels_last")
+
+
 def _f(default: Any, help: str, choices: Optional[tuple] = None, cli: bool = True):
     return field(default=default, metadata={"help": help, "choices": choices, "cli": cli})
 
@@ -247,9 +251,11 @@ class Config:
             raise ConfigError(f"--threads must be auto or 0 or more, got {self.threads}.")
         if self.num_envs > 1 and not self.is_atari:
             raise ConfigError("--num-envs > 1 is for Atari games (ale-py's vector env); use 1 with --env.")
-        if not self.is_atari and (self.sticky_actions or self.full_action_space):
-            raise ConfigError(f"--sticky-actions and --full-action-space are options of the Atari emulator, and "
-                              f"{self.env_name} is not an Atari game: drop them.")
+        moved = [_flag(name) for name in ATARI_ONLY if getattr(self, name) != _FIELDS[name].default]
+        if not self.is_atari and moved:   # --frame-skip 2 --env CartPole-v1 trained as if it were not there
+            many = len(moved) > 1
+            raise ConfigError(f"{', '.join(moved)} {'are' if many else 'is'} for Atari games (the emulator and its "
+                              f"CNN), and {self.env_name} is not one: drop {'them' if many else 'it'}.")
         if self.cuda_graphs and self.amp == "fp16":
             raise ConfigError("--cuda-graphs does not work with --amp fp16 (loss scaling checks on the CPU); "
                               "use --amp bf16 or off.")

@@ -182,12 +182,19 @@ def test_a_flag_a_mode_takes_the_place_of_is_refused_when_typed(tmp_path, capsys
 
 
 def test_emulator_options_are_refused_for_a_gymnasium_env():
-    """--sticky-actions and --full-action-space would be silently ignored by a gymnasium env: refused instead."""
+    """What only an Atari game reads would be silently ignored by a gymnasium env: refused instead. --frame-skip,
+    --noop-max, --no-terminal-on-life-loss and --channels-last were (CartPole trained as if they were not there)."""
     from jetdqn.config import ConfigError
-    for option in ({"sticky_actions": 0.25}, {"full_action_space": True}):
-        with pytest.raises(ConfigError, match="CartPole-v1 is not an Atari game"):
+    for option in ({"sticky_actions": 0.25}, {"full_action_space": True}, {"frame_skip": 2}, {"noop_max": 5},
+                   {"terminal_on_life_loss": False}, {"channels_last": True}):
+        flag = "--" + next(iter(option)).replace("_", "-")
+        with pytest.raises(ConfigError, match=f"^{flag} is for Atari games \\(the emulator and its CNN\\), and "
+                                              "CartPole-v1 is not one: drop it.$"):
             make_config({"env": "CartPole-v1", **option})
+    with pytest.raises(ConfigError, match="^--frame-skip, --noop-max are for Atari games .* drop them.$"):
+        make_config({"env": "CartPole-v1", "frame_skip": 2, "noop_max": 5})
     assert make_config({"game": "pong", "sticky_actions": 0.25, "full_action_space": True}).sticky_actions == 0.25
+    assert make_config({"preset": "cartpole"}).env == "CartPole-v1"   # settings at their defaults pass
 
 
 def test_log_records_carry_the_contract_names(tmp_path):
