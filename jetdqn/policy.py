@@ -158,9 +158,12 @@ def model_of(path: Path, best: bool = False) -> Path:
                           "checkpointed) run, or a model file" + (" (best.pt needs --save-best)" if best else "") + ".")
 
 
-def load(path, device: str = "cpu", providers: Optional[list[str]] = None, reuse_conv: Union[bool, str] = False) -> Policy:
+def load(path, device: Optional[str] = None, providers: Optional[list[str]] = None,
+         reuse_conv: Union[bool, str] = False) -> Policy:
     """A Policy from a checkpoint (.pt: latest.pt or model.pt), ``model.safetensors`` (with its .json) or an
-    ``.onnx`` export (run by ``providers``, default: the best this onnxruntime has, see onnx_providers).
+    ``.onnx`` export. ``device``: where the network runs, cpu (torch's default here), cuda or auto; an ONNX
+    model is run by ``providers``, else those ``device`` names (``onnx_device_providers``; unset: the best
+    this onnxruntime has).
     ``reuse_conv``: a torch Nature CNN on the CPU reuses its activations from step to step (nature_reuse.py);
     "kernels" runs the same numpy kernels with reuse off (the benchmarks' baseline for what reuse gains).
     A run directory stands for its model (``model_of``)."""
@@ -171,11 +174,11 @@ def load(path, device: str = "cpu", providers: Optional[list[str]] = None, reuse
         if reuse_conv:
             raise CheckpointError(f"--reuse-conv runs the network's own weights: give the .pt or .safetensors "
                                   f"{path.name} was exported from, not the .onnx file.")
-        policy, step = _load_onnx(path, providers)
+        policy, step = _load_onnx(path, providers or onnx_device_providers(device))
     else:
         weights, spec_doc = read_model(path)
-        policy = _torch_policy(weights, spec_doc["network"], spec_doc["config"], spec_doc["env"], str(path), device,
-                               reuse_conv)
+        policy = _torch_policy(weights, spec_doc["network"], spec_doc["config"], spec_doc["env"], str(path),
+                               device or "cpu", reuse_conv)
         step = spec_doc.get("step")
     policy.trained_steps = step if isinstance(step, int) else None  # older files do not say
     return policy
@@ -253,6 +256,27 @@ def onnx_providers() -> list[str]:
     import onnxruntime as ort
     have = ort.get_available_providers()
     return [p for p in ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider") if p in have]
+
+
+def onnx_device_providers(device: Optional[str]) -> Optional[list[str]]:
+    """The providers a --device asks of ONNX Runtime: cpu its CPU alone (evaluate's default, so the scores do
+    not depend on a GPU's kernels), cuda TensorRT or CUDA (refused where this onnxruntime has neither), auto
+    or unset the best it has. ``--device`` was ignored for an .onnx model: evaluate's cpu ran on TensorRT
+    where onnxruntime-gpu is installed, and --device cuda ran on the CPU without a word."""
+    if device in (None, "auto"):
+        return None
+    if device == "cpu":
+        return ["CPUExecutionProvider"]
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None   # _load_onnx says what to install
+    have = [p for p in onnx_providers() if p != "CPUExecutionProvider"]
+    if not have:
+        raise CheckpointError(f"--device cuda: this onnxruntime runs on the CPU only (its providers: "
+                              f"{', '.join(ort.get_available_providers())}); install onnxruntime-gpu (on a Jetson the "
+                              "wheel from jetson-containers), or use --device cpu or auto.")
+    return [*have, "CPUExecutionProvider"]
 
 
 def _load_onnx(path: Path, providers: Optional[list[str]] = None) -> tuple[Policy, Any]:

@@ -36,6 +36,26 @@ def pong_stacks():
     return pong_frames(load(PONG_MODEL), 1000, seed=3)
 
 
+def test_an_onnx_model_runs_where_device_says(exported):
+    """--device was ignored for an .onnx model: evaluate's default cpu ran on TensorRT or CUDA where
+    onnxruntime-gpu is installed (its scores then depend on a GPU's kernels), and --device cuda ran on the CPU
+    without a word. cpu is now ONNX Runtime's CPU alone; cuda is refused where it has no GPU provider."""
+    import onnxruntime as ort
+    from jetdqn.checkpoint import CheckpointError
+    from jetdqn.policy import load
+    assert load(exported / "pong.onnx", device="cpu").engine == "onnxruntime (CPUExecutionProvider)"
+    gpu = {"TensorrtExecutionProvider", "CUDAExecutionProvider"} & set(ort.get_available_providers())
+    if gpu:
+        assert load(exported / "pong.onnx", device="cuda").engine.removeprefix("onnxruntime (")[:-1] in gpu
+        return
+    with pytest.raises(CheckpointError, match=r"^--device cuda: this onnxruntime runs on the CPU only \(its "
+                                              r"providers: .*CPUExecutionProvider\); install onnxruntime-gpu"):
+        load(exported / "pong.onnx", device="cuda")
+    proc = run_module("jetdqn.evaluate", str(exported / "pong.onnx"), "--device", "cuda", "--games", "1", check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --device cuda: this onnxruntime runs on the CPU "
+                                                           "only") and proc.stdout == "", proc.stderr
+
+
 def test_onnx_gives_torch_q_values_and_actions_on_real_pong_frames(exported, pong_stacks):
     from jetdqn.policy import load
     torch_policy, onnx_policy = load(PONG_MODEL), load(exported / "pong.onnx")
