@@ -332,6 +332,12 @@ def _replaced_by(cfg: Config) -> dict:
     if not cfg.eval_episodes:
         modes.append((("eval_eps", "eval_every", "final_eval_games"), "while --eval-episodes is 0 (nothing is "
                        "evaluated)", "give --eval-episodes N, or drop {flag}"))
+    if cfg.replay_size:   # the share of memory is what --replay-size auto sizes the replay by
+        modes.append((("replay_memory_fraction",), f"with --replay-size {cfg.replay_size:,} (only --replay-size auto "
+                       "reads it)", "use --replay-size auto, or drop {flag}"))
+    if not cfg.display_freq:
+        modes.append((("display_start",), "while --display-freq is 0 (no window)", "give --display-freq N, or drop "
+                       "{flag}"))
     return {name: (why, advice) for names, why, advice in modes for name in names}
 
 

@@ -199,6 +199,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="Append the result and this command to RUN_DIR/evaluations.jsonl (a run directory only).")
     argv = argv if argv is not None else sys.argv[1:]
     args = p.parse_args(argv)
+    if args.best and not Path(args.model).is_dir():   # was ignored: the file given was evaluated as the best
+        fail(f"--best picks a run directory's best weights, and {args.model} is not a directory; give the run "
+             "directory, or drop --best.")
     if args.record and not Path(args.model).is_dir():
         fail(f"--record keeps the result in a run directory's evaluations.jsonl, and {args.model} is not a "
              "directory; give the run directory, or drop --record.")

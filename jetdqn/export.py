@@ -180,11 +180,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--onnx", type=given_path, default=None, help="Write the network as ONNX to this file (.onnx).")
     p.add_argument("--safetensors", type=given_path, default=None, help="Write the weights to this file (.safetensors) and "
                                                        "their spec beside it (.json).")
-    p.add_argument("--opset", type=int, default=ONNX_OPSET, help=f"ONNX opset (default {ONNX_OPSET}).")
+    p.add_argument("--opset", type=int, default=None, help=f"ONNX opset (default {ONNX_OPSET}).")
     args = p.parse_args(argv)
     exit_on_stop()   # a SIGTERM mid-write ends it as Ctrl-C does: the .tmp file goes, the earlier export stays
     if not (args.onnx or args.safetensors):
         fail("nothing to export: give --onnx OUT.onnx and/or --safetensors OUT.safetensors.")
+    if args.opset is not None and not args.onnx:   # was ignored: a safetensors file has no opset
+        fail(f"--opset {args.opset} is the ONNX file's opset, and there is no --onnx: add --onnx OUT.onnx, or drop "
+             "--opset.")
+    if args.opset is None:
+        args.opset = ONNX_OPSET
     for flag, path, suffix in (("--onnx", args.onnx, ".onnx"), ("--safetensors", args.safetensors, ".safetensors")):
         if path and Path(path).suffix != suffix:
             fail(f"{flag} {path}: the file name must end in {suffix}.")

@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_args(args: argparse.Namespace) -> None:
     from .config import ConfigError
+    if args.record_all and not args.record:   # was ignored: no video was written, and nothing said so
+        raise ConfigError("--record-all records every frame into --record's video, and there is no --record: add "
+                          "--record FILE.mp4, or drop --record-all.")
     if args.reuse_conv and not (args.model or args.checkpoint):
         raise ConfigError("--reuse-conv needs a trained model (--model or --checkpoint).")
     if args.model and args.checkpoint:

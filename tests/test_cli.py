@@ -96,6 +96,33 @@ def test_an_empty_path_is_refused_by_name(tmp_path):
         jetdqn.load("")
 
 
+def test_a_flag_nothing_would_read_is_refused(tmp_path):
+    """Each of these ran as if the flag were not there: no video for --record-all without --record, the file
+    given evaluated as the run's best, an .onnx-less export that took --opset, a fixed replay that took the
+    memory share only auto sizing reads, a window start with no window."""
+    pong = str(ROOT / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt")
+    for module, argv, said in (
+            ("jetdqn.play", ["--record-all", "--display-freq", "0", "--max-steps", "5"],
+             "--record-all records every frame into --record's video, and there is no --record: add --record "
+             "FILE.mp4, or drop --record-all."),
+            ("jetdqn.evaluate", [pong, "--best", "--games", "1"],
+             f"--best picks a run directory's best weights, and {pong} is not a directory; give the run directory, "
+             "or drop --best."),
+            ("jetdqn.export", ["--checkpoint", pong, "--safetensors", str(tmp_path / "m.safetensors"), "--opset",
+                               "13"], "--opset 13 is the ONNX file's opset, and there is no --onnx: add --onnx "
+                                      "OUT.onnx, or drop --opset."),
+            ("jetdqn.train", ["--preset", "smoke", "--replay-size", "1000", "--replay-memory-fraction", "0.3",
+                              "--run-dir", str(tmp_path / "r")],
+             "--replay-memory-fraction has no effect with --replay-size 1,000 (only --replay-size auto reads it): "
+             "use --replay-size auto, or drop --replay-memory-fraction."),
+            ("jetdqn.train", ["--preset", "smoke", "--display-start", "100", "--run-dir", str(tmp_path / "r")],
+             "--display-start has no effect while --display-freq is 0 (no window): give --display-freq N, or drop "
+             "--display-start.")):
+        proc = run_module(module, *argv, check=False)
+        assert proc.returncode == 2 and proc.stdout == "" and proc.stderr == f"error: {said}\n", (module, proc.stderr)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_registered_env_whose_package_is_missing_is_not_called_unknown(tmp_path):
     """--env LunarLander-v3 without Box2D said "gymnasium does not know the env"; it knows it, and says what
     to install."""

@@ -89,10 +89,14 @@ def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
     start = args.learn_start + args.warmup_steps  # the measured window starts here
     total = start + args.steps
     log_every = math.gcd(math.gcd(args.learn_start, args.warmup_steps), args.steps) if args.learn_start else args.steps
+    flags = [*case.flags, *args.extra_flags]
+    freq = next((flags[i + 1] for i in range(len(flags) - 2, -1, -1) if flags[i] == "--display-freq"), "0")
+    shown = freq != "0"   # the last --display-freq wins, as on the command line
     cmd = train_command(run_dir, "seed-tx1", args.game, "--total-steps", str(total), "--learn-start",
                         str(args.learn_start), "--log-every", str(log_every), "--checkpoint-every", str(total * 10),
-                        "--telemetry", args.telemetry, "--seed", str(repeat), "--display-start", str(start),
-                        *tegrastats_path(args), *case.flags, *args.extra_flags)
+                        "--telemetry", args.telemetry, "--seed", str(repeat),
+                        *(["--display-start", str(start)] if shown else []),   # a row with a window opens it here
+                        *tegrastats_path(args), *flags)
     error, wall = run_process(cmd, args.case_timeout)
     if error is not None:
         return {"error": error, "command": shlex.join(cmd)}
