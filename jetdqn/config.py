@@ -338,6 +338,12 @@ def _replaced_by(cfg: Config) -> dict:
     if not cfg.display_freq:
         modes.append((("display_start",), "while --display-freq is 0 (no window)", "give --display-freq N, or drop "
                        "{flag}"))
+    if cfg.telemetry == "off":
+        modes.append((("telemetry_interval_ms", "tegrastats_path"), "while --telemetry is off", "drop {flag}, or "
+                       "give --telemetry auto"))
+    elif cfg.telemetry in ("procfs", "jtop"):
+        modes.append((("tegrastats_path",), f"with --telemetry {cfg.telemetry} (tegrastats is not started)",
+                       "use --telemetry tegrastats or auto, or drop {flag}"))
     return {name: (why, advice) for names, why, advice in modes for name in names}
 
 

@@ -99,7 +99,8 @@ def test_an_empty_path_is_refused_by_name(tmp_path):
 def test_a_flag_nothing_would_read_is_refused(tmp_path):
     """Each of these ran as if the flag were not there: no video for --record-all without --record, the file
     given evaluated as the run's best, an .onnx-less export that took --opset, a fixed replay that took the
-    memory share only auto sizing reads, a window start with no window."""
+    memory share only auto sizing reads, a window start with no window, a telemetry interval with telemetry off,
+    a tegrastats binary where tegrastats is not started."""
     pong = str(ROOT / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt")
     for module, argv, said in (
             ("jetdqn.play", ["--record-all", "--display-freq", "0", "--max-steps", "5"],
@@ -117,7 +118,23 @@ def test_a_flag_nothing_would_read_is_refused(tmp_path):
              "use --replay-size auto, or drop --replay-memory-fraction."),
             ("jetdqn.train", ["--preset", "smoke", "--display-start", "100", "--run-dir", str(tmp_path / "r")],
              "--display-start has no effect while --display-freq is 0 (no window): give --display-freq N, or drop "
-             "--display-start.")):
+             "--display-start."),
+            ("jetdqn.train", ["--preset", "smoke", "--telemetry", "off", "--telemetry-interval-ms", "100",
+                              "--run-dir", str(tmp_path / "r")],
+             "--telemetry-interval-ms has no effect while --telemetry is off: drop --telemetry-interval-ms, or give "
+             "--telemetry auto."),
+            ("jetdqn.train", ["--preset", "smoke", "--telemetry", "procfs", "--tegrastats-path", "/opt/t/tegrastats",
+                              "--run-dir", str(tmp_path / "r")],
+             "--tegrastats-path has no effect with --telemetry procfs (tegrastats is not started): use --telemetry "
+             "tegrastats or auto, or drop --tegrastats-path."),
+            ("jetdqn.bench", ["pong", "--telemetry", "procfs", "--tegrastats-path", "/opt/t/tegrastats", "--out",
+                              str(tmp_path / "b")],   # before any case runs, each of which would fail on it
+             "--tegrastats-path has no effect with --telemetry procfs (tegrastats is not started): use --telemetry "
+             "tegrastats or auto, or drop --tegrastats-path."),
+            ("jetdqn.telemetry", ["watch", "--source", "procfs", "--tegrastats-path", "/opt/t/tegrastats", "--count",
+                                  "1"],
+             "--tegrastats-path has no effect with --source procfs (tegrastats is not started): use --source "
+             "tegrastats or auto, or drop --tegrastats-path.")):
         proc = run_module(module, *argv, check=False)
         assert proc.returncode == 2 and proc.stdout == "" and proc.stderr == f"error: {said}\n", (module, proc.stderr)
     assert list(tmp_path.iterdir()) == []

@@ -151,12 +151,14 @@ def _unusable(args) -> Optional[str]:
             from ..policy import load
             load(model)
         if args.what == "pong":
-            from ..config import build_parser as train_parser, make_config
+            from ..config import build_parser as train_parser, make_config, refuse_replaced
             from ..telemetry import unusable_source
             flags = train_parser("python -m jetdqn.bench pong --extra-flags", "").parse_args(args.extra_flags)
             cfg = make_config({"preset": "seed-tx1", "game": args.game, "telemetry": args.telemetry,
                                "tegrastats_path": args.tegrastats_path, **vars(flags)})
-            return unusable_source(cfg)   # every case would fail on it, one after the other
+            typed = set(vars(flags)) | ({"tegrastats_path"} if args.tegrastats_path != "tegrastats" else set())
+            refuse_replaced(cfg, typed)   # as each case's train would: every case would fail on it, one by one
+            return unusable_source(cfg)
     except (ConfigError, CheckpointError) as exc:
         return str(exc)
     return None

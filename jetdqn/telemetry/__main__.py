@@ -80,8 +80,11 @@ def cmd_watch(args) -> int:
         raise ConfigError(f"--interval {args.interval:g}: the samplers measure every 50 ms at the fastest; give "
                           "0.05 or more.")
     # the sampler takes at least one sample per printed line: a line shorter than its period had none (0%)
+    if args.tegrastats_path is not None and args.source in ("procfs", "jtop"):   # was ignored
+        raise ConfigError(f"--tegrastats-path has no effect with --source {args.source} (tegrastats is not started): "
+                          "use --source tegrastats or auto, or drop --tegrastats-path.")
     cfg = make_config({"telemetry": args.source, "telemetry_interval_ms": max(50, min(500, int(args.interval * 1000))),
-                       "tegrastats_path": args.tegrastats_path})
+                       "tegrastats_path": args.tegrastats_path or "tegrastats"})
     sampler = make_sampler(cfg, flag="--source")
     sampler.start()
     sampler.wait_ready(max(3.0, 3 * args.interval))   # a first line from the source asked for, not /proc's
@@ -153,7 +156,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     pw.add_argument("--source", default="auto", choices=["auto", "tegrastats", "jtop", "procfs"])
     pw.add_argument("--interval", type=positive_float, default=1.0)
     pw.add_argument("--count", type=count, default=0, help="lines to print (0 = until Ctrl-C)")
-    pw.add_argument("--tegrastats-path", type=given_path, default="tegrastats", help="the tegrastats binary (default: tegrastats "
+    pw.add_argument("--tegrastats-path", type=given_path, default=None, help="the tegrastats binary (default: tegrastats "
                                                                     "on the PATH)")
     pl = sub.add_parser("plot", help="telemetry of a run as a PNG")
     pl.add_argument("run_dir", type=given_path)
