@@ -247,6 +247,10 @@ class Config:
             raise ConfigError(f"--batch-size {self.batch_size} is larger than --replay-size {self.replay_size}.")
         if self.backend == "ray" and (self.async_learner or self.num_envs == 0):
             raise ConfigError("--backend ray runs its own actors: drop --async-learner and give --num-envs a number.")
+        if self.backend == "ray" and self.display_freq:   # the window stayed empty, and nothing said why
+            raise ConfigError(f"--display-freq {self.display_freq} shows this process's env 0, and with --backend ray "
+                              "the envs play in the actors' processes: drop --display-freq (jetdqn.play --model "
+                              "RUN_DIR shows the agent).")
         if self.threads < -1:
             raise ConfigError(f"--threads must be auto or 0 or more, got {self.threads}.")
         if self.num_envs > 1 and not self.is_atari:

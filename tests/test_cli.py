@@ -54,6 +54,8 @@ def test_every_preset_is_a_valid_config():
     (["--replay-size", "10", "--batch-size", "8", "--num-envs", "8", "--total-steps", "10"],
      "--replay-size 10 is too small for 8 envs"),
     (["--num-actors", "4"], "--num-actors 4 has no effect without --backend ray: add it, or drop --num-actors."),
+    (["--backend", "ray", "--num-envs", "2", "--display-freq", "3"],   # the window stayed empty
+     "--display-freq 3 shows this process's env 0, and with --backend ray the envs play in the actors' processes"),
 ])
 def test_bad_input_gets_one_sentence(tmp_path, argv, message):
     import torch
