@@ -325,6 +325,18 @@ def test_bench_engines_writes_its_table(tmp_path):
     assert len(written) == 1 and "Command: `python -m jetdqn.bench engines --passes 5" in written[0].read_text()
 
 
+def test_bench_engines_takes_what_play_takes_and_names_what_it_cannot(exported, tmp_path):
+    """--model was read with torch.load: a run directory, a .safetensors or an .onnx file was a traceback."""
+    onnx = run_module("jetdqn.bench", "engines", "--model", str(exported / "pong.onnx"), "--out", str(tmp_path),
+                      check=False)
+    assert onnx.returncode == 2 and onnx.stderr == (
+        f"error: --model {exported / 'pong.onnx'}: bench engines makes its own ONNX export to time; give the "
+        "checkpoint (.pt), the .safetensors or the run directory it came from.\n"), onnx.stderr
+    ran = run_module("jetdqn.bench", "engines", "--model", str(exported / "pong.safetensors"), "--passes", "2",
+                     "--out", str(tmp_path)).stdout
+    assert "| onnxruntime CPU | 8 |" in ran and len(list(tmp_path.glob("*-engines.md"))) == 1
+
+
 def test_one_observation_gets_one_action(pong_stacks):
     """Policy.act on a single stacked observation (4, 84, 84) drew one epsilon per frame of the stack and
     returned 4 actions; it is a batch of one, as q_values and predict already took it."""

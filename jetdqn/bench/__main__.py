@@ -107,7 +107,8 @@ def build_parser() -> Parser:
     pr.add_argument("--modes", type=storage_modes, default=list(REPLAY_MODES))
     pr.add_argument("--out", type=given_path, default="benchmarks/results")
     pe = sub.add_parser("engines", help="greedy acting through torch and ONNX Runtime, batch 1 and 8")
-    pe.add_argument("--model", default="benchmarks/results/learn-pong/run/model.pt", help="a checkpoint (.pt)")
+    pe.add_argument("--model", type=given_path, default="benchmarks/results/learn-pong/run/model.pt",
+                    help="a checkpoint (.pt), a .safetensors export or a run directory")
     pe.add_argument("--passes", type=positive_int, default=500, help="forward passes per round (default 500)")
     pe.add_argument("--out", type=given_path, default="benchmarks/results")
     pu = sub.add_parser("reuse", help="the reusing-convolutions paper's inference experiment: full pass vs reuse")
@@ -149,7 +150,9 @@ def _unusable(args) -> Optional[str]:
         model = getattr(args, "model", None) or getattr(args, "nature", None)
         if model:
             from ..policy import load
-            load(model)
+            if load(model).engine.startswith("onnxruntime") and args.what == "engines":   # was a torch.load traceback
+                return (f"--model {model}: bench engines makes its own ONNX export to time; give the checkpoint "
+                        "(.pt), the .safetensors or the run directory it came from.")
         if args.what == "pong":
             from ..config import build_parser as train_parser, make_config, refuse_replaced
             from ..telemetry import unusable_source

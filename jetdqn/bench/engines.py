@@ -61,13 +61,14 @@ def bench_engines(args) -> int:
     import torch
 
     from ..export import model_spec, write_onnx
-    from ..policy import load, onnx_providers
+    from ..policy import load, model_of, onnx_providers, read_model
     torch_policy = load(args.model)
+    weights, _ = read_model(model_of(Path(args.model)))   # a .pt, a .safetensors or a run directory
     frames = pong_frames(torch_policy, 1000)
-    engines = [("torch fp32", torch_policy), ("torch bf16 channels-last (training's acting)", ActingCopy(torch_policy))]
+    engines = [("torch fp32", torch_policy),
+               ("torch bf16 channels-last (training's acting)", ActingCopy(torch_policy, weights))]
     with tempfile.TemporaryDirectory() as tmp:
         onnx_path = Path(tmp) / "model.onnx"
-        weights = torch.load(args.model, weights_only=True)["agent"]["online"]
         write_onnx(weights, model_spec(torch_policy.spec, torch_policy.env_name, torch_policy.config), onnx_path)
         engines += [(f"onnxruntime {provider.replace('ExecutionProvider', '')}", load(onnx_path, providers=[provider]))
                     for provider in onnx_providers()]
@@ -93,13 +94,13 @@ class ActingCopy:
     """The network as a training run's acting runs it with ``--amp bf16 --channels-last`` (DQNAgent's
     greedy pass on its bf16 copy), to set the exports beside what jetdqn already does on a CPU."""
 
-    def __init__(self, policy):
+    def __init__(self, policy, weights: dict):
         import torch
 
         from ..learn import DQNAgent
         cfg = policy.play_config(amp="bf16", channels_last=True, device="cpu")
         self.agent = DQNAgent(cfg, policy.obs_shape, policy.n_actions, torch.device("cpu"))
-        self.agent.load_weights(torch.load(policy.source, weights_only=True)["agent"]["online"])
+        self.agent.load_weights(weights)
         self.as_batch = policy.as_batch
 
     def q_values(self, obs):
