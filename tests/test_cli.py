@@ -169,8 +169,7 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
             ("jetdqn.bench", ["pong", "--stpes", "4"], "python -m jetdqn.bench: unrecognized arguments: --stpes 4 "
                                                        "(did you mean --steps?)"),
             ("jetdqn.train", ["--foo", "3"], "python -m jetdqn.train: unrecognized arguments: --foo 3; see --help.")):
-        proc = subprocess.run([sys.executable, "-m", module, *argv], cwd=ROOT, capture_output=True,
-                              text=True, timeout=120)
+        proc = run_module(module, *argv, check=False, timeout=120)   # forked warm: torch imported once, not six times
         assert proc.returncode == 2 and said in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     for argv, flag in ((["outside_eval.py", "w.safetensors", "--sticky", "0"], "--sticky 0"),   # --sticky-actions
                        (["update_cost.py", "--preset", "x"], "--preset x")):                    # --presets
