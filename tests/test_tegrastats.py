@@ -106,6 +106,18 @@ def test_cli_parse_names_ten_bad_lines_then_counts_and_refuses_a_file_with_no_te
     torn = run_module("jetdqn.telemetry", "parse", str(log), check=False)
     assert torn.returncode == 1 and len(torn.stdout.splitlines()) == 2 and torn.stdout.startswith("cpu [")
     assert torn.stderr.startswith("line 3: not a tegrastats line") and len(torn.stderr.splitlines()) == 1
+    # a block of bytes that are not UTF-8 inside a log (an SD card that lost one): "is not a text file" was said
+    # of the whole log after its first lines; now the spoilt line is a torn one, the lines after it still parse
+    spoilt = tmp_path / "spoilt.txt"
+    spoilt.write_bytes(("\n".join(tegrastats_lines[:2]) + "\n").encode() + b"RAM 6589/30587MB \xff\xfe\x80\n" +
+                       ("\n".join(tegrastats_lines[2:4]) + "\n").encode())
+    read = run_module("jetdqn.telemetry", "parse", str(spoilt), "--json", check=False)
+    piped = subprocess.run([sys.executable, "-m", "jetdqn.telemetry", "parse", "-", "--json"], cwd=ROOT,
+                           input=spoilt.read_bytes(), capture_output=True, timeout=60)   # tegrastats | ... parse -
+    for out, err, status in ((read.stdout, read.stderr, read.returncode),
+                             (piped.stdout.decode(), piped.stderr.decode(), piped.returncode)):
+        assert status == 1 and len(out.splitlines()) == 4, err
+        assert err.startswith("line 3: not a tegrastats line") and len(err.splitlines()) == 1, err
     readme = Path(__file__).resolve().parents[1] / "README.md"
     other = run_module("jetdqn.telemetry", "parse", str(readme), check=False)
     said = other.stderr.splitlines()

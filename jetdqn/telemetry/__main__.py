@@ -22,20 +22,26 @@ def cmd_parse(args) -> int:
     """Line by line as they come, so ``tegrastats | python -m jetdqn.telemetry parse - --json`` is a live feed
     (the whole file was read first: a pipe printed nothing until tegrastats ended)."""
     path = "standard input" if args.file == "-" else Path(args.file)
-    try:
-        lines = sys.stdin if args.file == "-" else open(path)
+    try:   # bytes that are not UTF-8 (a log on an SD card that lost a block) spoil their line, not the file
+        if args.file == "-":
+            sys.stdin.reconfigure(errors="replace")
+        lines = sys.stdin if args.file == "-" else open(path, errors="replace")
     except OSError as exc:
         why = "is a directory" if path.is_dir() else f"cannot be read ({exc.strerror})"
         print(f"error: {path} {why}; give a file of tegrastats lines.", file=sys.stderr)
         return 2
     try:
         return _parse_lines(path, lines, args.json)
-    except UnicodeDecodeError:
+    except NotText:
         print(f"error: {path} is not a text file; give a file of tegrastats lines.", file=sys.stderr)
         return 2
     finally:
         if lines is not sys.stdin:
             lines.close()
+
+
+class NotText(ValueError):
+    """The first line of the file is not text: a binary file given by mistake, said as such."""
 
 
 def _parse_lines(path, lines, as_json: bool) -> int:
@@ -48,6 +54,8 @@ def _parse_lines(path, lines, as_json: bool) -> int:
         try:
             sample = parse_line(line)
         except NotTegrastats as exc:
+            if not (good or bad) and "\ufffd" in line:   # a binary file; later, one spoilt line of a log
+                raise NotText() from None
             bad += 1
             if bad <= SAID_BAD_LINES:
                 print(f"line {n}: {exc}", file=sys.stderr)
