@@ -182,6 +182,28 @@ def test_live_reader_reads_samples_and_stops_the_process(tegrastats_lines, tmp_p
     assert reader.proc.poll() is not None and not events   # stopped cleanly, no 'died' report
 
 
+def test_live_reader_takes_a_line_of_stray_bytes_as_one_bad_line(tegrastats_lines, tmp_path):
+    """A byte that is not UTF-8 (or not the locale's) ended the reading thread with a UnicodeDecodeError: the
+    run went on with no telemetry and no word of it."""
+    script = tmp_path / "tegrastats"
+    script.write_text(f"""#!{sys.executable}
+import sys, time
+sys.stdout.buffer.write({(tegrastats_lines[20] + chr(10)).encode()!r} + b"RAM 1/2MB \\xff\\xfe\\n")
+sys.stdout.buffer.flush()
+while True:
+    sys.stdout.buffer.write({(tegrastats_lines[21] + chr(10)).encode()!r})
+    sys.stdout.buffer.flush()
+    time.sleep(0.03)
+""")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    events = []
+    reader = TegrastatsReader(str(script), 30, events.append)
+    reader.start()
+    samples = wait_for_samples(reader, 4, timeout_s=10)
+    reader.stop()
+    assert len(samples) >= 4 and reader.bad_lines == 1 and not events
+
+
 def test_live_reader_survives_tegrastats_dying(tegrastats_lines, tmp_path):
     script = fake_tegrastats(tmp_path, tegrastats_lines[:3], die_after=4)
     events = []

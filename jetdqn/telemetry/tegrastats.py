@@ -178,7 +178,7 @@ class TegrastatsReader:
         try:
             self.proc = subprocess.Popen([self.path, "--interval", str(self.interval_ms)],
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                         bufsize=1)
+                                         bufsize=1, encoding="utf-8", errors="replace")   # a stray byte: one bad line
         except OSError as exc:
             raise FileNotFoundError(f"cannot start {self.path!r} ({exc.strerror})") from None
         self._thread = threading.Thread(target=self._read, name="jetdqn-tegrastats", daemon=True)
