@@ -49,9 +49,9 @@ def controller_dirs(memberships: str, mounts: str, controller: str) -> Iterator[
 
 def process_dirs(controller: str, proc: str = "/proc/self") -> list[tuple[Path, int]]:
     """``controller_dirs`` of the process whose /proc directory is ``proc``; none when it cannot be read."""
-    try:
-        memberships = Path(proc, "cgroup").read_text()
-        mounts = Path(proc, "mountinfo").read_text()
+    try:   # as the filesystem's bytes: a mount point named in another encoding (a USB stick's Latin-1 label)
+        memberships = os.fsdecode(Path(proc, "cgroup").read_bytes())   # was a UnicodeDecodeError at every start
+        mounts = os.fsdecode(Path(proc, "mountinfo").read_bytes())
     except OSError:
         return []
     return list(controller_dirs(memberships, mounts, controller))

@@ -51,7 +51,7 @@ def others_in_group() -> bool:
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         try:
-            with open(f"/proc/{entry.name}/stat") as f:
+            with open(f"/proc/{entry.name}/stat", errors="replace") as f:   # any process's name: any bytes
                 stat = f.read()
         except OSError:
             continue

@@ -119,7 +119,7 @@ def writable_cgroup(controller: str) -> tuple[Path, str] | None:
     v1's hierarchy of that controller, or v2's with the controller enabled for children; None elsewhere."""
     if os.geteuid() != 0:
         return None
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+    for line in os.fsdecode(Path("/proc/self/mountinfo").read_bytes()).splitlines():   # mount points: any bytes
         left, _, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
         if len(fields) < 5 or len(tail) < 3:

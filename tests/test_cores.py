@@ -159,3 +159,21 @@ def test_a_v1_container_without_a_cgroup_namespace_reads_its_mounted_subtree(tmp
 
 def test_no_cgroup_files_mean_no_quota(tmp_path):
     assert cpu_quota(str(tmp_path / "no-such-proc")) is None
+
+
+def test_a_mount_point_named_in_another_encoding_does_not_stop_a_run(tmp_path):
+    """/proc/self/mountinfo lists every mount point as its bytes; one that is not UTF-8 (a USB stick's
+    Latin-1 label, mounted by hand) made every run end at its start in a UnicodeDecodeError from reading it."""
+    from conftest import run_module
+    point = os.path.join(os.fsencode(tmp_path), b"\xe9t\xe9")
+    os.mkdir(point)
+    if os.geteuid() != 0 or subprocess.run([b"mount", b"-t", b"tmpfs", b"tmpfs", point],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        assert b"\xe9t\xe9" in Path("/proc/self/mountinfo").read_bytes()
+        out = run_module("jetdqn.train", "--preset", "smoke", "--total-steps", "100", "--telemetry", "procfs",
+                         "--run-dir", str(tmp_path / "run")).stdout
+        assert "done: 100 steps" in out
+    finally:
+        subprocess.run([b"umount", point], capture_output=True)

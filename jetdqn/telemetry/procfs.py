@@ -86,7 +86,7 @@ def read_thread_cpu(root: Path = Path("/"), pid: str = "self") -> dict[int, tupl
         return out
     for tdir in tids:
         try:
-            text = (tdir / "stat").read_text()
+            text = (tdir / "stat").read_text(errors="replace")   # a thread's name is any bytes
         except OSError:
             continue  # the thread ended between listing and reading
         # 'tid (name with spaces) S ...': the name is between the first '(' and the last ')'
@@ -102,7 +102,7 @@ def read_process_cpu(pid: int, root: Path = Path("/")) -> Optional[float]:
     """CPU seconds a process has used, all its threads (those that ended too), from /proc/<pid>/stat; None
     when there is no such process (it ended)."""
     try:
-        text = (Path(root) / "proc" / str(int(pid)) / "stat").read_text()
+        text = (Path(root) / "proc" / str(int(pid)) / "stat").read_text(errors="replace")
     except OSError:
         return None
     fields = text[text.rfind(")") + 2:].split()
