@@ -54,8 +54,8 @@ def _parse_lines(path, lines, as_json: bool) -> int:
         try:
             sample = parse_line(line)
         except NotTegrastats as exc:
-            if not (good or bad) and "\ufffd" in line:   # a binary file; later, one spoilt line of a log
-                raise NotText() from None
+            if not (good or bad) and any(c == "\ufffd" or (c < " " and c not in "\t\r") for c in line):
+                raise NotText() from None   # a binary file; later in a log, one spoilt line
             bad += 1
             if bad <= SAID_BAD_LINES:
                 print(f"line {n}: {exc}", file=sys.stderr)
