@@ -102,19 +102,15 @@ def versions() -> str:
     (seconds), 'not installed' for one that is missing. torch's is its own ``torch.__version__``, read from
     torch/version.py: PyPI's CUDA wheels say '2.13.0' in their package metadata and '2.13.0+cu130' there,
     and which build runs is what an issue report needs."""
-    from importlib import metadata
     found = []
     for name in ("torch", "ale-py"):
-        try:
-            found.append(f"{name} {(name == 'torch' and _torch_build()) or metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            found.append(f"{name} not installed")
+        version = (name == "torch" and _torch_build()) or installed_version(name)
+        found.append(f"{name} {version or 'not installed'}")
     return ", ".join([*found, f"Python {sys.version.split()[0]}"])
 
 
 def _torch_build() -> str:
     """``torch.__version__`` from torch/version.py, found without importing torch; '' where it cannot be read."""
-    import re
     from pathlib import Path
     try:
         spec = importlib.util.find_spec("torch")
