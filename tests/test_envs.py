@@ -1,5 +1,7 @@
 """Real ALE games through jetdqn's env: shapes, no-op starts, lives, clipping, unknown games."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -73,6 +75,26 @@ def test_several_envs_step_together():
     res = envs.step(np.array([0, 1]))
     assert res.frames.shape == (2, 84, 84) and res.rewards.shape == (2,)
     envs.close()
+
+
+def test_the_largest_seeds_train_several_envs_and_evaluate(tmp_path):
+    """--seed takes any C int, and env k plays seed + k, an evaluation --seed + 10,000 + its step: ale-py's
+    vector env took --seed 2147483647 with 2 envs, or --seed 2147473647 at its first evaluation, as a
+    TypeError traceback (its seeds are C ints). They wrap around, and --seed 0 plays the games it played."""
+    from conftest import run_module
+    from jetdqn.config import SEED_MAX
+    from jetdqn.envs.atari import AleVecEnvs
+    for seed, envs in ((SEED_MAX, "2"), (SEED_MAX - 10_000, "1")):
+        run_module("jetdqn.train", "--preset", "smoke", "--seed", str(seed), "--num-envs", envs,
+                   "--max-episode-steps", "50", "--eval-every", "200", "--eval-episodes", "3",
+                   "--final-eval-games", "3", "--telemetry", "off", "--run-dir", str(tmp_path / envs))
+        evals = [json.loads(line) for line in (tmp_path / envs / "eval.jsonl").read_text().splitlines()]
+        assert [(e["step"], e["games"]) for e in evals] == [(200, 3), (300, 3)]
+    wrapped, plain = AleVecEnvs("pong", 2, seed=SEED_MAX), AleVecEnvs("pong", 1, seed=0)
+    assert np.array_equal(wrapped.reset()[1], plain.reset()[0])   # env 1 of SEED_MAX is env 0 of seed 0
+    for _ in range(40):
+        assert np.array_equal(wrapped.step(np.array([2, 3])).frames[1], plain.step(np.array([3])).frames[0])
+    wrapped.close(), plain.close()
 
 
 def test_unknown_game_is_one_clear_sentence():

@@ -9,7 +9,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..config import ConfigError
+from ..config import SEED_MAX, ConfigError
 from ..cores import usable_cores
 from .base import Step, VecStep
 
@@ -162,7 +162,10 @@ class AleVecEnvs:
         self.emulator_threads: set[int] = set()  # filled by the caller from the threads that appeared
 
     def reset(self) -> np.ndarray:
-        obs, info = self._env.reset(seed=self._seed)
+        # env k's seed is seed + k, wrapped into the C int ALE takes: --seed 2147483647 with 8 envs, or an
+        # evaluation's seed (--seed + 10,000 + its step) past it, ended the run in ale-py's TypeError
+        seeds = (self._seed + np.arange(self.num_envs, dtype=np.int64)) % (SEED_MAX + 1)
+        obs, info = self._env.reset(seed=seeds)
         self._lives = np.asarray(info["lives"], dtype=np.int64)
         self._last_frames = obs[:, 0]
         return self._last_frames
