@@ -10,10 +10,11 @@ way too (model.safetensors and model.json in the run directory).
 
 from __future__ import annotations
 
-from .needs import need_packages
+from .needs import broken_install, need_packages
 
 need_packages(command=__name__ == "__main__")   # before the imports below, which load torch
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -195,6 +196,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             fail(f"{flag} {path}: the file name must end in {suffix}.")
         if path and not Path(path).resolve().parent.is_dir():
             fail(f"{flag} {path}: the folder {Path(path).resolve().parent} does not exist.")
+    if args.onnx:   # before anything is written: --safetensors beside it was written, then the export failed
+        try:
+            importlib.import_module("onnx")
+        except Exception as exc:   # not installed, or installed for other packages (needs.broken_install)
+            fail(broken_install("onnx", exc, "--onnx")
+                 or "--onnx needs the onnx package: pip install onnx (or pip install -e \".[export]\").")
     from .policy import model_of, read_model
     try:
         weights, spec = read_model(model_of(Path(args.checkpoint)))
@@ -208,9 +215,6 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"wrote {tensors} and {spec_path}")
         writing = args.onnx
         if args.onnx:
-            import importlib.util
-            if importlib.util.find_spec("onnx") is None:
-                fail("--onnx needs the onnx package: pip install onnx (or pip install -e \".[export]\").")
             shape = spec["network"]["obs_shape"]
             kind = "uint8" if len(shape) == 3 else "float32"   # frames as bytes; a vector env's numbers (CartPole)
             print(f"wrote {write_onnx(weights, spec, Path(args.onnx), args.opset)} (opset {args.opset}, "

@@ -75,6 +75,28 @@ def missing_packages() -> str | None:
     return None
 
 
+def broken_install(module: str, exc: BaseException, needed_for: str) -> str | None:
+    """The sentence for an optional package (``module``, which ``needed_for`` needs) that is installed and
+    still fails to import, with the error it gave; None where it is not installed (the caller's own
+    sentence then says how to install it). The usual cause on a board is a package built for another
+    NumPy (JetPack's apt OpenCV beside pip's NumPy 2; matplotlib 3.10 beside NumPy 1.23: "Matplotlib
+    requires numpy>=1.25"), and telling its owner to pip install what is already there hid the reason."""
+    if not _importable(module):
+        return None
+    top = module.split(".")[0]
+    from importlib import metadata
+    try:
+        names = metadata.packages_distributions().get(top) or [top]
+    except Exception:   # a damaged record of another package must not hide this one's sentence
+        names = [top]
+    found = next((f"{name} {version}" for name in names if (version := installed_version(name))), top)
+    said = (str(exc).strip().splitlines() or [""])[0]
+    numpy = installed_version("numpy")
+    hint = f"; NumPy here is {numpy}" if "numpy" in said.lower() and numpy and numpy not in said else ""
+    return (f"{needed_for} needs {module}, and {found} is installed but does not import in this Python "
+            f"({type(exc).__name__}: {said}{hint}); reinstall it for this Python's packages.")
+
+
 def _importable(module: str) -> bool:
     """Whether ``module`` can be imported, found without importing it (torch takes seconds)."""
     try:

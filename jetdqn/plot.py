@@ -22,6 +22,7 @@ from typing import Optional
 
 from .records import read_jsonl
 from .config import Parser, ends_on_ctrl_c, given_path
+from .needs import broken_install
 from .signals import exit_on_stop
 
 
@@ -122,10 +123,11 @@ def pyplot():
         quiet_config_dir()
     try:
         import matplotlib
-    except ImportError:
-        raise ValueError('plotting needs matplotlib: pip install matplotlib (or pip install -e ".[plot]")') from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as exc:   # not installed, or installed for other packages (needs.broken_install)
+        raise ValueError(broken_install("matplotlib", exc, "plotting")
+                         or 'plotting needs matplotlib: pip install matplotlib (or pip install -e ".[plot]")') from None
     return plt
 
 

@@ -16,6 +16,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .checkpoint import CheckpointError
+from .needs import broken_install
 
 MODEL_FORMAT = "jetdqn-model"   # the JSON spec beside a safetensors file, and the ONNX metadata entry
 
@@ -269,8 +270,8 @@ def onnx_device_providers(device: Optional[str]) -> Optional[list[str]]:
         return ["CPUExecutionProvider"]
     try:
         import onnxruntime as ort
-    except ImportError:
-        return None   # _load_onnx says what to install
+    except Exception:
+        return None   # _load_onnx says what to install, or why it does not import
     have = [p for p in onnx_providers() if p != "CPUExecutionProvider"]
     if not have:
         raise CheckpointError(f"--device cuda: this onnxruntime runs on the CPU only (its providers: "
@@ -282,8 +283,9 @@ def onnx_device_providers(device: Optional[str]) -> Optional[list[str]]:
 def _load_onnx(path: Path, providers: Optional[list[str]] = None) -> tuple[Policy, Any]:
     try:
         import onnxruntime as ort
-    except ImportError:
-        raise CheckpointError(f"playing {path} needs ONNX Runtime: pip install onnxruntime (or "
+    except Exception as exc:   # not installed, or installed for other packages (needs.broken_install)
+        raise CheckpointError(broken_install("onnxruntime", exc, f"playing {path}")
+                              or f"playing {path} needs ONNX Runtime: pip install onnxruntime (or "
                               "onnxruntime-gpu; on a Jetson the wheel from jetson-containers).") from None
     if not path.exists():
         raise CheckpointError(f"no ONNX model at {path}; export one with python -m jetdqn.export.")

@@ -9,11 +9,13 @@ run purges the events past its checkpoint, as it cuts the JSONL files.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from pathlib import Path
 from typing import Optional
 
 from .config import ConfigError
+from .needs import broken_install
 
 
 def check_available() -> None:
@@ -21,6 +23,11 @@ def check_available() -> None:
     if importlib.util.find_spec("tensorboard") is None:
         raise ConfigError("--tensorboard needs the tensorboard package: pip install tensorboard (or "
                           "pip install -e \".[tensorboard]\"), or drop the flag.")
+    try:   # a tensorboard that does not import (built for another protobuf or NumPy) stopped the run at its first record
+        importlib.import_module("torch.utils.tensorboard")
+    except Exception as exc:
+        raise ConfigError(broken_install("tensorboard", exc, "--tensorboard")
+                          or f"--tensorboard: torch's TensorBoard writer does not import ({exc}).") from None
 
 
 def scalars(record: dict, prefix: str) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """Packaging that says the truth: jetdqn without torch is one sentence, and `pip install .` from a clone
 works in a fresh venv (torch is not a declared dependency; see jetdqn/needs.py)."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -53,6 +54,34 @@ def test_a_declared_package_missing_is_named_before_the_run_starts(tmp_path):
     assert library.returncode == 1 and library.stderr.splitlines()[-1] == (
         f"jetdqn.needs.MissingPackages: jetdqn needs packages this Python ({sys.executable}) lacks: lz4 (not "
         "installed): run `pip install 'lz4>=4.0'` (or `pip install -e .` in the jetdqn checkout)."), library.stderr
+
+
+@pytest.mark.parametrize("dependency, package, command, needed_for", [
+    ("kiwisolver", "matplotlib", ["jetdqn.plot", "{run}", "--out", "{tmp}/p.png"], "plotting"),
+    ("ml_dtypes", "onnx", ["jetdqn.export", "--checkpoint", "{run}", "--onnx", "{tmp}/m.onnx", "--safetensors",
+                           "{tmp}/m.safetensors"], "--onnx"),
+    ("google.protobuf", "tensorboard", ["jetdqn.train", "--preset", "smoke", "--tensorboard", "--run-dir", "{tmp}/run"],
+     "--tensorboard"),
+    ("yaml", "ray", ["jetdqn.train", "--preset", "smoke", "--backend", "ray", "--run-dir", "{tmp}/run"], "--backend ray")])
+def test_an_optional_package_that_is_installed_but_does_not_import_is_named_with_its_error(
+        tmp_path, dependency, package, command, needed_for):
+    """A package installed for other packages (JetPack's apt OpenCV beside pip's NumPy 2, matplotlib 3.10
+    beside NumPy 1.23), here one whose own dependency is missing: plot and ray said "pip install" the package
+    that was there; export wrote --safetensors, then ended in onnx's traceback; --tensorboard trained, then
+    ended in a traceback at its first record. Now one sentence with the import's error, before anything is
+    written."""
+    if importlib.util.find_spec(package) is None:   # found, not imported: ray's import changes this process
+        pytest.skip(f"{package} is not installed")
+    run = ROOT / "benchmarks" / "results" / "learn-pong" / "run"
+    args = [a.format(run=run, tmp=tmp_path) for a in command]
+    proc = run_without(dependency, *args, timeout=120)
+    version = subprocess.run([sys.executable, "-c", f"from importlib import metadata; print(metadata.version({package!r}))"],
+                             capture_output=True, text=True).stdout.strip()
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr == (
+        f"error: {needed_for} needs {package}, and {package} {version} is installed but does not import in this "
+        f"Python (ModuleNotFoundError: import of {dependency} halted; None in sys.modules); reinstall it for this "
+        "Python's packages.\n"), proc.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow

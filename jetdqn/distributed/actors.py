@@ -20,14 +20,16 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..config import Config, ConfigError
+from ..needs import broken_install
 from ..rollout import Experience, apex_epsilons
 
 
 def import_ray():
     try:
         import ray
-    except ImportError:
-        raise ConfigError("--backend ray needs Ray: pip install 'jetdqn[ray]' (or pip install 'ray[default]').") from None
+    except Exception as exc:   # not installed, or installed for other packages (needs.broken_install)
+        raise ConfigError(broken_install("ray", exc, "--backend ray")
+                          or "--backend ray needs Ray: pip install 'jetdqn[ray]' (or pip install 'ray[default]').") from None
     return ray
 
 

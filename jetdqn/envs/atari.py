@@ -11,6 +11,7 @@ import numpy as np
 
 from ..config import SEED_MAX, ConfigError
 from ..cores import usable_cores
+from ..needs import broken_install
 from .base import Step, VecStep
 
 
@@ -76,8 +77,9 @@ class AtariEnv:
 
         try:   # AtariPreprocessing's resize; jetdqn lists no OpenCV (a Jetson image has its own)
             importlib.import_module("cv2")
-        except ImportError:
-            raise ConfigError("one Atari env stepped in Python (--num-envs 1, play, a one-game evaluation) resizes "
+        except Exception as exc:   # not installed, or installed for other packages (needs.broken_install)
+            raise ConfigError(broken_install("cv2", exc, "one Atari env stepped in Python (--num-envs 1, play, a "
+                                             "one-game evaluation)") or "one Atari env stepped in Python (--num-envs 1, play, a one-game evaluation) resizes "
                               "its frames with OpenCV, which this Python lacks: pip install opencv-python-headless "
                               "(or jetdqn's display extra), or train with --num-envs 2 or more (ale-py's vector "
                               "env resizes in C++).") from None
