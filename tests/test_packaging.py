@@ -62,7 +62,9 @@ def test_a_declared_package_missing_is_named_before_the_run_starts(tmp_path):
                            "{tmp}/m.safetensors"], "--onnx"),
     ("google.protobuf", "tensorboard", ["jetdqn.train", "--preset", "smoke", "--tensorboard", "--run-dir", "{tmp}/run"],
      "--tensorboard"),
-    ("yaml", "ray", ["jetdqn.train", "--preset", "smoke", "--backend", "ray", "--run-dir", "{tmp}/run"], "--backend ray")])
+    ("yaml", "ray", ["jetdqn.train", "--preset", "smoke", "--backend", "ray", "--run-dir", "{tmp}/run"], "--backend ray"),
+    ("zstandard.backend_c", "zstandard", ["jetdqn.train", "--preset", "smoke", "--replay-compress", "zstd", "--run-dir",
+                                          "{tmp}/run"], "--replay-compress zstd")])
 def test_an_optional_package_that_is_installed_but_does_not_import_is_named_with_its_error(
         tmp_path, dependency, package, command, needed_for):
     """A package installed for other packages (JetPack's apt OpenCV beside pip's NumPy 2, matplotlib 3.10

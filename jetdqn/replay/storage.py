@@ -81,9 +81,11 @@ class Codec:
         elif name == "zstd":
             try:
                 import zstandard
-            except ImportError:   # a ConfigError: one sentence before the run starts (a RuntimeError's traceback)
+            except Exception as exc:   # a ConfigError: one sentence before the run starts (a RuntimeError's traceback)
                 from ..config import ConfigError
-                raise ConfigError("--replay-compress zstd needs the zstandard package: pip install zstandard (or "
+                from ..needs import broken_install
+                raise ConfigError(broken_install("zstandard", exc, "--replay-compress zstd")
+                                  or "--replay-compress zstd needs the zstandard package: pip install zstandard (or "
                                   "pip install -e \".[zstd]\"), or use lz4.") from None
             # one context per direction: the actor compresses while the learner decompresses
             comp = zstandard.ZstdCompressor(level=1)

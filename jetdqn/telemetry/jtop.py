@@ -19,8 +19,11 @@ def jtop_available(timeout_s: float = 2.0) -> tuple[bool, str]:
     """(True, '') when the jtop service answers; else (False, why)."""
     try:
         from jtop import jtop as Jtop
-    except ImportError:
-        return False, "jetson-stats is not installed (pip install jetson-stats, or pip install -e '.[jetson]')"
+    except Exception as exc:   # not installed, or installed for other packages (needs.broken_install)
+        from ..needs import broken_install
+        broken = broken_install("jtop", exc, "reading jtop")
+        return False, (broken.rstrip(".") if broken else
+                       "jetson-stats is not installed (pip install jetson-stats, or pip install -e '.[jetson]')")
     try:
         client = Jtop()
         client.start()
