@@ -268,6 +268,39 @@ def test_a_stopped_benchmark_takes_its_running_case_with_it(tmp_path):
     assert not case.is_running() or case.status() == psutil.STATUS_ZOMBIE
 
 
+def test_a_killed_benchmark_takes_its_running_case_with_it(tmp_path):
+    """SIGKILL (kill -9, timeout -s KILL) gives the bench no time to end its case: the case went on training,
+    orphaned, on the cores the next benchmark measured on. The kernel now sends it SIGTERM (it saves, ends)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    import psutil
+    from conftest import ROOT
+    bench = subprocess.Popen([sys.executable, "-m", "jetdqn.bench", "pong", "--steps", "100000", "--repeats", "1",
+                              "--out", str(tmp_path), "--cases", "no display"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline, case = time.monotonic() + 120, None
+    while time.monotonic() < deadline and bench.poll() is None:
+        case = next((c for c in psutil.Process(bench.pid).children() if "jetdqn.train" in " ".join(c.cmdline())),
+                    None)
+        if case is not None and case.cmdline()[1:3] == ["-m", "jetdqn.train"]:   # the case itself, not its start
+            break
+        time.sleep(0.2)
+    assert case is not None and bench.poll() is None
+    time.sleep(2)   # training, its signal handlers in place
+    bench.kill()
+    bench.wait()
+    try:
+        case.wait(timeout=60)
+    except psutil.TimeoutExpired:
+        case.kill()
+        raise AssertionError("the case outlived the killed benchmark by a minute")
+    except psutil.NoSuchProcess:
+        pass
+    assert not case.is_running() or case.status() == psutil.STATUS_ZOMBIE
+
+
 def test_a_case_past_its_time_limit_is_a_failed_row_and_the_benchmark_goes_on(tmp_path):
     """A case past --case-timeout raised subprocess's TimeoutExpired out of the benchmark: a traceback, and
     every row measured before it lost."""

@@ -29,6 +29,22 @@ def train_command(run_dir: Path, preset: str, game: str, *flags: str) -> list[st
             "--overwrite", "--progress", "off", *flags]
 
 
+# Run by the case's Python before it turns into the case's command (exec keeps it): the kernel sends the case
+# SIGTERM (it saves and ends) when the bench that started it is gone, whatever ended the bench. A bench
+# killed by SIGKILL (kill -9, a timeout -s KILL) left its case training, orphaned, on the cores the next
+# benchmark then measured on. argv: the bench's PID (a bench gone before the setting took is checked), cmd.
+DIE_WITH_THE_BENCH = ("import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGTERM); "  # PR_SET_PDEATHSIG
+                      "os.getppid() == int(sys.argv[1]) or os.kill(os.getpid(), signal.SIGTERM); "
+                      "os.execv(sys.argv[2], sys.argv[2:])")
+
+
+def ends_with_the_bench(cmd: list[str]) -> list[str]:
+    """``cmd`` started so that it ends when this process does (Linux; elsewhere ``cmd`` as it is)."""
+    if not sys.platform.startswith("linux"):
+        return cmd
+    return [sys.executable, "-S", "-c", DIE_WITH_THE_BENCH, str(os.getpid()), shutil.which(cmd[0]) or cmd[0], *cmd[1:]]
+
+
 def run_process(cmd: list[str], timeout: float) -> tuple[Optional[str], float]:
     """Run ``cmd``; (None, wall seconds) when it succeeded, else (its last line of output, or that it ran past
     ``timeout``, and wall seconds).
@@ -38,7 +54,8 @@ def run_process(cmd: list[str], timeout: float) -> tuple[Optional[str], float]:
     runtime-env agents outlived it (still there 50 s later), and a case past --case-timeout raised its
     TimeoutExpired out of the bench, a traceback that lost every row measured before it."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(ends_with_the_bench(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
