@@ -271,7 +271,6 @@ def test_a_stopped_benchmark_takes_its_running_case_with_it(tmp_path):
 def test_a_killed_benchmark_takes_its_running_case_with_it(tmp_path):
     """SIGKILL (kill -9, timeout -s KILL) gives the bench no time to end its case: the case went on training,
     orphaned, on the cores the next benchmark measured on. The kernel now sends it SIGTERM (it saves, ends)."""
-    import signal
     import subprocess
     import sys
     import time
