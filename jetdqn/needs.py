@@ -16,7 +16,7 @@ import re
 import sys
 
 # (import name, pip name, oldest version that works): the install_requires of setup.cfg, in its order
-DECLARED = (("numpy", "numpy", "1.23"), ("gymnasium", "gymnasium", "1.0"), ("ale_py", "ale-py", "0.12.1"),
+DECLARED = (("numpy", "numpy", "1.21"), ("gymnasium", "gymnasium", "1.0"), ("ale_py", "ale-py", "0.12.1"),
             ("psutil", "psutil", "5.9"), ("lz4", "lz4", "4.0"), ("safetensors", "safetensors", "0.4"))
 
 TORCH_MISSING = ("jetdqn needs PyTorch, which is not installed in this Python ({python}): on x86 run "

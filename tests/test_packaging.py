@@ -36,7 +36,7 @@ def test_without_torch_the_sentence_also_names_the_other_packages_to_install(bar
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert ("(README, Jetson); it also needs numpy (not installed), gymnasium (not installed), ale-py (not "
             "installed), psutil (not installed), lz4 (not installed), safetensors (not installed): run `pip install "
-            "'numpy>=1.23' 'gymnasium>=1.0' 'ale-py>=0.12.1' 'psutil>=5.9' 'lz4>=4.0' 'safetensors>=0.4'` (or "
+            "'numpy>=1.21' 'gymnasium>=1.0' 'ale-py>=0.12.1' 'psutil>=5.9' 'lz4>=4.0' 'safetensors>=0.4'` (or "
             "`pip install -e .` in the jetdqn checkout).\n") in proc.stderr, proc.stderr
 
 
