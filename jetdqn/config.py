@@ -160,8 +160,8 @@ class Config:
     eval_every: int = _f(0, "Steps between evaluations (0 = only at the end when eval_episodes > 0).")
     eval_episodes: int = _f(0, "Episodes per evaluation.")
     eval_eps: float = _f(0.05, "Epsilon during evaluation.")
-    final_eval_games: int = _f(30, "Games of the evaluation at a run's end (with --eval-episodes) and of the "
-                                   "one that must confirm --target-return.")
+    final_eval_games: int = _f(30, "Games of the evaluation at a run's end (with --eval-episodes, and never fewer "
+                                   "than it) and of the one that must confirm --target-return.")
     save_best: bool = _f(False, "Keep the best evaluated weights (by the mean over every game played with them; "
                                 "a new best is first confirmed over --final-eval-games more games) as best.pt and "
                                 "best.safetensors beside model.pt.")
