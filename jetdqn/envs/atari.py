@@ -78,11 +78,12 @@ class AtariEnv:
         try:   # AtariPreprocessing's resize; jetdqn lists no OpenCV (a Jetson image has its own)
             importlib.import_module("cv2")
         except Exception as exc:   # not installed, or installed for other packages (needs.broken_install)
-            raise ConfigError(broken_install("cv2", exc, "one Atari env stepped in Python (--num-envs 1, play, a "
-                                             "one-game evaluation)") or "one Atari env stepped in Python (--num-envs 1, play, a one-game evaluation) resizes "
-                              "its frames with OpenCV, which this Python lacks: pip install opencv-python-headless "
-                              "(or jetdqn's display extra), or train with --num-envs 2 or more (ale-py's vector "
-                              "env resizes in C++).") from None
+            user = "one Atari env stepped in Python (--num-envs 1, play, a one-game evaluation)"
+            other = "train with --num-envs 2 or more (ale-py's vector env resizes in C++)"
+            broken = broken_install("cv2", exc, user)
+            raise ConfigError(f"{broken[:-1]}, or {other}." if broken else
+                              f"{user} resizes its frames with OpenCV, which this Python lacks: pip install "
+                              f"opencv-python-headless (or jetdqn's display extra), or {other}.") from None
         gym.register_envs(ale_py)
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on every env
         self.game = game
