@@ -53,12 +53,16 @@ def child(case: dict, out, err) -> None:
     except BaseException:
         traceback.print_exc()
         code = 1
-    # what the interpreter does at exit that a command can notice: it waits for the non-daemon threads (a
-    # command whose thread never ends hangs here as it would for a user), then runs the atexit handlers. The
-    # teardown of every module after that (~0.7 s with torch and dynamo loaded) changes nothing a test sees.
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    # again: a command that registered SIGUSR1 itself (jetdqn's loop does) unregistered it as it ended, and a
+    # hang in the exit below was then killed by SIGUSR1's default action, with no stacks
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    # what the interpreter does at exit that a command can notice: threading's shutdown (the exit hooks of
+    # thread pools, then a wait for the non-daemon threads: a command whose thread never ends hangs here as
+    # it would for a user), then the atexit handlers. The teardown of every module after that (~0.7 s with
+    # torch and dynamo loaded) changes nothing a test sees. Joining the threads without the hooks first
+    # waited forever on the idle workers of a ThreadPoolExecutor (torch.compile's, when its cache was cold):
+    # the "rare --compile hang" of make test-slow, which a user's process never had.
+    threading._shutdown()
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
