@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -81,15 +83,27 @@ class Progress:
         if now - self._last_draw < 0.2 and step < self.total:
             return
         self._last_draw = now
-        frac = min(1.0, step / max(1, self.total))
-        width = 24
-        filled = int(frac * width)
         ret = "  -  " if last_return is None else f"{last_return:6.1f}"
-        line = (f"\r[{'#' * filled}{'.' * (width - filled)}] {step:>9,}/{self.total:,} "
-                f"{steps_per_s:7.0f} steps/s  return {ret}  eps {epsilon:.3f} ")
-        self.stream.write(line)
+        text = f"{step:>9,}/{self.total:,} {steps_per_s:7.0f} steps/s  return {ret}  eps {epsilon:.3f}"
+        room = self._columns() - 1 - len(text) - 3   # the last column left free: writing there wraps on some
+        if room >= 5:
+            width = min(24, room)
+            filled = int(min(1.0, step / max(1, self.total)) * width)
+            text = f"[{'#' * filled}{'.' * (width - filled)}] {text}"
+        else:
+            text = text[:max(0, self._columns() - 1)]
+        self.stream.write(f"\r{text}\033[K")
         self.stream.flush()
         self._bar_visible = True
+
+    def _columns(self) -> int:
+        """The terminal's width now (it may have been resized). The bar was 84-90 characters wide: on an
+        80-column terminal (a serial console, a default SSH window) it wrapped, and every redraw, which goes
+        back only to the start of the wrapped line, left a line behind, five a second."""
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns or 80
+        except (AttributeError, ValueError, OSError):
+            return shutil.get_terminal_size().columns
 
     def line(self, text: str) -> None:
         """A line that stays (log intervals, evaluations), printed above the bar."""
