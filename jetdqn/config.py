@@ -224,6 +224,15 @@ class Config:
                 raise ConfigError(f"--{name.replace('_', '-')} must be between 0 and 1, got {getattr(self, name)}.")
         if not 0 <= self.seed <= SEED_MAX:   # -1 was numpy's ValueError traceback
             raise ConfigError(f"--seed must be from 0 to {SEED_MAX:,}, got {self.seed}.")
+        for name in ("frame_skip", "noop_max", "num_envs", "env_threads"):   # ale-py's C ints: a TypeError traceback
+            if getattr(self, name) > C_INT_MAX:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at most {C_INT_MAX:,} (the emulator takes a C "
+                                  f"int), got {getattr(self, name):,}.")
+        if self.is_atari and self.max_episode_steps * self.frame_skip > C_INT_MAX:
+            raise ConfigError(f"--max-episode-steps {self.max_episode_steps:,} at --frame-skip {self.frame_skip} is "
+                              f"{self.max_episode_steps * self.frame_skip:,} emulator frames, more than the "
+                              f"{C_INT_MAX:,} the emulator takes (a C int); give at most "
+                              f"{C_INT_MAX // self.frame_skip:,}.")
         if self.env_groups < 1:
             raise ConfigError(f"--env-groups must be at least 1, got {self.env_groups}.")
         if self.num_envs > 0 and self.num_envs % self.env_groups:
@@ -407,7 +416,8 @@ positive_int = _number(int, lambda v: v > 0, "a positive integer")
 count = _number(int, lambda v: v >= 0, "an integer of 0 or more")
 positive_float = _number(float, lambda v: v > 0, "a positive number")
 probability = _number(float, lambda v: 0.0 <= v <= 1.0, "a number between 0 and 1")
-SEED_MAX = 2**31 - 1   # a seed goes to numpy, torch and the emulator (ALE's random_seed is a C int)
+C_INT_MAX = 2**31 - 1   # what ale-py's emulator settings take (frames per episode, frame skip, no-ops, threads)
+SEED_MAX = C_INT_MAX   # a seed goes to numpy, torch and the emulator (ALE's random_seed is a C int)
 seed = _number(int, lambda v: 0 <= v <= SEED_MAX, f"a seed from 0 to {SEED_MAX:,}")
 
 

@@ -54,6 +54,13 @@ def test_every_preset_is_a_valid_config():
     (["--replay-size", "10", "--batch-size", "8", "--num-envs", "8", "--total-steps", "10"],
      "--replay-size 10 is too small for 8 envs"),
     (["--num-actors", "4"], "--num-actors 4 has no effect without --backend ray: add it, or drop --num-actors."),
+    # ale-py takes C ints: each was a TypeError traceback from the emulator's constructor
+    (["--max-episode-steps", "1000000000"], "--max-episode-steps 1,000,000,000 at --frame-skip 4 is 4,000,000,000 "
+                                            "emulator frames, more than the 2,147,483,647 the emulator takes"),
+    (["--noop-max", "3000000000", "--num-envs", "2"], "--noop-max must be at most 2,147,483,647 (the emulator takes a "
+                                                      "C int), got 3,000,000,000."),
+    (["--frame-skip", "3000000000"], "--frame-skip must be at most 2,147,483,647"),
+    (["--num-envs", "2", "--env-threads", "3000000000"], "--env-threads must be at most 2,147,483,647"),
     (["--backend", "ray", "--num-envs", "2", "--display-freq", "3"],   # the window stayed empty
      "--display-freq 3 shows this process's env 0, and with --backend ray the envs play in the actors' processes"),
 ])
