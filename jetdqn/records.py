@@ -85,13 +85,14 @@ class Progress:
         self._last_draw = now
         ret = "  -  " if last_return is None else f"{last_return:6.1f}"
         text = f"{step:>9,}/{self.total:,} {steps_per_s:7.0f} steps/s  return {ret}  eps {epsilon:.3f}"
-        room = self._columns() - 1 - len(text) - 3   # the last column left free: writing there wraps on some
+        columns = self._columns()
+        room = columns - 1 - len(text) - 3   # the last column left free: writing there wraps on some terminals
         if room >= 5:
             width = min(24, room)
             filled = int(min(1.0, step / max(1, self.total)) * width)
             text = f"[{'#' * filled}{'.' * (width - filled)}] {text}"
         else:
-            text = text[:max(0, self._columns() - 1)]
+            text = text[:max(0, columns - 1)]
         self.stream.write(f"\r{text}\033[K")
         self.stream.flush()
         self._bar_visible = True
