@@ -192,6 +192,9 @@ def read_model(path: Path) -> tuple[dict, dict]:
     model.safetensors and no .pt, export to ONNX too."""
     if path.suffix == ".onnx":
         raise CheckpointError(f"{path} is an ONNX export already; give the .pt or .safetensors it was made from.")
+    if path.suffix == ".json" and path.with_suffix(".safetensors").exists():   # was "not a checkpoint (a zip)"
+        raise CheckpointError(f"{path} is the spec of the weights beside it; give {path.with_suffix('.safetensors')} "
+                              f"(or the run directory).")
     if path.suffix == ".safetensors":
         spec_doc = read_spec(path.with_suffix(".json"))
         from safetensors.torch import load_file

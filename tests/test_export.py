@@ -371,6 +371,10 @@ def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
     assert np.allclose(jetdqn.load(onnx_out).q_values(frames), from_file.q_values(frames), atol=1e-5)
     empty = run_module("jetdqn.play", "--model", str(tmp_path), "--display-freq", "0", check=False)
     assert empty.returncode == 2 and "holds no model.pt or model.safetensors or checkpoints/latest.pt" in empty.stderr
+    # the spec beside the weights (a completion one tab short) was "not a checkpoint (not a whole zip archive)"
+    spec = run_module("jetdqn.play", "--model", str(run / "model.json"), "--display-freq", "0", check=False)
+    assert spec.returncode == 2 and spec.stderr == (f"error: {run / 'model.json'} is the spec of the weights beside "
+                                                    f"it; give {run / 'model.safetensors'} (or the run directory).\n")
 
 
 def test_committed_weights_without_a_pt_export_to_onnx(tmp_path, pong_stacks):
