@@ -49,13 +49,22 @@ def train(**settings: Any) -> dict:
         settings = config_for_resume(settings)
     cfg = make_config(settings)
     refuse_replaced(cfg, typed)
+    callers = callers_handlers()
     summary = run_training(cfg, Progress(cfg.total_steps, cfg.progress))
     if summary.get("interrupted"):
-        pass_on(summary["interrupted"])
+        pass_on(summary["interrupted"], callers)
     return summary
 
 
-def pass_on(signal_name: str) -> None:
+def callers_handlers() -> dict:
+    """The caller's handlers of the stop signals, put back by ``pass_on`` (a stopped run leaves them ignored
+    until its process ends: ``signals.stop_on_signals``'s hold)."""
+    import signal
+    from .signals import STOP_SIGNALS
+    return {s: signal.getsignal(s) for s in STOP_SIGNALS}
+
+
+def pass_on(signal_name: str, callers: dict) -> None:
     """The stop signal that ended a run, raised again once its checkpoint is saved, for the caller's handler
     (Python's: KeyboardInterrupt for Ctrl-C, the end of the process for SIGTERM and SIGHUP). ``train`` used
     to return as after a finished run: a sweep (``for lr in ...: jetdqn.train(lr=lr)``) took each Ctrl-C
@@ -63,9 +72,14 @@ def pass_on(signal_name: str) -> None:
     SIGKILL. A caller whose handler lets the process go on gets the summary, ``interrupted`` naming it."""
     import signal
     import sys
+    import threading
     for stream in (sys.stdout, sys.stderr):   # what the caller printed, before a default SIGTERM ends it
         try:
             stream.flush()
         except (OSError, ValueError, AttributeError):   # a terminal gone with the SIGHUP, a closed stream
             pass
+    if threading.current_thread() is threading.main_thread():
+        for s, handler in callers.items():
+            if handler is not None:   # None: installed outside Python, nothing to put back
+                signal.signal(s, handler)
     signal.raise_signal(signal.Signals[signal_name])

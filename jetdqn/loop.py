@@ -172,7 +172,7 @@ def run_loop(run: Run) -> dict:
     learner.start()
     run.sampler.mark_threads("learner", learner.threads)
     summary: dict = {}
-    with stop_on_signals(state.stop):      # until the last checkpoint is written: a second signal waits too
+    with stop_on_signals(state.stop, hold=True):   # until the last save (and after a stop): a second one waits
         try:
             # resets the envs (or starts the Ray actors, whose wait gives up once the run is stopping)
             acting.start(agent, state.step, lambda: state.interrupted is not None)

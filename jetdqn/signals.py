@@ -27,7 +27,7 @@ def said(name: str) -> str:
 
 
 @contextlib.contextmanager
-def stop_on_signals(on_stop: Callable[[str], None]):
+def stop_on_signals(on_stop: Callable[[str], None], hold: bool = False):
     """While inside, a stop signal calls ``on_stop`` with its name (SIGINT, SIGTERM, SIGHUP) and the command
     goes on until it looks; the handlers stay until the block ends, so a second signal cannot cut short what
     the first one lets finish (a checkpoint's save, a video's last frames).
@@ -39,8 +39,15 @@ def stop_on_signals(on_stop: Callable[[str], None]):
 
     A signal this process was started ignoring stays ignored: ``nohup`` ignores SIGHUP so that a run
     outlives the SSH session that started it (the usual way to leave a board training overnight), and a
-    shell script's background job ignores SIGINT. Catching them anyway stopped such a run at logout."""
+    shell script's background job ignores SIGINT. Catching them anyway stopped such a run at logout.
+
+    ``hold``: once a stop has come, the stop signals stay ignored after the block (a run's process is ending
+    as the first one asked; ``api.pass_on`` puts its caller's handlers back). A second SIGTERM a few
+    milliseconds after a quick save ended the process by SIGTERM's default action (status 143, its last
+    line unprinted) where the first had asked for a saved stop and exit 0."""
+    noted = []
     def on_signal(signum, frame):
+        noted.append(signum)
         on_stop(signal.Signals(signum).name)
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -59,7 +66,9 @@ def stop_on_signals(on_stop: Callable[[str], None]):
             faulthandler.unregister(STACKS_SIGNAL)
         for s, handler in old.items():
             _ours.pop(s, None)
-            if handler is not None:  # None: installed outside Python, nothing to put back
+            if hold and noted:
+                signal.signal(s, signal.SIG_IGN)
+            elif handler is not None:  # None: installed outside Python, nothing to put back
                 signal.signal(s, handler)
 
 

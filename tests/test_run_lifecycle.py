@@ -43,6 +43,25 @@ def wait_for_records(run: Path, proc: subprocess.Popen, count: int, timeout: flo
     raise AssertionError(f"no {count} records in {run} (exit {proc.poll()})")
 
 
+def test_a_second_signal_after_the_save_lets_the_run_end_as_the_first_asked(tmp_path):
+    """docker stop sent again, or Ctrl-C pressed twice, after a quick save: the second signal came once the
+    run had put the default handlers back, and SIGTERM's ended the process (status 143, no last line)
+    where the first had asked for a saved stop and exit 0. A stopped run now ignores stop signals to its end."""
+    run = tmp_path / "run"
+    proc = start_training(run)
+    wait_for_records(run, proc, 3)
+    proc.send_signal(signal.SIGTERM)
+    said = []
+    for line in proc.stdout:   # the line finish() prints after the last save
+        said.append(line)
+        if line.startswith("stopped by SIGTERM at step"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, (proc.returncode, err[-2000:])
+    assert said[-1].startswith("stopped by SIGTERM") and out.startswith("done: "), (said[-2:], out)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGHUP, marks=pytest.mark.slow)])
 def test_a_polite_signal_saves_a_checkpoint_and_the_run_resumes(tmp_path, sig):
     """docker stop (SIGTERM) and a closed terminal (SIGHUP) end the run like Ctrl-C: a checkpoint at the step
