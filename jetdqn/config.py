@@ -427,7 +427,14 @@ def given_path(text: str) -> str:
     one, and elsewhere Path('') quietly meant the current directory."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path (an unset shell variable?)")
-    return text
+    return home_expanded(text)
+
+
+def home_expanded(path: str) -> str:
+    """``path`` with a leading ``~`` (or ``~user``) read as the home folder, as the shell would have: it does
+    not expand one after ``=`` (``--run-dir=~/runs/pong``), nor in a --config file, and a run went to a folder
+    named ``~`` in the current one, which a later ``rm -rf ~`` (meant for it) takes the home folder with."""
+    return os.path.expanduser(path) if path.startswith("~") else path
 
 
 def given_value(text: str) -> str:
@@ -578,6 +585,9 @@ def make_config(explicit: dict[str, Any]) -> Config:
         values["env"] = None
     if values.get("env") is None and values.get("game") is None:
         values["game"] = "pong"
+    for name in PATH_FIELDS:   # a --config file's or the API's; the flags' are given_path's
+        if isinstance(values.get(name), str):
+            values[name] = home_expanded(values[name])
     return Config(**values).validate()
 
 

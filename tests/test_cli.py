@@ -493,3 +493,28 @@ def test_the_progress_bar_fits_an_80_column_terminal(tmp_path):
     drawn = [piece for piece in re.split(r"[\r\n]", out.decode().replace("\x1b[K", "")) if piece.startswith("[")]
     assert len(drawn) >= 2 and re.match(r"\[#{10,}\]     3,000/3,000 ", drawn[-1]), drawn   # full at the end
     assert max(len(piece) for piece in drawn) < 80, [piece for piece in drawn if len(piece) >= 80]
+
+
+def test_a_path_that_starts_with_a_tilde_is_the_home_folder(tmp_path):
+    """The shell does not expand ``~`` after ``=`` (``--run-dir=~/runs/pong``) nor in a --config file: the run
+    went to a folder named ``~`` in the current one (and ``rm -rf ~``, meant for it, takes the home folder).
+    A leading ``~`` now means the home folder in every path flag and path setting."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    env = {"HOME": str(home)}
+    run_module("jetdqn.train", "--preset", "cartpole", "--total-steps", "200", "--learn-start", "100",
+               "--final-eval-games", "1", "--eval-episodes", "1", "--telemetry", "off", "--progress", "off",
+               "--run-dir=~/runs/a", env=env, cwd=work)
+    assert (home / "runs" / "a" / "model.pt").is_file()
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"preset": "cartpole", "total_steps": 200, "learn_start": 100,
+                                    "final_eval_games": 1, "eval_episodes": 1, "telemetry": "off",
+                                    "run_dir": "~/runs/b"}))
+    run_module("jetdqn.train", "--config", str(settings), "--progress", "off", env=env, cwd=work)
+    assert (home / "runs" / "b" / "model.pt").is_file()
+    said = run_module("jetdqn.evaluate", "--games", "1", "~/runs/b", env=env, cwd=work).stdout
+    assert "CartPole-v1" in said and "over 1 game" in said, said
+    run_module("jetdqn.export", "--checkpoint=~/runs/a", "--safetensors=~/a.safetensors", env=env, cwd=work)
+    assert (home / "a.safetensors").is_file()
+    assert list(work.iterdir()) == []
