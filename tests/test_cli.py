@@ -164,6 +164,15 @@ def test_a_registered_env_whose_package_is_missing_is_not_called_unknown(tmp_pat
     assert proc.returncode == 2 and not (tmp_path / "r").exists()
     assert proc.stderr.startswith("error: LunarLander-v3 needs a package that is not installed: Box2D is not "
                                   "installed") and proc.stderr.count("\n") == 1, proc.stderr
+    # gymnasium's own ids that import a package when made: jax for its functional envs, shimmy for old gym's
+    for env_id, said in (("phys2d/CartPole-v1", "(ModuleNotFoundError: No module named 'jax')"),
+                         ("GymV26Environment-v0", "(ImportError: To use the gym compatibility environments, run ")):
+        if importlib.util.find_spec(said.split("'")[1] if "jax" in said else "shimmy") is not None:
+            continue
+        proc = run_module("jetdqn.train", "--env", env_id, "--run-dir", str(tmp_path / "r"), check=False)
+        assert proc.returncode == 2 and not (tmp_path / "r").exists()
+        assert proc.stderr.startswith(f"error: {env_id} needs a package this Python cannot import {said}") \
+            and proc.stderr.count("\n") == 1, proc.stderr
 
 
 def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():

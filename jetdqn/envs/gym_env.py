@@ -96,9 +96,14 @@ def _atari_rom(env_id: str) -> str:
 
 def _unmade(env_id: str, exc: Exception) -> str:
     """Why gym.make refused ``env_id``, in one sentence: a registered env whose package is missing (box2d,
-    MuJoCo: it was "does not know the env"), a misspelt id."""
+    MuJoCo, jax, shimmy: it was "does not know the env", and GymV26Environment-v0 was told to try itself), a
+    misspelt id."""
     if type(exc).__name__ == "DependencyNotInstalled":
         return f"{env_id} needs a package that is not installed: {str(exc).strip().splitlines()[0]}"
+    import gymnasium as gym
+    if isinstance(exc, ImportError) and env_id in gym.envs.registry:   # jax (phys2d/...), shimmy (GymV26...)
+        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return f"{env_id} needs a package this Python cannot import ({type(exc).__name__}: {said})."
     from .atari import gym_id_parts
     close = registered_as(gym_id_parts(env_id)[0])
     such = close[-1] if close else "CartPole-v1"
