@@ -235,7 +235,7 @@ def test_bench_replay_tiny_times_the_host_and_the_device_replay(tmp_path):
     if torch.cuda.is_available():
         assert rows["device-cuda"]["sample_ms"] > 0
     else:
-        assert rows["device-cuda"] == {"mode": "device-cuda", "error": "needs a CUDA device"}
+        assert rows["device-cuda"] == {"mode": "device-cuda", "error": "needs a CUDA device", "machine": True}
         assert "| device-cuda | not run: needs a CUDA device |" in out
     assert "Command: `python -m jetdqn.bench replay --transitions 3000" in out
     # 3,000 raw transitions (21 MB) show in RSS; 3,000 lz4 ones (~1 MB) are under the allocator's noise
@@ -311,3 +311,17 @@ def test_a_case_past_its_time_limit_is_a_failed_row_and_the_benchmark_goes_on(tm
     ran = [r for r in rows if not r["status"].startswith("not run")]
     assert len(ran) == 2 and all(r["status"] == "failed: ran past the case's time limit of 2 s (--case-timeout)"
                                  for r in ran), ran
+
+
+def test_bench_replay_that_does_not_fit_names_its_own_flag(tmp_path):
+    """A mode whose buffer would not fit is a row that says so, with this command's flag: the sentence was
+    train's ("lower --replay-size ..., use --replay-size auto or --replay-compress lz4, or pass
+    --allow-large-replay"), none of which bench replay takes."""
+    import re
+    out = run_module("jetdqn.bench", "replay", "--transitions", "1000000000", "--frames", "100", "--modes", "off,lz4",
+                     "--out", str(tmp_path), timeout=300).stdout
+    for mode, need in (("off", "7063.00"), ("lz4", "348.00")):
+        row = re.search(rf"^\| {mode} \| not run: (.*?) \|", out, re.M)
+        assert row and re.fullmatch(rf"1,000,000,000 transitions need {need} GB, and [\d.]+ GB is available; give "
+                                    r"--transitions [\d,]+ or fewer", row.group(1)), out
+    assert "--replay-size" not in out and "--allow-large-replay" not in out

@@ -16,7 +16,12 @@ from ..memory import memory
 
 
 class ReplayTooLarge(RuntimeError):
-    """The asked replay does not fit in the memory available now; the message says what to do."""
+    """The asked replay does not fit in the memory available now; the message says what to do with train's
+    flags, ``need`` and ``avail`` (bytes) and ``fits`` (transitions) let another command say it with its own."""
+
+    def __init__(self, message: str, need: int = 0, avail: int = 0, fits: int = 0):
+        super().__init__(message)
+        self.need, self.avail, self.fits = need, avail, fits
 
 
 META_BYTES = 1 + 4 + 1 + 1          # action, reward, terminal, first
@@ -60,12 +65,13 @@ def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = Fal
         mine = memory()
         avail, why = mine.available, mine.limited_by
     if avail and need > spare(avail) and not allow_large:
+        fits = int(spare(avail) / (need / capacity))
         raise ReplayTooLarge(
             f"a replay of {capacity:,} transitions needs {need / 1e9:.2f} GB but only {avail / 1e9:.2f} GB "
             f"of {where} is available{f' ({why})' if why else ''}; lower --replay-size (about "
-            f"{int(spare(avail) / (need / capacity)):,} fits), use --replay-size auto"
+            f"{fits:,} fits), use --replay-size auto"
             f"{' or --replay-compress lz4' if frame_bytes is None else ''}, or pass --allow-large-replay to "
-            f"allocate it anyway.")
+            f"allocate it anyway.", need, avail, fits)
     return need
 
 
