@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import time
 
 import pytest
 
@@ -13,8 +14,14 @@ from conftest import fill, run_module
 def test_bench_pong_tiny(xvfb, tmp_path):
     if xvfb is None or not os.environ.get("DISPLAY"):
         pytest.skip("no Xvfb here: the display rows need an X server")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     out = run_module("jetdqn.bench", "pong", "--steps", "100", "--learn-start", "100", "--warmup-steps", "100", "--repeats", "1",
-                     "--out", str(tmp_path), "--cases", "baseline,1/3 frames,no display", timeout=600).stdout
+                     "--out", str(tmp_path), "--cases", "baseline,1/3 frames,no display", "--keep-runs", timeout=600,
+                     env={"TMPDIR": str(tmp)}).stdout
+    kept = next(tmp.glob("jetdqn-runs-*"))   # --keep-runs: where they are is said, and no benchmark removes them
+    assert f"- the cases' run directories are kept in {kept}\n" in out
+    assert sorted(p.name for p in kept.iterdir()) == ["baseline-0", "tx1-all-frames-0", "tx1-third-0"], list(kept.iterdir())
     md = next(tmp_path.glob("*-pong.md")).read_text()
     data = json.loads(next(tmp_path.glob("*-pong.json")).read_text())
     rows = {r["name"]: r for r in data["rows"]}
@@ -226,7 +233,7 @@ def test_bench_replay_tiny_times_the_host_and_the_device_replay(tmp_path):
     out = run_module("jetdqn.bench", *argv, timeout=300, env={"TMPDIR": str(tmp)}, fresh=True).stdout
     recorded = next(tmp_path.glob("*-replay.md")).read_text().split("Command: `")[1].split("`")[0]
     assert shlex.split(recorded) == ["python", "-m", "jetdqn.bench", *argv], recorded
-    assert not list(tmp.glob("jetdqn-replay-*"))   # the recorded frames (141 MB by default) were left there
+    assert not list(tmp.glob("*jetdqn-*"))   # the recorded frames (141 MB by default) were left there
     data = json.loads(next(tmp_path.glob("*-replay.json")).read_text())
     rows = {r["mode"]: r for r in data["rows"]}
     for mode in ("off", "device-cpu"):
@@ -270,15 +277,20 @@ def test_a_stopped_benchmark_takes_its_running_case_with_it(tmp_path):
 
 def test_a_killed_benchmark_takes_its_running_case_with_it(tmp_path):
     """SIGKILL (kill -9, timeout -s KILL) gives the bench no time to end its case: the case went on training,
-    orphaned, on the cores the next benchmark measured on. The kernel now sends it SIGTERM (it saves, ends)."""
+    orphaned, on the cores the next benchmark measured on. The kernel now sends it SIGTERM (it saves, ends).
+    Nor can the bench remove its folder of runs (26 MB here, left in /tmp by each kill): the next benchmark
+    does."""
+    import os
     import subprocess
     import sys
     import time
     import psutil
     from conftest import ROOT
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     bench = subprocess.Popen([sys.executable, "-m", "jetdqn.bench", "pong", "--steps", "100000", "--repeats", "1",
                               "--out", str(tmp_path), "--cases", "no display"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+                             stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(tmp)})
     deadline, case = time.monotonic() + 120, None
     while time.monotonic() < deadline and bench.poll() is None:
         case = next((c for c in psutil.Process(bench.pid).children() if "jetdqn.train" in " ".join(c.cmdline())),
@@ -298,6 +310,31 @@ def test_a_killed_benchmark_takes_its_running_case_with_it(tmp_path):
     except psutil.NoSuchProcess:
         pass
     assert not case.is_running() or case.status() == psutil.STATUS_ZOMBIE
+    left = list(tmp.glob("jetdqn-bench-pong-*"))
+    assert len(left) == 1 and (left[0] / "baseline-0" / "log.jsonl").exists(), list(tmp.iterdir())
+    run_module("jetdqn.bench", "replay", "--transitions", "300", "--frames", "100", "--modes", "off", "--out",
+               str(tmp_path / "replay"), env={"TMPDIR": str(tmp)})
+    assert list(tmp.glob("*jetdqn-*")) == []
+
+
+def test_a_benchmark_folder_is_removed_only_when_no_benchmark_holds_it(tmp_path, monkeypatch):
+    """The folder's lock is what tells a killed benchmark's folder from a running one's (two benchmarks may
+    run at once, on two machines sharing a temp dir or one after another's kill)."""
+    import tempfile
+    from jetdqn.bench.workdir import bench_folder, remove_abandoned
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with bench_folder("pong") as held:
+        (held / "run").mkdir()
+        assert held.parent == tmp_path and held.name.startswith("jetdqn-bench-pong-")
+        assert remove_abandoned() == [] and (held / "run").is_dir()
+        with bench_folder("replay") as second:   # its own sweep leaves the first alone
+            assert held.is_dir() and second.is_dir() and second != held
+    assert list(tmp_path.iterdir()) == []
+    old = tmp_path / "jetdqn-bench-x1"   # an older jetdqn's, with no lock file: only once it is an hour old
+    old.mkdir()
+    assert remove_abandoned() == [] and old.is_dir()
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert remove_abandoned() == [old] and not old.exists()
 
 
 def test_a_case_past_its_time_limit_is_a_failed_row_and_the_benchmark_goes_on(tmp_path):

@@ -32,6 +32,7 @@ def child(case: dict, out, err) -> None:
     os.setpgid(0, 0)   # a group of its own: a timeout kills the command and what it started, not this process
     os.chdir(case["cwd"])
     os.environ.update(case["env"])
+    tempfile.tempdir = None   # as in a new interpreter: the temp dir is found again, from the command's TMPDIR
     sys.path[0] = os.getcwd()   # where python -m looks first (here it was this script's folder)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)

@@ -7,13 +7,13 @@ import datetime as _dt
 import shlex
 import shutil
 import statistics
-import tempfile
 from pathlib import Path
 
 from ..records import read_jsonl
 from .machine import machine_info, machine_line
 from .report import bench_command, markdown_table, new_result_path, with_ext, writing_results
 from .runner import run_process, train_command
+from .workdir import bench_folder
 
 ACTING_SPLITS = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (64, 1), (8, 2), (16, 2), (64, 2)]
 
@@ -24,11 +24,8 @@ def bench_acting(args) -> int:
     splits = args.splits or ACTING_SPLITS
     print(f"{machine_line(info)}; {args.game}, greedy acting ({' '.join(args.flags)}), {args.steps} steps after "
           f"{args.warmup} of warm-up", flush=True)
-    workdir = Path(tempfile.mkdtemp(prefix="jetdqn-acting-"))
-    try:
+    with bench_folder("acting") as workdir:
         rows = [acting_row(envs, groups, args, workdir) for envs, groups in splits]
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
     text = acting_table(rows)
     print("\n" + text)
     if args.out:

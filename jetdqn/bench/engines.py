@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import socket
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from .report import markdown_table, write_markdown_result
+from .workdir import bench_folder
 
 
 
@@ -67,8 +67,8 @@ def bench_engines(args) -> int:
     frames = pong_frames(torch_policy, 1000)
     engines = [("torch fp32", torch_policy),
                ("torch bf16 channels-last (training's acting)", ActingCopy(torch_policy, weights))]
-    with tempfile.TemporaryDirectory() as tmp:
-        onnx_path = Path(tmp) / "model.onnx"
+    with bench_folder("engines") as tmp:
+        onnx_path = tmp / "model.onnx"
         write_onnx(weights, model_spec(torch_policy.spec, torch_policy.env_name, torch_policy.config), onnx_path)
         engines += [(f"onnxruntime {provider.replace('ExecutionProvider', '')}", load(onnx_path, providers=[provider]))
                     for provider in onnx_providers()]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.util
-import shutil
 import sys
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 
 from ..autotune import bf16_hardware
@@ -19,6 +19,7 @@ from .report import (bench_command, cudnn_line, header, new_result_path, speedup
                      writing_results)
 from .runner import run_case
 from .stats import rounds, summarise
+from .workdir import bench_folder
 
 
 def bench_pong(args) -> int:
@@ -42,16 +43,15 @@ def bench_pong(args) -> int:
             skipped[case] = why
             print(f"- {case.name}: {why}", flush=True)
     runs: dict = {c: [] for c in cases if c not in skipped}
-    workdir = Path(tempfile.mkdtemp(prefix="jetdqn-bench-"))
-    try:
+    with (nullcontext(Path(tempfile.mkdtemp(prefix="jetdqn-runs-"))) if args.keep_runs else bench_folder("pong")) \
+            as workdir:
         for case, rep in rounds(list(runs), args.repeats):
             r = run_case(case, args, workdir, rep)
             runs[case].append(r)
             msg = r.get("error") or f"{r['s_per_1000_steps']:.2f} s / 1000 steps"
             print(f"- {case.name} [{rep + 1}/{case.repeats or args.repeats}]: {msg}", flush=True)
-    finally:
-        if not args.keep_runs:
-            shutil.rmtree(workdir, ignore_errors=True)
+    if args.keep_runs:
+        print(f"- the cases' run directories are kept in {workdir}", flush=True)
     rows = [{"case": c, "name": c.name, "status": skipped[c]} if c in skipped else summarise(c, runs[c])
             for c in cases]
     stamp = _dt.datetime.now().strftime("%Y-%m-%d")

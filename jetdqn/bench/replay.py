@@ -13,13 +13,13 @@ import json
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from .report import bench_command, markdown_table, new_result_path, with_ext, writing_results
+from .workdir import bench_folder
 
 
 def record_frames(game: str, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -127,8 +127,8 @@ def bench_replay(args) -> int:
     frames, first = record_frames(args.game, frames_count)
     rows = []
     # the frames for each mode's process: 141 MB for the default 20,000, left in /tmp by every run before
-    with tempfile.TemporaryDirectory(prefix="jetdqn-replay-") as tmp:
-        path = Path(tmp) / "frames.npz"
+    with bench_folder("replay") as tmp:
+        path = tmp / "frames.npz"
         np.savez(path, frames=frames, first=first)
         for mode in args.modes:
             proc = subprocess.run([sys.executable, "-m", "jetdqn.bench.replay", mode, str(path), str(transitions)],
