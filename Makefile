@@ -46,6 +46,10 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	  $(PYTHON) -c "import importlib.metadata as m; [print(f'{p}=={m.version(p)}') for p in ('torch', 'numpy', 'torchvision') if any(d.metadata['Name'].lower() == p for d in m.distributions())]" > $(VENV)/constraints.txt; \
 	  echo "install: keeping the system's $$(tr '\n' ' ' < $(VENV)/constraints.txt)(pip may not replace them: $(VENV)/constraints.txt)"; \
 	else \
+	  if [ -r /etc/nv_tegra_release ] && [ "$(origin TORCH_SPEC)" = file ]; then \
+	    echo "error: this is a Jetson (L4T $$(head -1 /etc/nv_tegra_release | sed 's/^# //; s/, *GCID.*//')) and $(PYTHON) has no torch: install NVIDIA's torch wheel for your JetPack into it first (README: Jetson); PyPI's torch, which make install would fetch here, does not use the GPU of a JetPack 6 or older board. To install another torch anyway: make install TORCH_SPEC=<pip spec, wheel file or URL>." >&2; \
+	    exit 2; \
+	  fi; \
 	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip && \
 	  $(PY) -m pip install -q "$(TORCH_SPEC)" && : > $(VENV)/constraints.txt; \
 	fi

@@ -121,6 +121,8 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
 
     sampler = make_sampler(cfg, progress.line)  # before the envs: a bad telemetry source fails fast
     rt = runtime.apply(cfg)
+    if rt.report.get("gpu_unreachable"):   # a Jetson with PyPI's torch: the run would go to the CPU unsaid
+        progress.line(f"{rt.report['gpu_unreachable']}; this run trains on the CPU")
     if str(rt.report.get("cuda_graphs", "")).startswith("no effect"):
         flags = "--cuda-graphs and --learner-stream have" if cfg.learner_stream else "--cuda-graphs has"
         progress.line(f"{flags} no effect here: there is no CUDA device; the run goes on without graphs")

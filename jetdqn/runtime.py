@@ -11,8 +11,11 @@ import ctypes
 import os
 import platform
 import random
+import re
 import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -33,17 +36,38 @@ def pick_device(requested: str) -> torch.device:
         return torch.device("cpu")
     if requested == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError("--device cuda was asked for but this machine has no usable CUDA GPU "
+            jetson = jetson_gpu_unreachable()
+            raise ConfigError(f"--device cuda: {jetson}; or use --device cpu." if jetson else
+                              "--device cuda was asked for but this machine has no usable CUDA GPU "
                               "(torch.cuda.is_available() is False); use --device cpu or auto.")
         return torch.device("cuda")
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def jetson_gpu_unreachable(root: Path = Path("/")) -> Optional[str]:
+    """On a Jetson (``/etc/nv_tegra_release``) whose torch cannot use the GPU: what it is and what to do; else
+    None. The usual cause is ``pip install torch`` (or make install with no torch on the board): PyPI's wheels
+    are not built for a Jetson's integrated GPU, torch.cuda.is_available() is False, and every run and
+    benchmark went to the CPU without a word, its table's CUDA rows "not run: no CUDA device"."""
+    try:
+        line = (Path(root) / "etc/nv_tegra_release").read_text(errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    if torch.cuda.is_available():
+        return None
+    release = re.search(r"R(\d+)\D.*?REVISION:\s*([\d.]+)", line)
+    l4t = f"L4T R{release.group(1)}.{release.group(2)}" if release else "L4T"
+    build = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+    return (f"this Jetson's GPU is out of torch's reach ({l4t}; torch {torch.__version__} is {build}, and "
+            "torch.cuda.is_available() is False): install NVIDIA's torch wheel for this JetPack (README: Jetson)")
 
 
 def torch_info() -> dict:
     """torch's version and what it sees of CUDA and cuDNN (for benchmark headers)."""
     cuda = torch.cuda.is_available()
     return {"torch": torch.__version__, "cuda": cuda,
-            "gpu": torch.cuda.get_device_name(0) if cuda else "none (torch.cuda.is_available() is False)",
+            "gpu": torch.cuda.get_device_name(0) if cuda else
+            jetson_gpu_unreachable() or "none (torch.cuda.is_available() is False)",
             "cudnn": torch.backends.cudnn.version() if cuda else None}
 
 
@@ -119,6 +143,9 @@ def apply(cfg: Config) -> Runtime:
         "num_envs": cfg.num_envs,
         "async_learner": cfg.async_learner,
     }
+    unreachable = jetson_gpu_unreachable() if not cuda and cfg.device == "auto" else None
+    if unreachable:
+        report["gpu_unreachable"] = unreachable
     asked = {"cudnn_benchmark": cfg.cudnn_benchmark, "cudnn_fastest": cfg.cudnn_fastest,
              "cudnn_deterministic": cfg.cudnn_deterministic}
     report["cudnn_asked"] = asked

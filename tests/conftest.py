@@ -20,6 +20,31 @@ def run_without(package: str, module: str, *args: str, timeout: float = 300) -> 
                           timeout=timeout)
 
 
+# the first line of a JetPack 6.2 board's /etc/nv_tegra_release (L4T R36.4.3), as `cat` shows it there
+L4T_RELEASE = "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 UTC 2025"
+
+
+def run_as_a_jetson(argv: list[str], tmp_path: Path, env: dict | None = None, timeout: float = 300,
+                    cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``argv`` run where /etc/nv_tegra_release holds a board's release line, and nothing else differs: in a
+    mount namespace of its own, with that one file laid over /etc (overlayfs). Skipped where no namespace can
+    be made (not root, no overlayfs)."""
+    upper, work = tmp_path / "etc-upper", tmp_path / "etc-work"
+    upper.mkdir(parents=True)
+    work.mkdir()
+    (upper / "nv_tegra_release").write_text(L4T_RELEASE + "\n")
+    script = f"mount -t overlay overlay -o lowerdir=/etc,upperdir={upper},workdir={work} /etc || exit 97; exec \"$@\""
+    try:
+        proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *argv],
+                              cwd=cwd or ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                              capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        pytest.skip("no unshare here")
+    if proc.returncode == 97 or (proc.returncode == 1 and proc.stderr.startswith("unshare:")):
+        pytest.skip(f"no mount namespace with /etc overlaid here: {proc.stderr.strip()[:200]}")
+    return proc
+
+
 def run_module(module: str, *args: str, env: dict | None = None, timeout: float = 300,
                check: bool = True, cwd: Path | None = None, fresh: bool = False) -> subprocess.CompletedProcess:
     """Run ``python -m module args`` the way a user would (from the checkout, or ``cwd``), and return what it

@@ -532,3 +532,36 @@ def test_a_path_that_starts_with_a_tilde_is_the_home_folder(tmp_path):
     run_module("jetdqn.export", "--checkpoint=~/runs/a", "--safetensors=~/a.safetensors", env=env, cwd=work)
     assert (home / "a.safetensors").is_file()
     assert list(work.iterdir()) == []
+
+
+def test_a_jetson_whose_torch_cannot_use_its_gpu_says_so(tmp_path):
+    """`pip install torch` on a board gets PyPI's wheel, which does not use a Jetson's integrated GPU: every
+    run, and the benchmark, went to the CPU without a word (--device auto), and --device cuda said "this
+    machine has no usable CUDA GPU" on a machine that has one. Run here with a board's /etc/nv_tegra_release
+    (a mount namespace of its own) and this machine's torch, which has no CUDA."""
+    import torch
+    from conftest import run_as_a_jetson
+    if torch.cuda.is_available():
+        pytest.skip("this torch reaches a GPU")
+    build = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+    said = (f"this Jetson's GPU is out of torch's reach (L4T R36.4.3; torch {torch.__version__} is {build}, and "
+            "torch.cuda.is_available() is False): install NVIDIA's torch wheel for this JetPack (README: Jetson)")
+    run = tmp_path / "run"
+    proc = run_as_a_jetson([sys.executable, "-m", "jetdqn.train", "--preset", "cartpole", "--total-steps", "200",
+                            "--learn-start", "100", "--final-eval-games", "1", "--eval-episodes", "1", "--telemetry",
+                            "off", "--progress", "lines", "--run-dir", str(run)], tmp_path / "a")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"{said}; this run trains on the CPU\n"), proc.stdout
+    assert json.loads((run / "config.json").read_text())["runtime"]["gpu_unreachable"] == said
+    cuda = run_as_a_jetson([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--device", "cuda",
+                            "--run-dir", str(tmp_path / "cuda")], tmp_path / "b")
+    assert cuda.returncode == 2 and cuda.stderr == f"error: --device cuda: {said}; or use --device cpu.\n", cuda.stderr
+    bench = run_as_a_jetson([sys.executable, "-m", "jetdqn.bench", "pong", "--steps", "8", "--learn-start", "32",
+                             "--warmup-steps", "0", "--repeats", "1", "--cases", "no display", "--telemetry", "off",
+                             "--out", str(tmp_path / "bench")], tmp_path / "c", timeout=600)
+    assert bench.returncode == 0 and f"; GPU: {said}\n" in bench.stdout, bench.stdout[:2000] + bench.stderr[-2000:]
+    assert f"; GPU: {said}\n" in next((tmp_path / "bench").glob("*.md")).read_text()
+    # elsewhere nothing is said
+    plain = run_module("jetdqn.train", "--preset", "smoke", "--telemetry", "off", "--progress", "lines",
+                       "--run-dir", str(tmp_path / "plain")).stdout
+    assert "Jetson" not in plain and "gpu_unreachable" not in (tmp_path / "plain" / "config.json").read_text()

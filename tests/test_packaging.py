@@ -131,3 +131,22 @@ def test_pip_install_from_the_clone_into_a_fresh_venv(tmp_path):
     for module in ("jetdqn.train", "jetdqn.evaluate", "jetdqn.bench"):
         proc = subprocess.run([python, "-m", module, "x"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and proc.stderr.startswith(SENTENCE), (module, proc.stderr)
+
+
+def test_make_install_on_a_jetson_without_torch_does_not_fetch_pypis(bare_python, tmp_path):
+    """With no torch in the board's Python, make install pip-installed PyPI's torch into .venv: a build that
+    does not use a Jetson's GPU (JetPack 6), so every run and benchmark then went to the CPU. It now stops,
+    before anything is made, and says what to install; TORCH_SPEC given on the command line still goes on."""
+    from conftest import L4T_RELEASE, run_as_a_jetson
+    venv = tmp_path / "venv"
+    proc = run_as_a_jetson(["make", "install", f"VENV={venv}", f"PYTHON={bare_python}"], tmp_path / "etc")
+    assert proc.returncode == 2 and not venv.exists(), (proc.stdout, proc.stderr)
+    release = L4T_RELEASE[2:].split(", GCID")[0]
+    assert proc.stderr.startswith(f"error: this is a Jetson (L4T {release}) and {bare_python} has no torch: install "
+                                  "NVIDIA's torch wheel for your JetPack into it first (README: Jetson); "), proc.stderr
+    assert "make install TORCH_SPEC=" in proc.stderr.splitlines()[0]
+    # a torch named on the command line is what the user chose: the venv is made (the pip install then fails
+    # fast here, as the bare Python's venv has no pip and the spec names a file that is not there)
+    chosen = run_as_a_jetson(["make", "install", f"VENV={venv}", f"PYTHON={bare_python}",
+                              f"TORCH_SPEC={tmp_path / 'nvidia-torch.whl'}"], tmp_path / "etc2")
+    assert "this is a Jetson" not in chosen.stderr and venv.exists(), chosen.stderr
