@@ -44,22 +44,27 @@ def pick_device(requested: str) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def jetson_gpu_unreachable(root: Path = Path("/")) -> Optional[str]:
-    """On a Jetson (``/etc/nv_tegra_release``) whose torch cannot use the GPU: what it is and what to do; else
-    None. The usual cause is ``pip install torch`` (or make install with no torch on the board): PyPI's wheels
-    are not built for a Jetson's integrated GPU, torch.cuda.is_available() is False, and every run and
-    benchmark went to the CPU without a word, its table's CUDA rows "not run: no CUDA device"."""
+def jetson_gpu_unreachable() -> Optional[str]:
+    """On a Jetson (``/etc/nv_tegra_release``, a board's or an L4T image's) whose torch cannot use the GPU: what
+    it is and what to do; else None. The usual cause is ``pip install torch`` (or make install with no torch
+    on the board): PyPI's wheels are not built for a Jetson's integrated GPU, and every run and benchmark went
+    to the CPU without a word, the table's CUDA rows "not run: no CUDA device". A CUDA build that finds no GPU
+    may also be NVIDIA's own in a container started without --runtime nvidia."""
     try:
-        line = (Path(root) / "etc/nv_tegra_release").read_text(errors="replace").splitlines()[0]
+        line = Path("/etc/nv_tegra_release").read_text(errors="replace").splitlines()[0]
     except (OSError, IndexError):
         return None
     if torch.cuda.is_available():
         return None
     release = re.search(r"R(\d+)\D.*?REVISION:\s*([\d.]+)", line)
     l4t = f"L4T R{release.group(1)}.{release.group(2)}" if release else "L4T"
-    build = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
-    return (f"this Jetson's GPU is out of torch's reach ({l4t}; torch {torch.__version__} is {build}, and "
-            "torch.cuda.is_available() is False): install NVIDIA's torch wheel for this JetPack (README: Jetson)")
+    if not torch.version.cuda:
+        return (f"this Jetson's GPU is out of torch's reach ({l4t}; torch {torch.__version__} is a CPU-only "
+                "build): install NVIDIA's torch wheel for this JetPack (README: Jetson)")
+    return (f"this Jetson's GPU is out of torch's reach ({l4t}; torch {torch.__version__}, built for CUDA "
+            f"{torch.version.cuda}, finds none): in a container, start it with --runtime nvidia (docker/run.sh "
+            "does); else install NVIDIA's torch wheel for this JetPack, as PyPI's does not use a Jetson's GPU "
+            "(README: Jetson)")
 
 
 def torch_info() -> dict:

@@ -543,9 +543,14 @@ def test_a_jetson_whose_torch_cannot_use_its_gpu_says_so(tmp_path):
     from conftest import run_as_a_jetson
     if torch.cuda.is_available():
         pytest.skip("this torch reaches a GPU")
-    build = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
-    said = (f"this Jetson's GPU is out of torch's reach (L4T R36.4.3; torch {torch.__version__} is {build}, and "
-            "torch.cuda.is_available() is False): install NVIDIA's torch wheel for this JetPack (README: Jetson)")
+    from jetdqn.runtime import jetson_gpu_unreachable
+    assert jetson_gpu_unreachable() is None   # this machine is no Jetson
+    said = (f"this Jetson's GPU is out of torch's reach (L4T R36.4.3; torch {torch.__version__} is a CPU-only "
+            "build): install NVIDIA's torch wheel for this JetPack (README: Jetson)" if not torch.version.cuda else
+            f"this Jetson's GPU is out of torch's reach (L4T R36.4.3; torch {torch.__version__}, built for CUDA "
+            f"{torch.version.cuda}, finds none): in a container, start it with --runtime nvidia (docker/run.sh "
+            "does); else install NVIDIA's torch wheel for this JetPack, as PyPI's does not use a Jetson's GPU "
+            "(README: Jetson)")
     run = tmp_path / "run"
     proc = run_as_a_jetson([sys.executable, "-m", "jetdqn.train", "--preset", "cartpole", "--total-steps", "200",
                             "--learn-start", "100", "--final-eval-games", "1", "--eval-episodes", "1", "--telemetry",
