@@ -311,7 +311,7 @@ def test_a_killed_benchmark_takes_its_running_case_with_it(tmp_path):
         pass
     assert not case.is_running() or case.status() == psutil.STATUS_ZOMBIE
     left = list(tmp.glob("jetdqn-bench-pong-*"))
-    assert len(left) == 1 and (left[0] / "baseline-0" / "log.jsonl").exists(), list(tmp.iterdir())
+    assert len(left) == 1 and (left[0] / "baseline-0").is_dir(), list(tmp.iterdir())
     run_module("jetdqn.bench", "replay", "--transitions", "300", "--frames", "100", "--modes", "off", "--out",
                str(tmp_path / "replay"), env={"TMPDIR": str(tmp)})
     assert list(tmp.glob("*jetdqn-*")) == []
