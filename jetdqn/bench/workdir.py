@@ -21,7 +21,7 @@ from typing import Iterator
 
 PREFIX = "jetdqn-bench-"
 LOCK = ".bench"
-UNLOCKED_AGE_S = 3600   # a folder with no lock file at all: an older jetdqn's, removed once it is this old
+UNLOCKED_AGE_S = 3600   # a folder with no lock file (an older jetdqn's; no flock there): removed once this old
 
 
 @contextmanager
@@ -30,14 +30,20 @@ def bench_folder(kind: str) -> Iterator[Path]:
     remove_abandoned()
     hidden = Path(tempfile.mkdtemp(prefix=f".{PREFIX}{kind}-"))
     fd = os.open(hidden / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:   # a temp dir on a filesystem without locks: no lock file, so it counts as an older jetdqn's
+        os.close(fd)
+        os.unlink(hidden / LOCK)
+        fd = None
     folder = hidden.with_name(hidden.name[1:])
     os.rename(hidden, folder)
     try:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def remove_abandoned(where=None) -> list[Path]:
