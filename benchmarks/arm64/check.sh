@@ -39,7 +39,7 @@ if [ ! -x "$ROOT/usr/bin/python3" ]; then
     "$SUITE" "$ROOT" http://deb.debian.org/debian >/dev/null || { echo "error: debootstrap failed." >&2; exit 1; }
 fi
 mountpoint -q "$ROOT/proc" || mount --bind /proc "$ROOT/proc"
-trap 'umount "$ROOT/proc" 2>/dev/null' EXIT
+trap 'umount "$ROOT/proc" 2>/dev/null; rm -f "$ROOT/etc/nv_tegra_release"' EXIT   # the Jetson step's, if cut short
 cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/host-ca.crt"
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"   # DNS for pip
 # the working tree, fresh each time (the root's .venv stays: make install redoes it when setup.cfg changes)
@@ -74,6 +74,16 @@ step "train: CartPole (1,000 steps, 500 updates)" ".venv/bin/python -m jetdqn.tr
 step "play (20 steps)" ".venv/bin/python -m jetdqn.play --checkpoint /tmp/pong/model.pt --display-freq 0 --max-steps 20"
 step "export ONNX + play it with ONNX Runtime" ".venv/bin/python -m jetdqn.export --checkpoint /tmp/pong/model.pt --onnx /tmp/pong.onnx && .venv/bin/python -m jetdqn.play --model /tmp/pong.onnx --display-freq 0 --max-steps 20"
 step "telemetry parse (real tegrastats lines)" "test -f ../shared/data/tegrastats/samples.txt || { echo 'no shared/data/tegrastats/samples.txt beside the checkout'; exit 3; }; .venv/bin/python -m jetdqn.telemetry parse ../shared/data/tegrastats/samples.txt --json | head -c 300"
+# a board with PyPI's aarch64 torch (pip install torch), as many owners have it: the L4T release file a board
+# has, in the root for this step only; the run must say the GPU is out of torch's reach, and make install with a
+# Python that has no torch must not fetch PyPI's
+JETSON_LINE='# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 UTC 2025'
+step "a Jetson with PyPI's torch (a board's /etc/nv_tegra_release)" "printf '%s\\n' '$JETSON_LINE' > /etc/nv_tegra_release; \
+  out=\$(.venv/bin/python -m jetdqn.train --preset smoke --total-steps 200 --learn-start 192 --batch-size 4 --run-dir /tmp/jetson --overwrite --telemetry off --progress lines 2>&1); echo \"\$out\" | head -2; \
+  cuda=\$(.venv/bin/python -m jetdqn.train --preset smoke --device cuda --run-dir /tmp/jetson-cuda 2>&1); echo \"\$cuda\"; \
+  rm -rf /tmp/bare /tmp/jv; python3 -m venv --without-pip /tmp/bare; make install VENV=/tmp/jv PYTHON=/tmp/bare/bin/python > /tmp/jv.log 2>&1; made=\$?; head -1 /tmp/jv.log; \
+  rm -f /etc/nv_tegra_release; \
+  echo \"\$out\" | head -1 | grep -q \"^this Jetson's GPU is out of torch's reach\" && echo \"\$cuda\" | grep -q '^error: --device cuda: this Jetson' && [ \$made != 0 ] && grep -q '^error: this is a Jetson' /tmp/jv.log && [ ! -e /tmp/jv ]"
 step "--amp auto on ARM" ".venv/bin/python -c 'from jetdqn.autotune import native_bf16; from jetdqn.config import make_config; print(native_bf16(make_config({\"device\": \"cpu\"})))'"
 if [ "$STEPS" = all ]; then
   step "bench pong (tiny: one case, 8 training steps)" ".venv/bin/python -m jetdqn.bench pong --steps 8 --learn-start 32 --warmup-steps 0 --repeats 1 --cases 'no display' --telemetry procfs --out /tmp/bench"
