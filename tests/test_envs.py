@@ -117,3 +117,35 @@ def test_without_opencv_one_env_is_one_sentence_and_the_vector_env_still_trains(
     two = run_without("cv2", "jetdqn.train", *smoke, "--num-envs", "2", "--run-dir", str(tmp_path / "two"))
     assert two.returncode == 0 and (tmp_path / "two" / "model.safetensors").exists(), two.stderr
 
+
+
+def test_every_listed_game_is_made_reset_and_stepped_in_both_paths(tmp_path):
+    """--list-games listed ale-py's 108 ROMs, four of them (combat, joust, maze_craze, warlords) only for its
+    multi-player mode: --game combat ended the process with ALE's "Attempt to wrap ROM ... failed" and exit
+    status 1, no sentence. And of the games it plays, tic_tac_toe_3d (ale-py registers ALE/TicTacToe3D-v5)
+    and backgammon and video_checkers (no NOOP action, which Gymnasium's no-op starts need) were tracebacks on
+    the one-env path (--num-envs 1, play, a one-game evaluation). Every listed game now runs both paths."""
+    from conftest import run_module
+    from jetdqn.envs import AleVecEnvs, ale_game_ids
+    games = ale_game_ids()
+    assert len(games) == 104 and "pong" in games and "combat" not in games
+    for game in games:
+        one = AtariEnv(game, noop_max=30, seed=1)
+        vec = AleVecEnvs(game, 1, noop_max=30, seed=1)
+        try:
+            assert one.reset().shape == vec.reset()[0].shape == (84, 84), game
+            assert one.n_actions == vec.n_actions, game
+            assert one.step(one.n_actions - 1).frame.shape == (84, 84)
+            assert vec.step(np.array([vec.n_actions - 1])).frames.shape == (1, 84, 84)
+        finally:
+            one.close()
+            vec.close()
+    for game in ("combat", "warlords"):
+        for flags in (["--num-envs", "1"], ["--num-envs", "2"]):
+            proc = run_module("jetdqn.train", "--game", game, "--preset", "smoke", *flags, "--run-dir",
+                              str(tmp_path / "r"), check=False)
+            assert proc.returncode == 2 and proc.stderr == (
+                f"error: {game} is one of the ROMs ale-py ships for its multi-player mode only (combat, joust, "
+                "maze_craze, warlords), which its single-player emulator does not load; `python -m jetdqn.train "
+                "--list-games` lists the 104 games it plays.\n"), proc.stderr
+    assert not (tmp_path / "r").exists()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import threading
 from typing import Optional
@@ -15,9 +16,21 @@ from ..needs import broken_install
 from .base import Step, VecStep
 
 
+@functools.lru_cache(maxsize=None)
 def ale_game_ids() -> list[str]:
+    """The games ale-py's single-player emulator plays: the ROMs it ships that it also recognises. It ships
+    four more, combat, joust, maze_craze and warlords, that only its multi-player mode loads: they were listed,
+    and --game combat ended the process with ALE's "Attempt to wrap ROM ... failed" and exit status 1 (the
+    vector env, no sentence), or Gymnasium's NameNotFound traceback (one env, play, a one-game evaluation)."""
+    import ale_py
     import ale_py.roms
-    return sorted(ale_py.roms.get_all_rom_ids())
+    return sorted(rom for rom in ale_py.roms.get_all_rom_ids()
+                  if ale_py.ALEInterface.isSupportedROM(ale_py.roms.get_rom_path(rom)) is not None)
+
+
+def _multi_player_only() -> list[str]:
+    import ale_py.roms
+    return sorted(set(ale_py.roms.get_all_rom_ids()) - set(ale_game_ids()))
 
 
 def atari_options(cfg) -> dict:
@@ -28,13 +41,25 @@ def atari_options(cfg) -> dict:
 
 
 def ale_env_id(game: str) -> str:
-    """'space_invaders' -> 'ALE/SpaceInvaders-v5'; refuses games ALE does not ship."""
+    """'space_invaders' -> 'ALE/SpaceInvaders-v5' (the id ale-py registers for that ROM: tic_tac_toe_3d's is
+    'ALE/TicTacToe3D-v5', and the one spelt from its name, TicTacToe3d, was Gymnasium's NameNotFound
+    traceback); refuses games ALE does not ship, or ships for its multi-player mode only."""
     key = game.strip().lower().replace("-", "_")
     ids = ale_game_ids()
+    if key in _multi_player_only():
+        raise ConfigError(f"{key} is one of the ROMs ale-py ships for its multi-player mode only "
+                          f"({', '.join(_multi_player_only())}), which its single-player emulator does not load; "
+                          f"`python -m jetdqn.train --list-games` lists the {len(ids)} games it plays.")
     if key not in ids:
         raise ConfigError(f"unknown game {game!r}{_hint(game, ids)}; `python -m jetdqn.train --list-games` lists "
-                          f"the {len(ids)} games ale-py ships.")
-    return "ALE/" + "".join(part.capitalize() for part in key.split("_")) + "-v5"
+                          f"the {len(ids)} games ale-py plays.")
+    import ale_py
+    import gymnasium as gym
+    gym.register_envs(ale_py)
+    registered = [name for name, spec in gym.envs.registry.items()
+                  if name.startswith("ALE/") and name.endswith("-v5") and spec.kwargs.get("game") == key
+                  and spec.kwargs.get("obs_type", "rgb") == "rgb"]
+    return registered[0] if registered else "ALE/" + "".join(part.capitalize() for part in key.split("_")) + "-v5"
 
 
 def gym_id_parts(env_id: str) -> tuple[str, str]:
@@ -90,8 +115,12 @@ class AtariEnv:
         env = gym.make(ale_env_id(game), frameskip=1, repeat_action_probability=float(sticky_actions),
                        full_action_space=bool(full_action_space),
                        max_num_frames_per_episode=max_episode_steps * frame_skip)
-        self._env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=frame_skip, screen_size=84,
-                                       terminal_on_life_loss=False, grayscale_obs=True, scale_obs=False)
+        own_noops = noop_max > 0 and env.unwrapped.get_action_meanings()[0] != "NOOP"
+        if own_noops:   # AtariPreprocessing's no-op starts need action 0 to be NOOP
+            env = _noop_starts(env, noop_max)
+        self._env = AtariPreprocessing(env, noop_max=0 if own_noops else noop_max, frame_skip=frame_skip,
+                                       screen_size=84, terminal_on_life_loss=False, grayscale_obs=True,
+                                       scale_obs=False)
         self.ale = env.unwrapped.ale
         self.n_actions = int(self._env.action_space.n)
         self.action_meanings = env.unwrapped.get_action_meanings()
@@ -130,6 +159,28 @@ class AtariEnv:
 
     def close(self) -> None:
         self._env.close()
+
+
+def _noop_starts(env, noop_max: int):
+    """``env`` with 1 to ``noop_max`` frames of the emulator's NOOP after each reset, for a game whose actions do
+    not begin with NOOP (backgammon, video_checkers: their first is FIRE or UPRIGHT). Gymnasium's
+    AtariPreprocessing refuses those ("the first action meaning must be 'NOOP'": a traceback for one env, play
+    and a one-game evaluation); ale-py's vector env presses the emulator's NOOP itself, and so does this. The
+    count is drawn as AtariPreprocessing draws it; it reads the frame from the emulator after the reset."""
+    import ale_py
+    import gymnasium as gym
+
+    class NoopStarts(gym.Wrapper):
+        def reset(self, *, seed=None, options=None):
+            obs, info = self.env.reset(seed=seed, options=options)
+            ale = self.env.unwrapped.ale
+            for _ in range(int(self.env.unwrapped.np_random.integers(1, noop_max + 1))):
+                ale.act(ale_py.Action.NOOP)
+                if ale.game_over():
+                    obs, info = self.env.reset(options=options)
+            return obs, info
+
+    return NoopStarts(env)
 
 
 class AleVecEnvs:
