@@ -105,7 +105,9 @@ def apply(cfg: Config) -> Runtime:
     """Apply cfg's runtime switches to this process and say what they did."""
     device = pick_device(cfg.device)
     if cfg.replay_device == "cuda" and device.type != "cuda":
-        raise ConfigError("--replay-device cuda keeps the replay in GPU memory, and this run has no CUDA device "
+        jetson = jetson_gpu_unreachable() if cfg.device == "auto" else None   # the preset pong-gpu on a board
+        raise ConfigError(f"--replay-device cuda: {jetson}; or use --replay-device host." if jetson else
+                          "--replay-device cuda keeps the replay in GPU memory, and this run has no CUDA device "
                           f"(--device {cfg.device}); use --replay-device host or cpu.")
     cores = this_process_cores()
     if cfg.threads > cores.usable:

@@ -561,6 +561,10 @@ def test_a_jetson_whose_torch_cannot_use_its_gpu_says_so(tmp_path):
     cuda = run_as_a_jetson([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--device", "cuda",
                             "--run-dir", str(tmp_path / "cuda")], tmp_path / "b")
     assert cuda.returncode == 2 and cuda.stderr == f"error: --device cuda: {said}; or use --device cpu.\n", cuda.stderr
+    gpu = run_as_a_jetson([sys.executable, "-m", "jetdqn.train", "--preset", "pong-gpu", "--run-dir",
+                           str(tmp_path / "gpu")], tmp_path / "d")   # the preset a board owner starts with
+    assert gpu.returncode == 2 and gpu.stderr == f"error: --replay-device cuda: {said}; or use --replay-device host.\n", \
+        gpu.stderr
     bench = run_as_a_jetson([sys.executable, "-m", "jetdqn.bench", "pong", "--steps", "8", "--learn-start", "32",
                              "--warmup-steps", "0", "--repeats", "1", "--cases", "no display", "--telemetry", "off",
                              "--out", str(tmp_path / "bench")], tmp_path / "c", timeout=600)
