@@ -362,3 +362,15 @@ def test_bench_replay_that_does_not_fit_names_its_own_flag(tmp_path):
         assert row and re.fullmatch(rf"1,000,000,000 transitions need {need} GB, and [\d.]+ GB is available; give "
                                     r"--transitions [\d,]+ or fewer", row.group(1)), out
     assert "--replay-size" not in out and "--allow-large-replay" not in out
+
+
+def test_ray_rows_whose_window_splits_a_segment_say_so_and_start_nothing(tmp_path):
+    """A Ray actor's steps, and the run's records, come 100 at a time: bench pong --steps 8 --learn-start 32
+    started a local Ray for each Ray row (~20 s) to fail with "no records after learn_start" and exit 1."""
+    proc = run_module("jetdqn.bench", "pong", "--cases", "ray", "--steps", "8", "--learn-start", "32",
+                      "--warmup-steps", "0", "--repeats", "1", "--out", str(tmp_path), timeout=120)
+    said = ("not run: a Ray actor sends 100 steps at a time (50 for each of its 2 envs), and --learn-start 32 and "
+            "--steps 8 are not a multiple of 100")
+    rows = {r["name"]: r["status"] for r in json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]}
+    assert rows == {"jetdqn: Ray, 1 actor (2 envs, fp32)": said, "jetdqn: Ray, 2 actors (2 envs each, fp32)": said}
+    assert proc.stdout.count(said) == 4   # as each is skipped, and in the table

@@ -42,6 +42,27 @@ class Case:
             return f"not run: {display_reason}"
         return None
 
+    def window_reason(self, learn_start: int, warmup_steps: int, steps: int, extra_flags: list) -> Optional[str]:
+        """Why this row cannot measure the window asked ("not run: ..."), or None. A Ray actor sends its steps
+        a segment at a time (--ray-segment steps of each of its envs: 100 here), and the run's records come
+        with them: a window edge inside a segment has no record, and `bench pong --steps 8` ran both Ray rows
+        for nothing ("failed: no records after learn_start")."""
+        if not self.needs_ray:
+            return None
+        flags = [*self.flags, *extra_flags]
+        last = {flags[i]: flags[i + 1] for i in range(len(flags) - 1) if flags[i].startswith("--")}
+        try:
+            envs, per_env = int(last.get("--num-envs", 1)), int(last.get("--ray-segment", 50))
+        except ValueError:
+            return None   # train refuses those in its own words
+        segment = envs * per_env
+        off = [f"--{name} {value}" for name, value in (("learn-start", learn_start), ("warmup-steps", warmup_steps),
+                                                        ("steps", steps)) if value % segment]
+        if not off:
+            return None
+        return (f"not run: a Ray actor sends {segment} steps at a time ({per_env} for each of its {envs} envs), and "
+                f"{' and '.join(off)} {'is' if len(off) == 1 else 'are'} not a multiple of {segment}")
+
 
 CUDNN = ["--cudnn-benchmark", "--cudnn-fastest"]
 TX1_CASES = [

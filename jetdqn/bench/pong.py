@@ -38,7 +38,8 @@ def bench_pong(args) -> int:
     no_bf16 = None if amp == "bf16" else why_not
     for case in cases:
         why = case.skip_reason(info["cuda"], importlib.util.find_spec("ray") is not None, display_reason(), args.all,
-                               no_bf16)
+                               no_bf16) or case.window_reason(args.learn_start, args.warmup_steps, args.steps,
+                                                              args.extra_flags)
         if why:
             skipped[case] = why
             print(f"- {case.name}: {why}", flush=True)
