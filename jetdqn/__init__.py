@@ -4,6 +4,35 @@
 imported on first use: ``import jetdqn`` alone loads neither torch nor the emulator.
 """
 
+import sys as _sys
+
+
+def _command_module():
+    """The module ``python -m`` runs (read from /proc: while the package imports, sys.argv[0] is only "-m"), the
+    console script's "jetdqn", or None for an import from other code."""
+    if _sys.argv[:1] != ["-m"]:
+        return "jetdqn" if _sys.argv[:1] and _sys.argv[0].endswith("jetdqn") else None
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            words = f.read().decode("utf-8", "replace").split("\0")
+        at = words.index("-m") + 1
+        return "jetdqn.telemetry" if words[at:at + 2] == ["jetdqn", "telemetry"] else words[at]
+    except (OSError, ValueError, IndexError):
+        return "jetdqn"
+
+
+if _sys.version_info < (3, 10):   # first, in syntax an old Python parses: the commands' modules do not parse there
+    _command = _command_module()
+    # the telemetry commands run from 3.8 (JetPack 5's Python): a board's tegrastats log parsed where it was taken
+    if _command is not None and not (_command.startswith("jetdqn.telemetry") and _sys.version_info >= (3, 8)):
+        _sys.stderr.write(
+            "error: jetdqn needs Python 3.10 or later, and this is Python %d.%d (%s): ale-py 0.12, its emulator, has "
+            "no release for older ones; on JetPack 5 (Python 3.8) or 4 (3.6) use a container with Python 3.10 or "
+            "later (README: Jetson)%s.\n" % (_sys.version_info[0], _sys.version_info[1], _sys.executable,
+                                             "; `python -m jetdqn.telemetry` runs from Python 3.8"
+                                             if _sys.version_info < (3, 8) else ""))
+        raise SystemExit(2)
+
 __version__ = "0.1.0"
 __all__ = ["train", "load", "Policy", "__version__"]
 

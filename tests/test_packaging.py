@@ -150,3 +150,33 @@ def test_make_install_on_a_jetson_without_torch_does_not_fetch_pypis(bare_python
     chosen = run_as_a_jetson(["make", "install", f"VENV={venv}", f"PYTHON={bare_python}",
                               f"TORCH_SPEC={tmp_path / 'nvidia-torch.whl'}"], tmp_path / "etc2")
     assert "this is a Jetson" not in chosen.stderr and venv.exists(), chosen.stderr
+
+
+def test_a_python_older_than_3_10_is_named_in_one_sentence(tmp_path):
+    """JetPack 5's Python is 3.8 and JetPack 4's 3.6. A command run there from the clone (PYTHONPATH) said
+    "jetdqn needs PyTorch" (3.8, with torch beside it: the declared packages, which have no release for it)
+    or was a SyntaxError traceback (3.6, 3.7). The telemetry commands, which ran from 3.8, still do."""
+    import glob
+    olds = sorted({p for v in ("3.8", "3.6") for p in [*glob.glob(f"/usr/bin/python{v}"),
+                                                         *glob.glob(f"/root/.pyenv/versions/{v}.*/bin/python")]})
+    if not olds:
+        pytest.skip("no Python 3.8 or 3.6 here")
+    line = "RAM 6589/30587MB (lfb 3x4MB) SWAP 0/15293MB (cached 0MB) CPU [0%@729,1%@729] GR3D_FREQ 12%@76\n"
+    (tmp_path / "tegrastats.log").write_text(line)
+    for python in olds:
+        version = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                 capture_output=True, text=True).stdout.strip()
+        env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+        for argv in (["-m", "jetdqn.train", "--preset", "smoke"], ["-m", "jetdqn", "play"]):
+            proc = subprocess.run([python, *argv], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60)
+            assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.startswith(
+                f"error: jetdqn needs Python 3.10 or later, and this is Python {version} ({python}): ale-py 0.12, "
+                "its emulator, has no release for older ones; on JetPack 5 (Python 3.8) or 4 (3.6) use a container "
+                "with Python 3.10 or later (README: Jetson)") and proc.stderr.count("\n") == 1, proc.stderr
+        parse = subprocess.run([python, "-m", "jetdqn", "telemetry", "parse", "tegrastats.log"], cwd=tmp_path,
+                               capture_output=True, text=True, env=env, timeout=60)
+        if version == "3.8":
+            assert parse.returncode == 0 and parse.stdout.startswith("cpu [0,1]  gpu 12%"), parse.stderr
+        else:
+            assert parse.returncode == 2 and parse.stderr.endswith(
+                "; `python -m jetdqn.telemetry` runs from Python 3.8.\n"), parse.stderr
