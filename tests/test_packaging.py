@@ -153,9 +153,9 @@ def test_make_install_on_a_jetson_without_torch_does_not_fetch_pypis(bare_python
 
 
 def test_a_python_older_than_3_10_is_named_in_one_sentence(tmp_path):
-    """JetPack 5's Python is 3.8 and JetPack 4's 3.6. A command run there from the clone (PYTHONPATH) said
-    "jetdqn needs PyTorch" (3.8, with torch beside it: the declared packages, which have no release for it)
-    or was a SyntaxError traceback (3.6, 3.7). The telemetry commands, which ran from 3.8, still do."""
+    """JetPack 5's Python is 3.8 and JetPack 4's 3.6. A command run there from the clone (PYTHONPATH) named
+    packages to pip install (3.8: torch, and the declared packages, ale-py among them, which have no release
+    for it) or was a SyntaxError traceback (3.6, 3.7). The telemetry commands, which ran from 3.8, still do."""
     import glob
     olds = sorted({p for v in ("3.8", "3.6") for p in [*glob.glob(f"/usr/bin/python{v}"),
                                                          *glob.glob(f"/root/.pyenv/versions/{v}.*/bin/python")]})
