@@ -128,7 +128,7 @@ def test_every_listed_game_is_made_reset_and_stepped_in_both_paths(tmp_path):
     from conftest import run_module
     from jetdqn.envs import AleVecEnvs, ale_game_ids
     games = ale_game_ids()
-    assert len(games) == 104 and "pong" in games and "combat" not in games
+    assert "pong" in games and not {"combat", "joust", "maze_craze", "warlords"} & set(games)   # 104 of 108 in 0.12.1
     for game in games:
         one = AtariEnv(game, noop_max=30, seed=1)
         vec = AleVecEnvs(game, 1, noop_max=30, seed=1)
@@ -147,5 +147,5 @@ def test_every_listed_game_is_made_reset_and_stepped_in_both_paths(tmp_path):
             assert proc.returncode == 2 and proc.stderr == (
                 f"error: {game} is one of the ROMs ale-py ships for its multi-player mode only (combat, joust, "
                 "maze_craze, warlords), which its single-player emulator does not load; `python -m jetdqn.train "
-                "--list-games` lists the 104 games it plays.\n"), proc.stderr
+                f"--list-games` lists the {len(games)} games it plays.\n"), proc.stderr
     assert not (tmp_path / "r").exists()
