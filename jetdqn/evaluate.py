@@ -28,7 +28,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
-import numpy as np
+from .needs import need_packages
+
+need_packages(command=__name__ == "__main__")   # before the imports below (NumPy, and torch with the envs)
+
+import numpy as np  # noqa: E402
 
 from .config import Config, ends_on_ctrl_c
 from .envs import AleVecEnvs, FrameStack, make_env
@@ -174,8 +178,7 @@ def record_evaluation(run_dir: Path, result: dict, argv: list[str]) -> None:
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    from .needs import need_packages
-    need_packages(command=True)
+    need_packages(command=True)   # the console script imports this module as a library first
     from .signals import exit_on_stop
     exit_on_stop()   # SIGTERM says so and closes the games' emulators, as Ctrl-C does
     from .checkpoint import CheckpointError

@@ -33,6 +33,20 @@ class MissingPackages(ModuleNotFoundError):
     """What a library import raises where a command would print its sentence (``jetdqn.api``)."""
 
 
+def need_numpy_to_plot(command: bool) -> None:
+    """plot and telemetry plot need no torch, but they read a run's records with NumPy: in a Python without it
+    (a board's system Python with the clone on PYTHONPATH) they were a ModuleNotFoundError traceback. One
+    sentence and exit status 2 for a command, ``MissingPackages`` for an import."""
+    if importlib.util.find_spec("numpy") is not None:
+        return
+    message = (f"plotting needs NumPy and matplotlib, and this Python ({sys.executable}) has no NumPy: pip install "
+               "numpy matplotlib (or pip install -e \".[plot]\" in the jetdqn checkout).")
+    if command:
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+    raise MissingPackages(message, name="numpy")
+
+
 def need_packages(command: bool) -> None:
     """One sentence and exit status 2 for a command (``command``), naming torch and every declared package
     that is missing or older than jetdqn needs; ``MissingPackages`` saying the same for a library import. A

@@ -20,9 +20,12 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .records import read_jsonl
-from .config import Parser, ends_on_ctrl_c, given_path
-from .needs import broken_install
+from .needs import broken_install, need_numpy_to_plot
+
+need_numpy_to_plot(command=__name__ == "__main__")   # before records, which reads with NumPy
+
+from .records import read_jsonl  # noqa: E402
+from .config import Parser, ends_on_ctrl_c, given_path  # noqa: E402
 from .signals import exit_on_stop
 
 

@@ -23,11 +23,29 @@ def bare_python(tmp_path_factory):
 
 @pytest.mark.parametrize("command", [["-m", "jetdqn.train", "--preset", "smoke"], ["-m", "jetdqn.play"],
                                      ["-m", "jetdqn.export", "--checkpoint", "x.pt", "--onnx", "x.onnx"],
-                                     ["-m", "jetdqn", "train"]])
+                                     ["-m", "jetdqn", "train"],
+                                     # these two were NumPy's ModuleNotFoundError traceback
+                                     ["-m", "jetdqn.evaluate", "runs/pong"], ["-m", "jetdqn.bench", "pong"],
+                                     ["-m", "jetdqn", "evaluate", "runs/pong"], ["-m", "jetdqn", "bench", "pong"]])
 def test_without_torch_a_command_says_so_in_one_sentence(bare_python, command):
     proc = subprocess.run([str(bare_python), *command], cwd=ROOT, capture_output=True, text=True, timeout=60,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2 and proc.stderr.startswith(SENTENCE) and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.parametrize("command", [["-m", "jetdqn.plot", "runs/pong"], ["-m", "jetdqn.telemetry", "plot", "runs/pong"],
+                                     ["-m", "jetdqn", "plot", "runs/pong"]])
+def test_without_numpy_a_plot_says_so_in_one_sentence(bare_python, command):
+    """The plots need no torch, only NumPy and matplotlib: without NumPy they were a ModuleNotFoundError
+    traceback. The telemetry commands that need neither still run (watch: /proc)."""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([str(bare_python), *command], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 2 and proc.stderr == (
+        f"error: plotting needs NumPy and matplotlib, and this Python ({bare_python}) has no NumPy: pip install numpy "
+        "matplotlib (or pip install -e \".[plot]\" in the jetdqn checkout).\n"), proc.stderr
+    watch = subprocess.run([str(bare_python), "-m", "jetdqn.telemetry", "watch", "--count", "1"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert watch.returncode == 0 and "(procfs)" in watch.stdout, watch.stderr
 
 
 def test_without_torch_the_sentence_also_names_the_other_packages_to_install(bare_python):

@@ -181,9 +181,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             return 2
     from ..signals import exit_on_stop
     exit_on_stop()   # as jetdqn.plot: a SIGTERM mid-write leaves the earlier PNG, no .part file
+    from ..needs import MissingPackages
     try:
         out = plot_run(Path(args.run_dir), Path(args.out) if args.out else None)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, MissingPackages) as exc:   # MissingPackages: no NumPy (needs.need_numpy_to_plot)
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(out)
