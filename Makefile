@@ -41,6 +41,9 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
 	  echo "install: using the system torch ($$($(PYTHON) -c 'import torch; print(torch.__version__)'))$$( \
 	    [ -r /etc/nv_tegra_release ] && echo ", L4T $$(head -1 /etc/nv_tegra_release | sed 's/^# //; s/, *EABI.*//')")"; \
+	  if [ -r /etc/nv_tegra_release ] && ! $(PYTHON) -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then \
+	    echo "install: this torch cannot use the Jetson's GPU (torch.cuda.is_available() is False), so every run will train on the CPU: install NVIDIA's torch wheel for your JetPack (README: Jetson)"; \
+	  fi; \
 	  $(PYTHON) -m venv --system-site-packages $(VENV); \
 	  $(PYTHON) -c "$$SEE_ITS_PACKAGES" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_jetdqn_system_torch.pth"; \
 	  $(PYTHON) -c "import importlib.metadata as m; [print(f'{p}=={m.version(p)}') for p in ('torch', 'numpy', 'torchvision') if any(d.metadata['Name'].lower() == p for d in m.distributions())]" > $(VENV)/constraints.txt; \

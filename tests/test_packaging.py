@@ -154,7 +154,8 @@ def test_pip_install_from_the_clone_into_a_fresh_venv(tmp_path):
 def test_make_install_on_a_jetson_without_torch_does_not_fetch_pypis(bare_python, tmp_path):
     """With no torch in the board's Python, make install pip-installed PyPI's torch into .venv: a build that
     does not use a Jetson's GPU (JetPack 6), so every run and benchmark then went to the CPU. It now stops,
-    before anything is made, and says what to install; TORCH_SPEC given on the command line still goes on."""
+    before anything is made, and says what to install; TORCH_SPEC given on the command line still goes on.
+    A system torch that cannot reach the GPU is kept, as any system torch is, and said."""
     from conftest import L4T_RELEASE, run_as_a_jetson
     venv = tmp_path / "venv"
     proc = run_as_a_jetson(["make", "install", f"VENV={venv}", f"PYTHON={bare_python}"], tmp_path / "etc")
@@ -168,6 +169,12 @@ def test_make_install_on_a_jetson_without_torch_does_not_fetch_pypis(bare_python
     chosen = run_as_a_jetson(["make", "install", f"VENV={venv}", f"PYTHON={bare_python}",
                               f"TORCH_SPEC={tmp_path / 'nvidia-torch.whl'}"], tmp_path / "etc2")
     assert "this is a Jetson" not in chosen.stderr and venv.exists(), chosen.stderr
+    # a Python whose torch is there but cannot reach the GPU (PyPI's, installed system-wide): made, and said
+    kept = tmp_path / "kept"
+    cpu = run_as_a_jetson(["make", "install", f"VENV={kept}", f"PYTHON={sys.executable}"], tmp_path / "etc3")
+    assert cpu.returncode == 0 and (kept / ".installed").exists(), cpu.stderr
+    assert ("install: this torch cannot use the Jetson's GPU (torch.cuda.is_available() is False), so every run "
+            "will train on the CPU: install NVIDIA's torch wheel for your JetPack (README: Jetson)\n") in cpu.stdout
 
 
 def test_a_python_older_than_3_10_is_named_in_one_sentence(tmp_path):
