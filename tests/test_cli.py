@@ -574,3 +574,15 @@ def test_a_jetson_whose_torch_cannot_use_its_gpu_says_so(tmp_path):
     plain = run_module("jetdqn.train", "--preset", "smoke", "--telemetry", "off", "--progress", "lines",
                        "--run-dir", str(tmp_path / "plain")).stdout
     assert "Jetson" not in plain and "gpu_unreachable" not in (tmp_path / "plain" / "config.json").read_text()
+
+
+def test_a_run_with_many_emulators_says_it_is_starting_them(tmp_path):
+    """128 emulators took 12 s to start on this VM with nothing on the screen (the first line came with the
+    first record); from 32 on the run says so first. A few do not."""
+    many = run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "32", "--total-steps", "64", "--learn-start",
+                      "32", "--replay-size", "1024", "--telemetry", "off", "--progress", "lines", "--run-dir",
+                      str(tmp_path / "many")).stdout
+    assert many.startswith("starting 32 emulators\n"), many
+    few = run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "2", "--telemetry", "off", "--progress",
+                     "lines", "--run-dir", str(tmp_path / "few")).stdout
+    assert "emulators" not in few, few
