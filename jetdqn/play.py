@@ -57,6 +57,9 @@ def check_args(args: argparse.Namespace) -> None:
     if args.record_all and not args.record:   # was ignored: no video was written, and nothing said so
         raise ConfigError("--record-all records every frame into --record's video, and there is no --record: add "
                           "--record FILE.mp4, or drop --record-all.")
+    if args.fps and not args.display_freq and not args.record:   # it slowed play down with nothing to watch
+        raise ConfigError(f"--fps {args.fps} paces the window or the video, and --display-freq 0 with no --record "
+                          "shows neither: drop --fps, or give --display-freq N or --record FILE.mp4.")
     if args.reuse_conv and not (args.model or args.checkpoint):
         raise ConfigError("--reuse-conv needs a trained model (--model or --checkpoint).")
     if args.model and args.checkpoint:

@@ -314,6 +314,9 @@ def test_a_run_kept_on_a_disk_that_is_not_mounted_is_named_so(tmp_path):
      "missing does not exist"),
     (["jetdqn.play", "--display-freq", "0", "--max-steps", "20", "--record", "{dir}/x.txt"],
      "a video needs one of the names *.mp4"),
+    # it slowed play down to 5 steps a second with nothing shown or recorded
+    (["jetdqn.play", "--display-freq", "0", "--max-steps", "20", "--fps", "5"],
+     "--fps 5 paces the window or the video, and --display-freq 0 with no --record shows neither"),
     (["jetdqn.bench", "acting", "--splits", "8x2,3x4"], "'8x2,3x4' is not a comma-separated list of ENVSxGROUPS"),
     (["jetdqn.bench", "replay", "--modes", "off,lz5"], "is not a comma-separated list of replay storage modes"),
     (["jetdqn.bench", "reuse", "--games", "pong,pongg"], "unknown game 'pongg'"),
