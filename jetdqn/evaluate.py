@@ -178,7 +178,6 @@ def record_evaluation(run_dir: Path, result: dict, argv: list[str]) -> None:
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    need_packages(command=True)   # the console script imports this module as a library first
     from .signals import exit_on_stop
     exit_on_stop()   # SIGTERM says so and closes the games' emulators, as Ctrl-C does
     from .checkpoint import CheckpointError

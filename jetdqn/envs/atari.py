@@ -28,9 +28,23 @@ def ale_game_ids() -> list[str]:
                   if ale_py.ALEInterface.isSupportedROM(ale_py.roms.get_rom_path(rom)) is not None)
 
 
+@functools.lru_cache(maxsize=None)
 def _multi_player_only() -> list[str]:
     import ale_py.roms
     return sorted(set(ale_py.roms.get_all_rom_ids()) - set(ale_game_ids()))
+
+
+@functools.lru_cache(maxsize=None)
+def _registered_ids() -> dict[str, str]:
+    """ROM -> the Gymnasium id ale-py registers for its screens ('tic_tac_toe_3d' -> 'ALE/TicTacToe3D-v5')."""
+    import ale_py
+    import gymnasium as gym
+    gym.register_envs(ale_py)
+    ids: dict[str, str] = {}
+    for name, spec in gym.envs.registry.items():
+        if name.startswith("ALE/") and name.endswith("-v5") and spec.kwargs.get("obs_type", "rgb") == "rgb":
+            ids.setdefault(spec.kwargs.get("game"), name)
+    return ids
 
 
 def atari_options(cfg) -> dict:
@@ -53,13 +67,7 @@ def ale_env_id(game: str) -> str:
     if key not in ids:
         raise ConfigError(f"unknown game {game!r}{_hint(game, ids)}; `python -m jetdqn.train --list-games` lists "
                           f"the {len(ids)} games ale-py plays.")
-    import ale_py
-    import gymnasium as gym
-    gym.register_envs(ale_py)
-    registered = [name for name, spec in gym.envs.registry.items()
-                  if name.startswith("ALE/") and name.endswith("-v5") and spec.kwargs.get("game") == key
-                  and spec.kwargs.get("obs_type", "rgb") == "rgb"]
-    return registered[0] if registered else "ALE/" + "".join(part.capitalize() for part in key.split("_")) + "-v5"
+    return _registered_ids().get(key) or "ALE/" + "".join(part.capitalize() for part in key.split("_")) + "-v5"
 
 
 def gym_id_parts(env_id: str) -> tuple[str, str]:
