@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import os
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -167,10 +168,11 @@ def load(path, device: Optional[str] = None, providers: Optional[list[str]] = No
     this onnxruntime has).
     ``reuse_conv``: a torch Nature CNN on the CPU reuses its activations from step to step (nature_reuse.py);
     "kernels" runs the same numpy kernels with reuse off (the benchmarks' baseline for what reuse gains).
-    A run directory stands for its model (``model_of``)."""
+    A run directory stands for its model (``model_of``); a leading ``~`` is the home folder, as in train's
+    ``run_dir`` and every path flag (``config.home_expanded``)."""
     if isinstance(path, str) and not path.strip():   # Path('') is the current directory
         raise CheckpointError("the model's path is empty: give a run directory or a model file.")
-    path = model_of(Path(path))
+    path = model_of(Path(os.path.expanduser(path)))
     if path.suffix == ".onnx":
         if reuse_conv:
             raise CheckpointError(f"--reuse-conv runs the network's own weights: give the .pt or .safetensors "

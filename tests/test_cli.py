@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -509,7 +510,7 @@ def test_the_progress_bar_fits_an_80_column_terminal(tmp_path):
     assert max(len(piece) for piece in drawn) < 80, [piece for piece in drawn if len(piece) >= 80]
 
 
-def test_a_path_that_starts_with_a_tilde_is_the_home_folder(tmp_path):
+def test_a_path_that_starts_with_a_tilde_is_the_home_folder(tmp_path, monkeypatch):
     """The shell does not expand ``~`` after ``=`` (``--run-dir=~/runs/pong``) nor in a --config file: the run
     went to a folder named ``~`` in the current one (and ``rm -rf ~``, meant for it, takes the home folder).
     A leading ``~`` now means the home folder in every path flag and path setting."""
@@ -532,6 +533,11 @@ def test_a_path_that_starts_with_a_tilde_is_the_home_folder(tmp_path):
     run_module("jetdqn.export", "--checkpoint=~/runs/a", "--safetensors=~/a.safetensors", env=env, cwd=work)
     assert (home / "a.safetensors").is_file()
     assert list(work.iterdir()) == []
+    monkeypatch.setenv("HOME", str(home))   # jetdqn.load, as jetdqn.train(run_dir="~/...") does
+    monkeypatch.chdir(work)
+    import jetdqn
+    assert jetdqn.load("~/runs/a").env_name == "CartPole-v1"
+    assert jetdqn.load(Path("~/a.safetensors")).trained_steps == 200
 
 
 def test_a_jetson_whose_torch_cannot_use_its_gpu_says_so(tmp_path):
