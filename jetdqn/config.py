@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Optional
@@ -112,7 +113,7 @@ class Config:
     apex_eps: bool = _f(False, "Ape-X per-env epsilons eps_i = 0.4^(1 + 7 i / (N - 1)) instead of the schedule.")
     # --- Atari preprocessing (Nature DQN)
     frame_skip: int = _f(4, "Emulator frames per action (max over the last two).")
-    history: int = _f(4, "Frames stacked into one observation (Atari).")
+    history: int = _f(4, "Frames stacked into one observation (Atari; at most 64).")
     noop_max: int = _f(30, "Up to this many no-op actions at the start of each game.")
     clip_rewards: bool = _f(True, "Clip rewards to +-1 for learning (scores stay raw).")
     terminal_on_life_loss: bool = _f(True, "A lost life ends the episode for learning, not for scoring.")
@@ -222,6 +223,13 @@ class Config:
         for name in ["eps_start", "eps_end", "eval_eps", "target_eps", "sticky_actions", "priority_alpha", "priority_beta"]:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be between 0 and 1, got {getattr(self, name)}.")
+        for name in ("eval_episodes", "final_eval_games"):   # 2**63 games: numpy's ValueError traceback at the end
+            if getattr(self, name) > MAX_GAMES:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at most {MAX_GAMES:,} games, got "
+                                  f"{getattr(self, name):,}.")
+        if self.history > MAX_HISTORY:   # 5e9 was an allocation traceback; 100,000 held the first update for minutes
+            raise ConfigError(f"--history must be at most {MAX_HISTORY} frames (each stack holds that many frames per "
+                              f"env and per sampled transition; the Nature DQN stacks 4), got {self.history:,}.")
         if not 0 <= self.seed <= SEED_MAX:   # -1 was numpy's ValueError traceback
             raise ConfigError(f"--seed must be from 0 to {SEED_MAX:,}, got {self.seed}.")
         for name in ("frame_skip", "noop_max", "num_envs", "env_threads"):   # ale-py's C ints: a TypeError traceback
@@ -424,6 +432,9 @@ probability = _number(float, lambda v: 0.0 <= v <= 1.0, "a number between 0 and 
 C_INT_MAX = 2**31 - 1   # what ale-py's emulator settings take (frames per episode, frame skip, no-ops, threads)
 SEED_MAX = C_INT_MAX   # a seed goes to numpy, torch and the emulator (ALE's random_seed is a C int)
 seed = _number(int, lambda v: 0 <= v <= SEED_MAX, f"a seed from 0 to {SEED_MAX:,}")
+MAX_GAMES = 1_000_000   # games in one evaluation: far more than any protocol plays, and an array of scores fits
+games = _number(int, lambda v: 1 <= v <= MAX_GAMES, f"a number of games from 1 to {MAX_GAMES:,}")
+MAX_HISTORY = 64   # frames in one stack
 
 
 def given_path(text: str) -> str:
@@ -460,7 +471,17 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = list(sys.argv[1:] if args is None else args)   # for error's negative-number hint
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str):
+        missing = re.fullmatch(r"argument (--[\w-]+): expected one argument", message)
+        if missing:   # argparse reads '-1e-3' and '-inf' as flags (only -5 and -2.5 as numbers)
+            given = getattr(self, "_given", [])
+            after = [given[i + 1] for i, word in enumerate(given[:-1]) if word == missing.group(1)]
+            if after and _is_number(after[0]):
+                message += f" (a negative number is read as a flag here: write {missing.group(1)}={after[0]})"
         if message.startswith("unrecognized arguments:"):
             import difflib
             parsers = [self] + [sub for action in self._actions if isinstance(action, argparse._SubParsersAction)
@@ -476,6 +497,14 @@ class Parser(argparse.ArgumentParser):
                     break
         print(f"error: {self.prog}: {message}; see --help.", file=sys.stderr)
         raise SystemExit(2)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
 
 
 def build_parser(prog: str, description: str, fields: Optional[set[str]] = None) -> argparse.ArgumentParser:
@@ -508,7 +537,9 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
 
 
 def _int_like(text: str) -> int:
-    """Accept 50000, 50_000, 5e4 and 1M-style values for step counts."""
+    """Accept 50000, 50_000, 5e4 and 1M-style values for step counts. Digits are read as an int, exactly; a
+    float form must be finite and whole ('inf' and '1e400' were an OverflowError traceback, 'nan' argparse's
+    "invalid _int_like value")."""
     t = text.strip().lower().replace("_", "")
     mult = 1
     if t.endswith("k"):
@@ -516,10 +547,14 @@ def _int_like(text: str) -> int:
     elif t.endswith("m"):
         mult, t = 1_000_000, t[:-1]
     try:
+        return int(t, 10) * mult
+    except ValueError:
+        pass
+    try:
         value = float(t) * mult
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value != int(value):
+    if not math.isfinite(value) or not value.is_integer():
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
     return int(value)
 
@@ -556,9 +591,12 @@ def _typed(name: str, value: Any) -> Any:
         try:
             return parse(value)
         except (ValueError, argparse.ArgumentTypeError):
-            raise ConfigError(f"{flag} takes a number, got {value!r}.") from None
+            raise ConfigError(f"{flag} takes {'a whole number' if base == 'int' else 'a number'}, "
+                              f"got {value!r}.") from None
+    if base == "int" and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)   # float(10**400) is an OverflowError
     if base == "int" and isinstance(value, numbers.Real) and not isinstance(value, bool):
-        if float(value).is_integer():
+        if math.isfinite(value) and float(value).is_integer():
             return int(value)
         raise ConfigError(f"{flag} takes a whole number, got {value!r}.")
     if base == "float" and isinstance(value, numbers.Real) and not isinstance(value, bool):

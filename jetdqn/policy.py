@@ -108,8 +108,9 @@ class Policy:
         """Whole games at ``eps`` with random no-op starts, scored with raw rewards (training's evaluation
         protocol; ``sticky_actions`` defaults to what the network was trained with)."""
         from .evaluate import game_statistics, play_games, protocol
-        if not (isinstance(games, numbers.Integral) and games >= 1):   # 0: numpy's warnings, then its ValueError
-            raise ValueError(f"games is how many whole games to play, 1 or more; got {games!r}")
+        from .config import MAX_GAMES
+        if not (isinstance(games, numbers.Integral) and 1 <= games <= MAX_GAMES):   # 0: numpy's warnings, then its ValueError
+            raise ValueError(f"games is how many whole games to play, 1 to {MAX_GAMES:,}; got {games!r}")
         _check_eps(eps)
         more = {} if sticky_actions is None else {"sticky_actions": sticky_actions}
         cfg = self.play_config(game=game, seed=seed, **more)

@@ -69,6 +69,17 @@ def test_every_preset_is_a_valid_config():
     (["--num-envs", "2", "--env-threads", "3000000000"], "--env-threads must be at most 2,147,483,647"),
     (["--backend", "ray", "--num-envs", "2", "--display-freq", "3"],   # the window stayed empty
      "--display-freq 3 shows this process's env 0, and with --backend ray the envs play in the actors' processes"),
+    # a step count that is no finite number: an OverflowError traceback, and for nan "invalid _int_like value"
+    (["--total-steps", "inf"], "argument --total-steps: expected an integer, got 'inf'"),
+    (["--total-steps", "1e400"], "argument --total-steps: expected an integer, got '1e400'"),
+    (["--total-steps", "nan"], "argument --total-steps: expected an integer, got 'nan'"),
+    # argparse reads -1e-3 as a flag: "expected one argument" said nothing of why
+    (["--target-return", "-2e1"], "argument --target-return: expected one argument (a negative number is read as a "
+                                  "flag here: write --target-return=-2e1)"),
+    # numpy's "Maximum allowed dimension exceeded" traceback after the whole run had trained
+    (["--final-eval-games", "9223372036854775808"], "--final-eval-games must be at most 1,000,000 games, got "
+                                                    "9,223,372,036,854,775,808."),
+    (["--history", "100000"], "--history must be at most 64 frames"),   # held the first update for minutes
 ])
 def test_bad_input_gets_one_sentence(tmp_path, argv, message):
     import torch

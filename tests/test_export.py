@@ -445,8 +445,15 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
     with pytest.raises(ConfigError, match=r"^jetdqn.train has no setting total_step; the names are the command"):
         jetdqn.train(preset="cartpole", total_step=100)
     policy = jetdqn.load(PONG_MODEL)
-    with pytest.raises(ValueError, match=r"^games is how many whole games to play, 1 or more; got 0$"):
-        policy.evaluate(games=0)
+    for games in (0, 2**63):   # 2**63: numpy's "Maximum allowed dimension exceeded"
+        with pytest.raises(ValueError, match=rf"^games is how many whole games to play, 1 to 1,000,000; got {games}$"):
+            policy.evaluate(games=games)
+    with pytest.raises(ConfigError, match=r"^--history must be at most 64 frames"):
+        jetdqn.train(preset="smoke", history=100_000)
+    with pytest.raises(ConfigError, match=r"^--total-steps takes a whole number, got '1e400'.$"):   # OverflowError
+        jetdqn.train(preset="smoke", total_steps="1e400")
+    with pytest.raises(ConfigError, match=r"^--eval-episodes must be at most 1,000,000 games"):   # float(10**400)
+        jetdqn.train(preset="smoke", eval_episodes=10**400)
     for eps in (2, -1, float("nan")):
         with pytest.raises(ValueError, match=r"^eps is a probability, from 0 to 1"):
             policy.predict(pong_stacks[0], eps=eps)

@@ -46,6 +46,9 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
     assert [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()] == evals
     bad = run_module("jetdqn.evaluate", str(tmp_path / "nothing"), check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    many = run_module("jetdqn.evaluate", str(run), "--games", "9223372036854775808", check=False)   # numpy's traceback
+    assert many.returncode == 2 and many.stderr.endswith("argument --games: '9223372036854775808' is not a number of "
+                                                         "games from 1 to 1,000,000; see --help.\n"), many.stderr
     not_a_run = run_module("jetdqn.evaluate", str(run / "model.pt"), "--record", check=False)
     assert not_a_run.returncode == 2 and "not a directory" in not_a_run.stderr and not_a_run.stderr.count("\n") == 1
     # a committed results directory keeps the safetensors weights but no .pt: --best plays best.safetensors
