@@ -318,6 +318,9 @@ class Config:
             raise ConfigError("--resume and --overwrite contradict each other; pick one.")
         if self.telemetry_interval_ms < 50:
             raise ConfigError("--telemetry-interval-ms must be at least 50.")
+        if self.telemetry_interval_ms > DAY_S * 1000:   # 2**63 went to tegrastats' --interval and the GPU poll's sleep
+            raise ConfigError(f"--telemetry-interval-ms must be at most {DAY_S * 1000:,} (a day), got "
+                              f"{self.telemetry_interval_ms:,}.")
         self._refuse_settings_without_effect()
         return self
 
@@ -435,6 +438,9 @@ seed = _number(int, lambda v: 0 <= v <= SEED_MAX, f"a seed from 0 to {SEED_MAX:,
 MAX_GAMES = 1_000_000   # games in one evaluation: far more than any protocol plays, and an array of scores fits
 games = _number(int, lambda v: 1 <= v <= MAX_GAMES, f"a number of games from 1 to {MAX_GAMES:,}")
 MAX_HISTORY = 64   # frames in one stack
+DAY_S = 86_400   # the longest sampling interval; a week is the longest time limit (time.sleep and poll overflow
+WEEK_S = 7 * DAY_S   # past ~292 years, an OverflowError traceback)
+seconds_limit = _number(int, lambda v: 1 <= v <= WEEK_S, f"a number of seconds from 1 to {WEEK_S:,} (a week)")
 
 
 def given_path(text: str) -> str:

@@ -10,7 +10,11 @@ import pytest
 from jetdqn.config import Config
 
 NEGATIVE_IS_VALID = {"threads", "target_return"}   # -1 = auto threads; a return may be negative
-TOO_LARGE = {"--seed": "2147483648"}   # numpy, torch and the emulator take it: -1 was numpy's traceback
+# --seed: numpy, torch and the emulator take it (-1 was numpy's traceback); the others were tracebacks or
+# stalls: numpy's "Maximum allowed dimension exceeded" after the whole run, an allocation of 40 TB (--history
+# 5e9), tegrastats' --interval
+TOO_LARGE = {"--seed": "2147483648", "--final-eval-games": "9223372036854775808", "--eval-episodes": "1000001",
+             "--history": "65", "--telemetry-interval-ms": "9223372036854775808"}
 
 
 def train_cases():
@@ -22,8 +26,11 @@ def train_cases():
             yield flag, "abc"
             if f.name not in NEGATIVE_IS_VALID:
                 yield flag, "-7"
+            yield flag, "inf"   # a step count's was an OverflowError traceback
             if kind in (float, typing.Optional[float]):
                 yield flag, "nan"
+            else:
+                yield flag, "1e400"
             if flag in TOO_LARGE:
                 yield flag, TOO_LARGE[flag]
 
@@ -52,7 +59,12 @@ OTHER = [("jetdqn.play", [], f, v) for f in ("--episodes", "--eps", "--display-f
     [("jetdqn.bench.__main__", ["replay"], f, v) for f in ("--transitions", "--frames") for v in ("x", "0")] + \
     [("jetdqn.telemetry.__main__", ["watch"], f, v) for f in ("--interval", "--count") for v in ("x", "-1", "inf")] + \
     [("jetdqn.play", [], "--seed", "2147483648"), ("jetdqn.evaluate", ["run"], "--seed", "-1"),
-     ("jetdqn.evaluate", ["run"], "--seed", "2147483648")]
+     ("jetdqn.evaluate", ["run"], "--seed", "2147483648"),
+     # each was a traceback: numpy's dimension, the case's poll and time.sleep overflowing
+     ("jetdqn.evaluate", ["run"], "--games", "9223372036854775808"),
+     ("jetdqn.bench.__main__", ["pong"], "--case-timeout", "9223372036854775808"),
+     ("jetdqn.telemetry.__main__", ["watch"], "--interval", "9223372036854775808"),
+     ("jetdqn.bench.__main__", ["pong"], "--steps", "-1e3")]   # argparse reads it as a flag: now said
 
 
 @pytest.mark.parametrize("module, sub, flag, value", OTHER)

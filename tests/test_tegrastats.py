@@ -247,12 +247,16 @@ def test_telemetry_watch_reads_a_tegrastats_at_its_path_and_names_its_own_flags(
 def test_bench_pong_reads_a_tegrastats_at_its_path_and_refuses_a_missing_one_before_its_cases(tegrastats_lines,
                                                                                                  tmp_path):
     """bench pong had no --tegrastats-path, and with --telemetry tegrastats on a machine without one it ran
-    every case, each failing on it in turn, and wrote a results file of failed rows."""
-    script = fake_tegrastats(tmp_path, [tegrastats_lines[20]])
+    every case, each failing on it in turn, and wrote a results file of failed rows. A relative path that starts
+    with '-' (given as --tegrastats-path=-board/tegrastats) went to each case as two words, which its train read
+    as a flag: every row failed."""
+    board = tmp_path / "-board"
+    board.mkdir()
+    fake_tegrastats(board, [tegrastats_lines[20]])
     out = tmp_path / "results"
     run_module("jetdqn.bench", "pong", "--cases", "baseline", "--steps", "100", "--learn-start", "50",
                "--warmup-steps", "0", "--repeats", "1", "--out", str(out), "--telemetry", "tegrastats",
-               "--tegrastats-path", str(script), "--extra-flags", "--telemetry-interval-ms", "50")
+               "--tegrastats-path=-board/tegrastats", "--extra-flags", "--telemetry-interval-ms", "50", cwd=tmp_path)
     row = next(r for r in json.loads(next(out.glob("*.json")).read_text())["rows"] if r["status"] == "ok")
     assert row["runs"][0]["telemetry_source"] == "tegrastats"
     assert row["gpu_load"] == pytest.approx(71.0) and row["power_w"] == pytest.approx(14.025)

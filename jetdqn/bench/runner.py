@@ -97,7 +97,7 @@ def tegrastats_path(args) -> list[str]:
     """bench pong's --tegrastats-path for a case's command, left out when it is the default (shorter commands
     in the results)."""
     path = getattr(args, "tegrastats_path", "tegrastats")
-    return [] if path == "tegrastats" else ["--tegrastats-path", path]
+    return [] if path == "tegrastats" else [f"--tegrastats-path={path}"]   # one word: a path may start with '-'
 
 
 def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:

@@ -82,11 +82,13 @@ def _parse_lines(path, lines, as_json: bool) -> int:
 
 
 def cmd_watch(args) -> int:
-    from ..config import ConfigError, make_config
+    from ..config import DAY_S, ConfigError, make_config
     from . import make_sampler
     if args.interval < 0.05:
         raise ConfigError(f"--interval {args.interval:g}: the samplers measure every 50 ms at the fastest; give "
                           "0.05 or more.")
+    if args.interval > DAY_S:   # 2**63 was time.sleep's OverflowError traceback
+        raise ConfigError(f"--interval {args.interval:g}: give at most {DAY_S:,} seconds (a day).")
     # the sampler takes at least one sample per printed line: a line shorter than its period had none (0%)
     if args.tegrastats_path is not None and args.source in ("procfs", "jtop"):   # was ignored
         raise ConfigError(f"--tegrastats-path has no effect with --source {args.source} (tegrastats is not started): "

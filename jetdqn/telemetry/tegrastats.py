@@ -7,6 +7,7 @@ its own pattern: a field in a new format loses that field only, never the whole 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import threading
@@ -176,7 +177,9 @@ class TegrastatsReader:
 
     def start(self) -> None:
         try:
-            self.proc = subprocess.Popen([self.path, "--interval", str(self.interval_ms)],
+            # a relative path made absolute: a script's interpreter reads '-board/tegrastats' as its own flags
+            program = os.path.abspath(self.path) if os.sep in self.path else self.path
+            self.proc = subprocess.Popen([program, "--interval", str(self.interval_ms)],
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                          bufsize=1, encoding="utf-8", errors="replace")   # a stray byte: one bad line
         except OSError as exc:
