@@ -116,7 +116,7 @@ def time_policy(policy, batches) -> float:
 def time_play(model: str, steps: int, reuse: bool) -> float:
     """ms per agent step of ``jetdqn.play`` (no window) for ``steps`` steps, in this process."""
     from ..play import build_parser, play
-    args = build_parser().parse_args(["--checkpoint", model, "--episodes", "1000", "--max-steps", str(steps),
+    args = build_parser().parse_args([f"--checkpoint={model}", "--episodes", "1000", "--max-steps", str(steps),
                                       "--display-freq", "0", "--seed", "3"] + (["--reuse-conv"] if reuse else []))
     start = time.perf_counter()
     result = play(args, out=lambda *_: None)
