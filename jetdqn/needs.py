@@ -5,7 +5,7 @@ pip resolving it on x86 pulls several GB of CUDA packages), so a machine without
 a raw ModuleNotFoundError from deep inside an import. The declared packages are checked too: pip installs
 them with jetdqn, but a board owner who runs a clone in an L4T image (``PYTHONPATH=.``) gets the image's
 own, which may be missing (safetensors: the run trained, then failed writing its model) or too old
-(gymnasium 0.29: "Namespace ALE not found"). Every command checks first, stdlib only here, and names
+(gymnasium 0.29: "Namespace ALE not found"; 1.0: ale-py's vector env does not import). Every command checks first, stdlib only here, and names
 everything that is missing in one sentence, not one package per attempt.
 """
 
@@ -16,7 +16,7 @@ import re
 import sys
 
 # (import name, pip name, oldest version that works): the install_requires of setup.cfg, in its order
-DECLARED = (("numpy", "numpy", "1.21"), ("gymnasium", "gymnasium", "1.0"), ("ale_py", "ale-py", "0.12.1"),
+DECLARED = (("numpy", "numpy", "1.21"), ("gymnasium", "gymnasium", "1.2"), ("ale_py", "ale-py", "0.12.1"),
             ("psutil", "psutil", "5.9"), ("lz4", "lz4", "4.0"), ("safetensors", "safetensors", "0.4"))
 
 TORCH_MISSING = ("jetdqn needs PyTorch, which is not installed in this Python ({python}): on x86 run "

@@ -54,7 +54,7 @@ def test_without_torch_the_sentence_also_names_the_other_packages_to_install(bar
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert ("(README, Jetson); it also needs numpy (not installed), gymnasium (not installed), ale-py (not "
             "installed), psutil (not installed), lz4 (not installed), safetensors (not installed): run `pip install "
-            "'numpy>=1.21' 'gymnasium>=1.0' 'ale-py>=0.12.1' 'psutil>=5.9' 'lz4>=4.0' 'safetensors>=0.4'` (or "
+            "'numpy>=1.21' 'gymnasium>=1.2' 'ale-py>=0.12.1' 'psutil>=5.9' 'lz4>=4.0' 'safetensors>=0.4'` (or "
             "`pip install -e .` in the jetdqn checkout).\n") in proc.stderr, proc.stderr
 
 
@@ -105,19 +105,21 @@ def test_an_optional_package_that_is_installed_but_does_not_import_is_named_with
 
 
 @pytest.mark.slow
-def test_a_declared_package_older_than_its_floor_is_named(tmp_path):
-    """gymnasium 0.29 (what older images pin) before the current one: Pong was "Namespace ALE not found"."""
+@pytest.mark.parametrize("old", ["0.29.1", "1.1.1"])
+def test_a_declared_package_older_than_its_floor_is_named(tmp_path, old):
+    """gymnasium 0.29 (what older images pin) before the current one: Pong was "Namespace ALE not found"; with
+    1.0 ale-py's vector env does not import, and 1.1 refuses backgammon's one env."""
     fetched = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
-                              str(tmp_path / "old"), "gymnasium==0.29.1"], capture_output=True, text=True,
+                              str(tmp_path / "old"), f"gymnasium=={old}"], capture_output=True, text=True,
                              timeout=300)
     if fetched.returncode != 0:
-        pytest.skip(f"gymnasium 0.29.1 could not be installed here: {fetched.stderr.strip()[-200:]}")
+        pytest.skip(f"gymnasium {old} could not be installed here: {fetched.stderr.strip()[-200:]}")
     proc = subprocess.run([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--run-dir",
                            str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "old"), str(ROOT)])})
     assert proc.returncode == 2 and proc.stderr == (
-        f"error: jetdqn needs packages this Python ({sys.executable}) lacks: gymnasium 1.0 or newer (it has "
-        "0.29.1): run `pip install 'gymnasium>=1.0'` (or `pip install -e .` in the jetdqn checkout).\n"), proc.stderr
+        f"error: jetdqn needs packages this Python ({sys.executable}) lacks: gymnasium 1.2 or newer (it has "
+        f"{old}): run `pip install 'gymnasium>=1.2'` (or `pip install -e .` in the jetdqn checkout).\n"), proc.stderr
     assert not (tmp_path / "run").exists()
 
 
@@ -127,6 +129,9 @@ def test_the_declared_floors_match_what_the_code_needs():
     cfg.read(ROOT / "setup.cfg")
     requires = cfg["options"]["install_requires"]
     assert "ale-py>=0.12.1" in requires          # AtariVectorEnv (0.11) and its partial-reset fix (0.12.1)
+    # ale-py's vector env imports AutoresetMode (1.1); 1.1's AtariPreprocessing asserts a NOOP first action even
+    # with no no-ops, so backgammon and video_checkers' one env failed (found with gymnasium 1.1.0 installed)
+    assert "gymnasium>=1.2" in requires
     assert "torch" not in requires               # the platform's torch: NVIDIA's wheel on a Jetson
     assert cfg["options.extras_require"]["ray"].strip() == "ray>=2.9"   # the dashboard is off: no [default]
     from jetdqn.needs import DECLARED
