@@ -71,8 +71,9 @@ def write_safetensors(weights: dict, spec: dict, out: Path) -> tuple[Path, Path]
 
 def _save_file(tensors: dict, path: Path, metadata: dict) -> None:
     """safetensors' save_file, with a failed write as the OSError it is: safetensors raises its own
-    SafetensorError ("I/O error: No space left on device (os error 28)"), which the sentences for a full or
-    read-only disk did not catch (a traceback from export, and from a run's end on a disk that filled)."""
+    SafetensorError ("I/O error: No space left on device (os error 28)"; 0.4.0, the floor, says "Error while
+    serializing: IoError(Os { code: 28, ...})"), which the sentences for a full or read-only disk did not
+    catch (a traceback from export, and from a run's end on a disk that filled)."""
     import errno
     import os
     import re
@@ -82,10 +83,10 @@ def _save_file(tensors: dict, path: Path, metadata: dict) -> None:
     try:
         save_file(tensors, str(path), metadata=metadata)
     except SafetensorError as exc:
-        code = re.search(r"os error (\d+)", str(exc))
+        code = re.search(r"os error (\d+)|Os \{ code: (\d+)", str(exc))
         if code is None:
             raise
-        number = int(code.group(1))
+        number = int(code.group(1) or code.group(2))
         raise OSError(number, os.strerror(number) if number in errno.errorcode else str(exc), str(path)) from None
 
 

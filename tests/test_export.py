@@ -437,6 +437,23 @@ def test_an_export_that_does_not_fit_is_one_sentence_and_keeps_the_file_before(s
         out.unlink()
 
 
+@pytest.mark.slow
+def test_a_full_disk_is_one_sentence_with_the_oldest_safetensors_too(small_disk, tmp_path):
+    """safetensors 0.4.0 (the declared floor) words a failed write its own way ("IoError(Os { code: 28, ...")
+    and the export was its traceback (found in a venv at every floor)."""
+    fetched = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                              str(tmp_path / "old"), "safetensors==0.4.0"], capture_output=True, text=True, timeout=300)
+    if fetched.returncode != 0:
+        pytest.skip(f"safetensors 0.4.0 could not be installed here: {fetched.stderr.strip()[-200:]}")
+    out = small_disk / "m.safetensors"
+    proc = run_module("jetdqn.export", "--checkpoint", str(ROOT / "benchmarks" / "results" / "pong-eps05" / "run"),
+                      "--safetensors", str(out), env={"PYTHONPATH": str(tmp_path / "old")}, fresh=True, check=False,
+                      cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr == (f"error: could not write {out} (No space left on device); is the "
+                                                    "disk full or read-only?\n"), proc.stderr
+    assert list(small_disk.iterdir()) == []
+
+
 def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
     """jetdqn.train with a misspelt setting was Config's TypeError; evaluate(games=0) was numpy's warnings and
     a ValueError about an empty reduction; eps=2 acted at random and eps=-1 greedily, both without a word."""
