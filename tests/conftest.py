@@ -62,6 +62,21 @@ def run_module(module: str, *args: str, env: dict | None = None, timeout: float 
     return proc
 
 
+def children_running(pid: int, word: str) -> list:
+    """The children of process ``pid`` whose command line holds ``word`` (psutil.Process objects). A child
+    that ends while they are listed is left out: the bench's window check is a child that comes and goes, and
+    reading its command line as a zombie was psutil's ZombieProcess in the test."""
+    import psutil
+    found = []
+    for child in psutil.Process(pid).children():
+        try:
+            if word in " ".join(child.cmdline()):
+                found.append(child)
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):
+            pass
+    return found
+
+
 class WarmPython:
     """Commands run in processes forked from one that has already imported torch (tests/warm_python.py),
     instead of new interpreters that spend ~5 s of a 2-core VM importing it: the same exit status, output,

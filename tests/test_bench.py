@@ -8,7 +8,7 @@ import time
 import pytest
 
 from jetdqn.bench import COLUMNS
-from conftest import fill, run_module
+from conftest import children_running, fill, run_module
 
 
 def test_bench_pong_tiny(xvfb, tmp_path):
@@ -264,8 +264,7 @@ def test_a_stopped_benchmark_takes_its_running_case_with_it(tmp_path):
                              stderr=subprocess.PIPE, text=True)
     deadline, case = time.monotonic() + 120, None
     while case is None and time.monotonic() < deadline and bench.poll() is None:
-        case = next((c for c in psutil.Process(bench.pid).children() if "jetdqn.train" in " ".join(c.cmdline())),
-                    None)
+        case = next(iter(children_running(bench.pid, "jetdqn.train")), None)
         time.sleep(0.2)
     assert case is not None, bench.communicate()
     bench.send_signal(signal.SIGTERM)
@@ -293,8 +292,7 @@ def test_a_killed_benchmark_takes_its_running_case_with_it(tmp_path):
                              stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(tmp)})
     deadline, case = time.monotonic() + 120, None
     while time.monotonic() < deadline and bench.poll() is None:
-        case = next((c for c in psutil.Process(bench.pid).children() if "jetdqn.train" in " ".join(c.cmdline())),
-                    None)
+        case = next(iter(children_running(bench.pid, "jetdqn.train")), None)
         if case is not None and case.cmdline()[1:3] == ["-m", "jetdqn.train"]:   # the case itself, not its start
             break
         time.sleep(0.2)
@@ -374,3 +372,29 @@ def test_ray_rows_whose_window_splits_a_segment_say_so_and_start_nothing(tmp_pat
     rows = {r["name"]: r["status"] for r in json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]}
     assert rows == {"jetdqn: Ray, 1 actor (2 envs, fp32)": said, "jetdqn: Ray, 2 actors (2 envs each, fp32)": said}
     assert proc.stdout.count(said) == 4   # as each is skipped, and in the table
+
+
+@pytest.mark.slow
+def test_display_rows_with_a_headless_opencv_are_not_run_and_say_why(xvfb, tmp_path):
+    """opencv-python-headless (what many images and requirements files carry) opens no window: the display rows
+    ran, said "ok" and timed runs that drew nothing, as the cases run with --progress off, which hides their
+    "display:" line. The bench now opens a window first, and a display row that drew no frame is a failure."""
+    import subprocess
+    import sys
+    from importlib import metadata
+    if not os.environ.get("DISPLAY"):
+        pytest.skip("the display rows need an X server")
+    headless = tmp_path / "headless"
+    version = metadata.version("opencv-python")
+    fetched = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(headless),
+                              f"opencv-python-headless=={version}"], capture_output=True, text=True, timeout=600)
+    if fetched.returncode != 0:
+        pytest.skip(f"opencv-python-headless {version} could not be installed here: {fetched.stderr.strip()[-200:]}")
+    out = tmp_path / "results"
+    run_module("jetdqn.bench", "pong", "--cases", "baseline", "--steps", "100", "--learn-start", "100",
+               "--warmup-steps", "0", "--repeats", "1", "--out", str(out), env={"PYTHONPATH": str(headless)},
+               fresh=True, cwd=tmp_path)
+    rows = {r["name"]: r["status"] for r in json.loads(next(out.glob("*-pong.json")).read_text())["rows"]}
+    assert rows["Baseline: display all frames, no cudnn"] == ("not run: this OpenCV has no GUI support "
+                                                              "(opencv-python-headless?); install opencv-python to "
+                                                              "see the window")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_module
+from conftest import ROOT, children_running, run_module
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install jetdqn[ray]); make test installs it")
 
@@ -269,7 +269,7 @@ def test_a_stopped_benchmark_leaves_no_process_of_its_ray_case(tmp_path):
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and bench.poll() is None and len(ray_processes) < 4:
             time.sleep(0.5)   # the case's train process and what it started: GCS, raylet, agents, actor
-            case = [c for c in psutil.Process(bench.pid).children() if "jetdqn.train" in " ".join(c.cmdline())]
+            case = children_running(bench.pid, "jetdqn.train")
             ray_processes = case[0].children(recursive=True) if case else []
         assert len(ray_processes) >= 4, bench.communicate(timeout=60)
         bench.send_signal(signal.SIGTERM)

@@ -83,4 +83,16 @@ def display_reason() -> Optional[str]:
     import importlib.util
     if importlib.util.find_spec("cv2") is None:
         return "OpenCV is not installed (pip install jetdqn[display])"
-    return None
+    return window_reason()
+
+
+def window_reason() -> Optional[str]:
+    """Why a window does not open here, found by opening one (closed at once): with opencv-python-headless,
+    which pip installs beside or in place of opencv-python, every display row ran with no window, said "ok"
+    and timed a run that drew nothing (the cases run with --progress off, which hides the run's own line)."""
+    from ..display.viewer import Viewer
+    said: list[str] = []
+    Viewer("jetdqn bench: can a window open?", 1, said.append, start_timeout=20).close()
+    if not said:
+        return None
+    return said[0].removeprefix("display: ").split("; the run goes on")[0]

@@ -121,6 +121,10 @@ def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
     if parts is None:
         return {"error": "no records after learn_start", "command": shlex.join(cmd)}
     result = measure(*parts)
+    # no window, or it closed or died before the measured steps (the case's own line is off: --progress off)
+    if shown and not result["frames_drawn"]:
+        return {"error": "its window drew no frame in the measured steps (python -m jetdqn.play --max-steps 100 "
+                         "says why)", "command": shlex.join(cmd)}
     runtime = json.loads((run_dir / "config.json").read_text()).get("runtime", {})
     result.update(process_wall_s=wall, cudnn_applied=runtime.get("cudnn_applied"), command=shlex.join(cmd))
     if not args.keep_runs:
