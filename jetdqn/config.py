@@ -438,8 +438,10 @@ seed = _number(int, lambda v: 0 <= v <= SEED_MAX, f"a seed from 0 to {SEED_MAX:,
 MAX_GAMES = 1_000_000   # games in one evaluation: far more than any protocol plays, and an array of scores fits
 games = _number(int, lambda v: 1 <= v <= MAX_GAMES, f"a number of games from 1 to {MAX_GAMES:,}")
 MAX_HISTORY = 64   # frames in one stack
-DAY_S = 86_400   # the longest sampling interval; a week is the longest time limit (time.sleep and poll overflow
-WEEK_S = 7 * DAY_S   # past ~292 years, an OverflowError traceback)
+# the longest sampling interval and the longest time limit: time.sleep and poll took 2**63 s for an
+# OverflowError traceback
+DAY_S = 86_400
+WEEK_S = 7 * DAY_S
 seconds_limit = _number(int, lambda v: 1 <= v <= WEEK_S, f"a number of seconds from 1 to {WEEK_S:,} (a week)")
 
 

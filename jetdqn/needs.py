@@ -5,8 +5,9 @@ pip resolving it on x86 pulls several GB of CUDA packages), so a machine without
 a raw ModuleNotFoundError from deep inside an import. The declared packages are checked too: pip installs
 them with jetdqn, but a board owner who runs a clone in an L4T image (``PYTHONPATH=.``) gets the image's
 own, which may be missing (safetensors: the run trained, then failed writing its model) or too old
-(gymnasium 0.29: "Namespace ALE not found"; 1.0: ale-py's vector env does not import). Every command checks first, stdlib only here, and names
-everything that is missing in one sentence, not one package per attempt.
+(gymnasium 0.29: "Namespace ALE not found"; 1.0: ale-py's vector env does not import). Every command
+checks first, stdlib only here, and names everything that is missing in one sentence, not one package per
+attempt.
 """
 
 from __future__ import annotations

@@ -109,7 +109,8 @@ class Policy:
         protocol; ``sticky_actions`` defaults to what the network was trained with)."""
         from .evaluate import game_statistics, play_games, protocol
         from .config import MAX_GAMES
-        if not (isinstance(games, numbers.Integral) and 1 <= games <= MAX_GAMES):   # 0: numpy's warnings, then its ValueError
+        # 0 was numpy's warnings, then its ValueError; 2**63 numpy's "Maximum allowed dimension exceeded"
+        if not (isinstance(games, numbers.Integral) and 1 <= games <= MAX_GAMES):
             raise ValueError(f"games is how many whole games to play, 1 to {MAX_GAMES:,}; got {games!r}")
         _check_eps(eps)
         more = {} if sticky_actions is None else {"sticky_actions": sticky_actions}

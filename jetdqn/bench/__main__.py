@@ -85,7 +85,8 @@ def build_parser() -> Parser:
                          "elsewhere; default: tegrastats on PATH)")
     pp.add_argument("--out", type=given_path, default="benchmarks/results", help="where the table, CSV, JSON and PNG go")
     pp.add_argument("--keep-runs", action="store_true", help="keep each case's run directory")
-    pp.add_argument("--case-timeout", type=seconds_limit, default=900, help="seconds one run of a case may take (default 900)")
+    pp.add_argument("--case-timeout", type=seconds_limit, default=900,
+                    help="seconds one run of a case may take (default 900)")
     pp.add_argument("--extra-flags", nargs=argparse.REMAINDER, default=[],
                     help="flags passed to every case's jetdqn.train (put last)")
     pc = sub.add_parser("convs", help="the reusing-convolutions network-size study")
