@@ -7,6 +7,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _ignored_stop_signals_not_handed_on() -> None:
+    """A suite started under nohup, or as a shell script's background job, ignores SIGHUP or SIGINT, and an
+    ignored signal stays ignored in every process it starts. The commands it runs then keep them ignored on
+    purpose (a run under nohup outlives its terminal), and the tests that send them waited on a run training
+    its million steps. This process answers them with a handler that does nothing, which, unlike SIG_IGN,
+    its children do not inherit: they start with the defaults, as from a terminal."""
+    for sig in (signal.SIGHUP, signal.SIGINT):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            signal.signal(sig, lambda signum, frame: None)
+
+
+_ignored_stop_signals_not_handed_on()
 SHARED = ROOT.parent / "shared"
 TEGRASTATS_SAMPLES = SHARED / "data" / "tegrastats" / "samples.txt"
 

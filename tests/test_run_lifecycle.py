@@ -389,8 +389,15 @@ def _on_a_terminal_closed_when(argv: list[str], ready, cwd: Path) -> int:
         time.sleep(0.5)
     finally:
         os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    raise AssertionError(f"{' '.join(argv)} went on for 120 s after its terminal closed")
 
 
 def test_a_dropped_ssh_session_saves_the_run_and_finishes_the_video(tmp_path):
