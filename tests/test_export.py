@@ -94,6 +94,8 @@ def test_every_engine_reads_frames_as_bytes_or_as_floats_scaled_to_one(exported,
 def test_every_engine_takes_a_vector_observation_as_numbers_of_any_kind(tmp_path):
     """CartPole's state as float64 or a list (typed by hand, or from numpy's defaults): ONNX Runtime refused
     it in its own words (torch cast it). Every engine now gives the float32 observation's actions."""
+    pytest.importorskip("onnx")   # the export extra
+    pytest.importorskip("onnxruntime")
     import jetdqn
     from jetdqn import export
     from jetdqn.policy import load
@@ -192,6 +194,7 @@ def test_the_weights_a_run_and_an_export_write_are_as_readable_as_its_other_file
     """safetensors made its file 0600 whatever the umask: under 022 model.pt was readable by every user and
     model.safetensors (and best.safetensors, and an export's) by its owner alone; a container run as root,
     or a training service's user, left weights its board's other users could not play."""
+    pytest.importorskip("onnx")   # the export extra: an ONNX export's file too
     import stat
 
     import jetdqn
@@ -351,6 +354,7 @@ def test_one_observation_gets_one_action(pong_stacks):
 def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
     """evaluate took a run directory and play refused one ("is a directory; give a checkpoint file"): now
     play --model, export --checkpoint and jetdqn.load take it too, as its model.pt."""
+    pytest.importorskip("onnx")   # the export extra
     import jetdqn
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--total-steps", "300", "--learn-start",
@@ -425,6 +429,7 @@ def test_a_stop_while_the_export_writes_leaves_the_earlier_export_and_no_hidden_
 def test_an_export_that_does_not_fit_is_one_sentence_and_keeps_the_file_before(small_disk):
     """A full disk: the safetensors export was a SafetensorError traceback (safetensors' own exception, not an
     OSError), and the ONNX one named the hidden .tmp file. Both now name the asked file; the one before stays."""
+    pytest.importorskip("onnx")   # the export extra
     committed = ROOT / "benchmarks" / "results" / "pong-eps05" / "run"   # 6.7 MB of weights, a 3 MB disk
     for flag, name in (("--safetensors", "m.safetensors"), ("--onnx", "m.onnx")):
         out = small_disk / name
