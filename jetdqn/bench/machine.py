@@ -83,10 +83,10 @@ def display_reason() -> Optional[str]:
     import importlib.util
     if importlib.util.find_spec("cv2") is None:
         return "OpenCV is not installed (pip install jetdqn[display])"
-    return window_reason()
+    return display_window_reason()
 
 
-def window_reason() -> Optional[str]:
+def display_window_reason() -> Optional[str]:
     """Why a window does not open here, found by opening one (closed at once): with opencv-python-headless,
     which pip installs beside or in place of opencv-python, every display row ran with no window, said "ok"
     and timed a run that drew nothing (the cases run with --progress off, which hides the run's own line)."""

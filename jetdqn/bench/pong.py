@@ -36,8 +36,11 @@ def bench_pong(args) -> int:
     skipped = {}
     amp, why_not = bf16_hardware(bool(info["cuda"]))
     no_bf16 = None if amp == "bf16" else why_not
+    # once, and only where a row would show the game: it opens a window to find out
+    no_display = display_reason() if any(c.needs_display for c in cases) else None
+    has_ray = importlib.util.find_spec("ray") is not None
     for case in cases:
-        why = case.skip_reason(info["cuda"], importlib.util.find_spec("ray") is not None, display_reason(), args.all,
+        why = case.skip_reason(info["cuda"], has_ray, no_display, args.all,
                                no_bf16) or case.window_reason(args.learn_start, args.warmup_steps, args.steps,
                                                               args.extra_flags)
         if why:
