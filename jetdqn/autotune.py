@@ -97,10 +97,13 @@ def autotune(cfg: Config, log: Callable[[str], None] = print, seconds: float = 1
     return {"num_envs": envs, "threads": threads, "trials": trials}
 
 
-def resolve_auto(cfg: Config, log: Callable[[str], None] = print) -> tuple[Config, Optional[dict]]:
+def resolve_auto(cfg: Config, log: Callable[[str], None] = print,
+                 warn: Optional[Callable[[str], None]] = None) -> tuple[Config, Optional[dict]]:
     """--num-envs auto / --threads auto made into numbers (measured on Atari; 1 env and torch's default
     threads for a gymnasium env), and --amp auto; returns the settled config and the autotune record (None
-    if not run)."""
+    if not run). ``log`` takes what it measured and chose, ``warn`` (``log`` if not given) a setting asked
+    for that this machine cannot honour."""
+    warn = warn or log
     if cfg.amp == "auto":
         amp, why = ("off", "--reuse-conv acts in fp32") if cfg.reuse_conv else native_bf16(cfg)
         log(f"amp auto: {amp} ({why})")
@@ -108,7 +111,7 @@ def resolve_auto(cfg: Config, log: Callable[[str], None] = print) -> tuple[Confi
     elif cfg.amp == "bf16":
         amp, why = native_bf16(cfg)
         if amp == "off":   # asked for: it runs, and the user is told
-            log(f"amp bf16: {why}; --amp auto or off computes in fp32")
+            warn(f"amp bf16: {why}; --amp auto or off computes in fp32")
     if cfg.num_envs != 0 and cfg.threads != -1:
         return cfg, None
     if not cfg.is_atari:

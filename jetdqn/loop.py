@@ -122,22 +122,22 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
     from .replay.sizing import ReplayBudget, make_replay
     from .telemetry import PhaseClock, make_sampler
 
-    sampler = make_sampler(cfg, progress.line)  # before the envs: a bad telemetry source fails fast
+    sampler = make_sampler(cfg, progress.note)  # before the envs: a bad telemetry source fails fast
     rt = runtime.apply(cfg)
     if rt.report.get("gpu_unreachable"):   # a Jetson with PyPI's torch: the run would go to the CPU unsaid
-        progress.line(f"{rt.report['gpu_unreachable']}; this run trains on the CPU")
+        progress.note(f"{rt.report['gpu_unreachable']}; this run trains on the CPU")
     if str(rt.report.get("cuda_graphs", "")).startswith("no effect"):
         flags = "--cuda-graphs and --learner-stream have" if cfg.learner_stream else "--cuda-graphs has"
-        progress.line(f"{flags} no effect here: there is no CUDA device; the run goes on without graphs")
+        progress.note(f"{flags} no effect here: there is no CUDA device; the run goes on without graphs")
     if str(rt.report.get("cudnn_applied", "")).startswith("no effect"):
         asked = [f"--{name.replace('_', '-')}" for name, on in rt.report["cudnn_asked"].items() if on]
-        progress.line(f"{' and '.join(asked)} {'has' if len(asked) == 1 else 'have'} no effect here: cuDNN is "
+        progress.note(f"{' and '.join(asked)} {'has' if len(asked) == 1 else 'have'} no effect here: cuDNN is "
                       f"CUDA's, and there is no CUDA device (config.json records it)")
     rng = np.random.default_rng(cfg.seed)
     clock = PhaseClock()
     if cfg.backend == "ray":
         from .distributed.actors import RayActing
-        acting = RayActing(cfg, progress.line)
+        acting = RayActing(cfg, progress.note)
     else:
         from .rollout import LocalActing
         if cfg.num_envs >= MANY_EMULATORS:   # ~0.1 s each here: 128 took 12 s, before any line was printed
@@ -150,7 +150,7 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
         payload = ckpt.load(run_dir / "checkpoints" / "latest.pt", env_name=cfg.env_name,
                             network=agent.network_spec(), map_location=rt.device)
     replay, frame_bytes = make_replay(cfg, acting.num_streams, acting.frame_shape, acting.frame_dtype,
-                                      (payload or {}).get("replay"))
+                                      (payload or {}).get("replay"), progress.line)
     facts = {"runtime": rt.report, "obs_shape": list(obs_shape), "replay_frame_bytes_estimate": frame_bytes,
              "n_actions": acting.n_actions, "autotune": tuned}
     mirror = None
@@ -174,7 +174,7 @@ def run_loop(run: Run) -> dict:
     record_segment(run_dir=run.run_dir, cfg=cfg, step=state.step, wall_s=state.wall_s(), replay=filled)
     write_run_config(run)   # after the segment's record: it compares the settings with config.json's
     run.sampler.mark_threads("emulator", acting.emulator_threads)
-    renderer = make_renderer(cfg.display_freq, f"jetdqn train: {cfg.env_name}", run.progress.line)
+    renderer = make_renderer(cfg.display_freq, f"jetdqn train: {cfg.env_name}", run.progress.note)
     learner = make_learner(cfg, agent, replay, run.clock, state.step, acting.num_streams)
     learner.start()
     run.sampler.mark_threads("learner", learner.threads)
@@ -210,7 +210,7 @@ def run_loop(run: Run) -> dict:
                                         else None, acting.epsilon(state.step))
                 if log.due(state.step):
                     summary = write_record(run, log, renderer)
-                    run.budget.fit(replay, run.progress.line)
+                    run.budget.fit(replay, run.progress.note)
                 if evaluation_due(cfg, state):
                     with log.timed("evaluating"):
                         reached = evaluate_or_stop(run)
@@ -280,7 +280,7 @@ def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:
         from .config import parse_lr_cuts
         late = [at for at, _ in parse_lr_cuts(cfg.lr_cuts) if at >= cfg.total_steps]
         if late:   # not an error: a run resumed with a larger --total-steps reaches them
-            run.progress.line(f"--lr-cuts at step{'s' * (len(late) > 1)} {', '.join(f'{at:,}' for at in late)}: "
+            run.progress.note(f"--lr-cuts at step{'s' * (len(late) > 1)} {', '.join(f'{at:,}' for at in late)}: "
                               f"not reached in --total-steps {cfg.total_steps:,}")
     if cut is not None or lr != run.agent.lr:
         run.agent.set_lr(lr)
@@ -364,7 +364,7 @@ def evaluate_or_stop(run: Run, games: int = 0, kind: str = "periodic") -> bool:
         state.last_eval_step = since
         then = ("the resumed run plays it again" if kind != "final" else
                 f"the weights are saved (python -m jetdqn.evaluate {shlex.quote(str(run.run_dir))} plays them)")
-        run.progress.line(f"{state.interrupted} came during {stopped}: its games are dropped, and {then}")
+        run.progress.note(f"{state.interrupted} came during {stopped}: its games are dropped, and {then}")
         return False
 
 
@@ -399,7 +399,7 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
                           f"confirming over {cfg.final_eval_games}")
         return evaluate(run, cfg.final_eval_games, "confirming")
     state.reached_target = True
-    run.progress.line(f"target return {cfg.target_return} reached at step {state.step:,} "
+    run.progress.note(f"target return {cfg.target_return} reached at step {state.step:,} "
                       f"({state.last_eval['games']} games); stopping")
     return True
 
@@ -426,7 +426,7 @@ def finish(run: Run, log: RunLog) -> None:
         raise TrainingDiverged(f"{state.diverged}: the run stopped; {kept}.")
     run.checkpointer.save_model(state.step)
     if state.interrupted:
-        run.progress.line(f"stopped by {state.interrupted} at step {state.step:,}; checkpoint saved, continue with "
+        run.progress.note(f"stopped by {state.interrupted} at step {state.step:,}; checkpoint saved, continue with "
                           f"--resume --run-dir {shlex.quote(str(run.run_dir))}")
     elif not state.reached_target and final_eval_owed(cfg, state.last_eval if state.last_eval_step == state.step
                                                         else None):
@@ -449,7 +449,7 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
             done = trained_already(cfg, run_dir, progress)
             if done is not None:
                 return done
-        cfg, tuned = resolve_auto(cfg)
+        cfg, tuned = resolve_auto(cfg, progress.line, progress.note)
         run = build_run(cfg, run_dir, progress, tuned)
         if not cfg.resume:
             start_fresh(run_dir)  # only now: every setting was checked and the run's parts are built

@@ -116,6 +116,17 @@ class Progress:
         self.stream.write(text + "\n")
         self.stream.flush()
 
+    def note(self, text: str) -> None:
+        """A line the user must see whatever --progress says: a flag with no effect, a window that will not
+        open, a replay made smaller, how a stopped run continues. ``--progress off`` (the bench's cases, a
+        quiet script) hid these with the progress lines: a run asked for a display or CUDA graphs, got
+        neither, and said nothing. Under off they go to stderr; stdout keeps only train's "done:" line."""
+        if self.mode != "off":
+            self.line(text)
+            return
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
     def close(self) -> None:
         if self._bar_visible:
             self.stream.write("\n")

@@ -593,6 +593,32 @@ def test_a_jetson_whose_torch_cannot_use_its_gpu_says_so(tmp_path):
     assert "Jetson" not in plain and "gpu_unreachable" not in (tmp_path / "plain" / "config.json").read_text()
 
 
+def test_progress_off_hides_the_progress_but_not_what_the_user_must_know(tmp_path):
+    """--progress off (a quiet script, the bench's cases) hid every line: a run asked for CUDA graphs, cuDNN's
+    benchmark and a window got none of them, reached its target early, and said only "done". What the user
+    must know now goes to stderr; stdout holds the done line alone, and what was measured or chosen (the
+    auto replay size) stays quiet."""
+    args = ["--preset", "cartpole", "--total-steps", "300", "--learn-start", "100", "--replay-size", "auto",
+            "--eval-every", "200", "--eval-episodes", "1", "--final-eval-games", "1", "--target-return", "5",
+            "--cuda-graphs", "--cudnn-benchmark", "--display-freq", "3", "--telemetry", "off"]
+    quiet = run_module("jetdqn.train", *args, "--progress", "off", "--run-dir", str(tmp_path / "quiet"),
+                       env={"DISPLAY": ""})
+    assert quiet.stdout.startswith("done: 200 steps") and quiet.stdout.count("\n") == 1, quiet.stdout
+    notes = quiet.stderr.splitlines()
+    for said in ("--cuda-graphs has no effect here: there is no CUDA device; the run goes on without graphs",
+                 "--cudnn-benchmark has no effect here: cuDNN is CUDA's, and there is no CUDA device (config.json "
+                 "records it)",
+                 "display: no display (DISPLAY is not set); the window is skipped and the run goes on",
+                 "target return 5.0 reached at step 200 (1 games); stopping"):
+        assert said in notes, quiet.stderr
+    assert "replay:" not in quiet.stderr and "eval at step" not in quiet.stderr, quiet.stderr
+    # with lines the same notes are lines among the others, on stdout
+    lines = run_module("jetdqn.train", *args, "--progress", "lines", "--run-dir", str(tmp_path / "lines"),
+                       env={"DISPLAY": ""})
+    assert all(said in lines.stdout.splitlines() for said in notes) and "replay: --replay-size auto -> " in lines.stdout
+    assert not lines.stderr.strip(), lines.stderr
+
+
 def test_a_run_with_many_emulators_says_it_is_starting_them(tmp_path):
     """128 emulators took 12 s to start on this VM with nothing on the screen (the first line came with the
     first record); from 32 on the run says so first. A few do not."""

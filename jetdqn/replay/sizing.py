@@ -80,7 +80,8 @@ def auto_budget(cfg, avail: int) -> tuple[int, bool]:
     return min(share, spare(avail)), spare(avail) < share
 
 
-def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[dict]) -> tuple[ReplayBuffer, Optional[float]]:
+def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[dict],
+                say: Callable[[str], None] = print) -> tuple[ReplayBuffer, Optional[float]]:
     """The run's replay, one stream per env, and the compressed frame size it was sized with. A replay saved
     with the checkpoint being resumed (--checkpoint-replay) fixes the capacity; one whose capacity the
     memory rule lowered before its rings wrapped (``ReplayBudget``) gets the --replay-size asked for (or the
@@ -93,7 +94,7 @@ def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[di
         if replay is not None:
             return replay, frame_bytes
     else:
-        capacity = choose_capacity(cfg, frame_shape, dtype, frame_bytes, streams)
+        capacity = choose_capacity(cfg, frame_shape, dtype, frame_bytes, streams, say)
         measured = not cfg.replay_size
     # an auto size was measured to fit a moment ago: measuring again would refuse it by what the process
     # allocated in between
