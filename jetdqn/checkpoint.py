@@ -48,8 +48,10 @@ def atomic_torch_save(obj: Any, path: Path, resumable: bool = True) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except (OSError, RuntimeError) as exc:   # torch reports a full disk as a RuntimeError of its zip writer
-        raise CheckpointError(unwritable(path, exc, resumable)) from None
+    except (OSError, RuntimeError) as exc:   # torch reports a full disk as a RuntimeError of its zip writer,
+        # raised while handling the file's OSError: that one says why (ENOSPC, EFBIG, ...)
+        cause = exc.__context__ if isinstance(exc, RuntimeError) and isinstance(exc.__context__, OSError) else exc
+        raise CheckpointError(unwritable(path, cause, resumable)) from None
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -59,11 +61,12 @@ def atomic_torch_save(obj: Any, path: Path, resumable: bool = True) -> None:
 def unwritable(path: Path, exc: Exception, resumable: bool = True) -> str:
     """One sentence for a file that could not be written (a full or read-only disk, most likely): with a
     checkpoint to resume from, --resume; without one (the run's first save failed), a new start."""
-    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "the write failed part way"
-    then = ("what was saved before it is unchanged: free some space (or make the run directory writable), then "
-            "--resume" if resumable else "the run has no checkpoint to resume from yet: free some space (or make "
-            "the run directory writable), then start it again with --overwrite")
-    return f"could not write {path} ({reason}; is the disk full or read-only?); {then}"
+    from .disk import what_to_do, why_not_written
+    reason = (why_not_written(exc) if isinstance(exc, OSError) and exc.strerror else
+              "the write failed part way; is the disk full or read-only?")
+    then = (f"what was saved before it is unchanged: {what_to_do(exc)}, then --resume" if resumable else
+            f"the run has no checkpoint to resume from yet: {what_to_do(exc)}, then start it again with --overwrite")
+    return f"could not write {path} ({reason}); {then}"
 
 
 def rng_state(np_rng: np.random.Generator) -> dict:

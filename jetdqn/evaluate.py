@@ -233,7 +233,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         try:
             record_evaluation(Path(args.model), result, argv)
         except OSError as exc:
-            fail(f"the result above could not be added to {Path(args.model) / 'evaluations.jsonl'} ({exc.strerror}).")
+            from .disk import why_not_written
+            fail(f"the result above could not be added to {Path(args.model) / 'evaluations.jsonl'} "
+                 f"({why_not_written(exc)}).")
     return 0
 
 

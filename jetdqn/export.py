@@ -22,6 +22,7 @@ from typing import Optional
 
 from .checkpoint import CheckpointError
 from .config import Parser, ends_on_ctrl_c, fail, given_path
+from .disk import why_not_written
 from .signals import exit_on_stop
 
 ONNX_OPSET = 17
@@ -225,7 +226,7 @@ def main(argv: Optional[list[str]] = None) -> int:
              f"{ONNX_OPSET}, is what TensorRT 10 and ONNX Runtime read.")
     except OSError as exc:   # exc.filename is the hidden .tmp file the export was written to first
         before = " The file there before is unchanged." if Path(writing).exists() else ""
-        fail(f"could not write {writing} ({exc.strerror or exc}); is the disk full or read-only?{before}")
+        fail(f"could not write {writing} ({why_not_written(exc)}).{before}")
     return 0
 
 

@@ -237,7 +237,8 @@ class FigureNotWritten(OSError):
 
     def __str__(self) -> str:
         before = " The plot there before is unchanged." if Path(self.filename).exists() else ""
-        return f"could not write {self.filename} ({self.strerror}); is the disk full or read-only?{before}"
+        from .disk import why_not_written
+        return f"could not write {self.filename} ({why_not_written(self)}).{before}"
 
 
 def save_figure(fig, path: Path) -> Path:

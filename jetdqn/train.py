@@ -49,7 +49,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (ConfigError, CheckpointError, ReplayTooLarge, TrainingDiverged) as exc:
         fail(str(exc))
     except OSError as exc:   # the run directory (its lock, config, logs) on a read-only or full disk
-        fail(f"{exc.filename or 'a file of the run'}: {exc.strerror or exc}; is the disk full or read-only?")
+        from .disk import why_not_written
+        fail(f"{exc.filename or 'a file of the run'}: {why_not_written(exc)}")
     except Exception as exc:
         if not type(exc).__module__.startswith(("torch._dynamo", "torch._inductor")):
             raise

@@ -435,11 +435,56 @@ def test_an_export_that_does_not_fit_is_one_sentence_and_keeps_the_file_before(s
         out = small_disk / name
         out.write_text("the export before\n")
         proc = run_module("jetdqn.export", "--checkpoint", str(committed), flag, str(out), check=False)
-        assert proc.returncode == 2 and proc.stderr == (f"error: could not write {out} (No space left on device); is "
-                                                        "the disk full or read-only? The file there before is "
-                                                        "unchanged.\n"), proc.stderr
+        assert proc.returncode == 2 and proc.stderr == (f"error: could not write {out} (No space left on device). "
+                                                        "The file there before is unchanged.\n"), proc.stderr
         assert sorted(p.name for p in small_disk.iterdir()) == [name] and out.read_text() == "the export before\n"
         out.unlink()
+
+
+def _limited(argv: list, max_file_bytes: int, cwd: Path) -> subprocess.CompletedProcess:
+    """``argv`` under a file-size limit (``ulimit -f``): Python ignores SIGXFSZ, so a write past it is EFBIG."""
+    import resource
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, preexec_fn=lambda: (
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))))
+
+
+def test_a_write_past_a_file_size_limit_or_without_permission_says_which(tmp_path):
+    """Every failed write asked "is the disk full or read-only?": a wrong lead for a file past a size limit
+    (ulimit -f, or vfat's 4 GiB: a checkpoint with its replay on a USB stick) and for a container's user who
+    may not write the mounted folder. Each says its own cause, and what to do, now."""
+    out = tmp_path / "m.safetensors"
+    export = [sys.executable, "-m", "jetdqn.export", "--checkpoint",
+              str(ROOT / "benchmarks" / "results" / "pong-eps05" / "run"), "--safetensors", str(out)]
+    proc = _limited(export, 2 << 20, ROOT)   # 6.7 MB of weights
+    assert proc.returncode == 2 and proc.stderr == (f"error: could not write {out} (File too large: past ulimit -f or "
+                                                    "the filesystem's largest file, 4 GiB on vfat).\n"), proc.stderr
+    assert list(tmp_path.iterdir()) == []
+    run = tmp_path / "run"   # torch's RuntimeError for a checkpoint cut short: its OSError says why
+    proc = _limited([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry",
+                     "off", "--progress", "off"], 2 << 20, ROOT)
+    assert proc.returncode == 2 and proc.stderr == (
+        f"error: could not write {run / 'checkpoints' / 'latest.pt'} (File too large: past ulimit -f or the "
+        "filesystem's largest file, 4 GiB on vfat); the run has no checkpoint to resume from yet: raise ulimit -f, "
+        "or move the run directory to a filesystem that holds larger files (ext4), then start it again with "
+        "--overwrite\n"), proc.stderr
+    # a user who may not write the folder (root may write anywhere: the command runs as nobody)
+    import tempfile
+    shared = Path(tempfile.mkdtemp(prefix="jetdqn-perm-"))   # in /tmp: nobody cannot reach pytest's tmp_path
+    try:
+        shared.chmod(0o755)
+        as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        env = {**os.environ, "HOME": str(shared)}
+        if os.geteuid() != 0 or subprocess.run([*as_nobody, sys.executable, "-c", "import jetdqn.export"], cwd=ROOT,
+                                               env=env, capture_output=True).returncode != 0:
+            pytest.skip("running jetdqn as user nobody needs root, setpriv and a checkout nobody may read")
+        out = shared / "m.safetensors"
+        proc = subprocess.run([*as_nobody, *export[:-1], str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 2 and proc.stderr == (f"error: could not write {out} (Permission denied: user "
+                                                        "nobody may not write there).\n"), proc.stderr
+    finally:
+        import shutil
+        shutil.rmtree(shared)
 
 
 @pytest.mark.slow
@@ -454,8 +499,8 @@ def test_a_full_disk_is_one_sentence_with_the_oldest_safetensors_too(small_disk,
     proc = run_module("jetdqn.export", "--checkpoint", str(ROOT / "benchmarks" / "results" / "pong-eps05" / "run"),
                       "--safetensors", str(out), env={"PYTHONPATH": str(tmp_path / "old")}, fresh=True, check=False,
                       cwd=tmp_path)
-    assert proc.returncode == 2 and proc.stderr == (f"error: could not write {out} (No space left on device); is the "
-                                                    "disk full or read-only?\n"), proc.stderr
+    assert proc.returncode == 2 and proc.stderr == f"error: could not write {out} (No space left on device).\n", \
+        proc.stderr
     assert list(small_disk.iterdir()) == []
 
 

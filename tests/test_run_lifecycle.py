@@ -779,7 +779,7 @@ def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
     proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
                       check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "could not write" in proc.stderr and "is the disk full or read-only" in proc.stderr
+    assert "could not write" in proc.stderr and "(No space left on device)" in proc.stderr
     assert "no checkpoint to resume from yet" in proc.stderr and "--overwrite" in proc.stderr
     assert not [p.name for p in run.rglob("*") if ".tmp" in p.name]      # no torn temporary file left
     subprocess.run(["mount", "-o", "remount,size=96M", str(small_disk)], check=True)
@@ -827,7 +827,7 @@ def test_a_plot_on_a_read_only_disk_is_one_sentence(small_disk):
     for command, png in ((["jetdqn.plot"], "learning_curve.png"), (["jetdqn.telemetry", "plot"], "telemetry.png")):
         proc = run_module(*command, str(run), check=False)
         assert proc.returncode == 2 and proc.stderr == (f"error: could not write {run / png} (Read-only file "
-                                                        "system); is the disk full or read-only?\n"), proc.stderr
+                                                        "system).\n"), proc.stderr
 
 
 @pytest.mark.slow

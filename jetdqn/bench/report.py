@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
+from ..disk import why_not_written
 from ..plot import save_figure
 from .cases import JETDQN_CASES
 from .machine import machine_line
@@ -37,7 +38,7 @@ def writing_results(base: Path, suffixes: tuple):
             if part.exists():   # a read-only disk answers unlink(missing_ok) with EROFS, in place of this sentence
                 part.unlink()
         where = exc.filename or with_ext(base, suffixes[0])
-        raise ResultsNotWritten(f"the results could not be written to {where} ({exc.strerror or exc}); the table "
+        raise ResultsNotWritten(f"the results could not be written to {where} ({why_not_written(exc)}); the table "
                                 "above is what they held.") from None
 
 

@@ -1,0 +1,56 @@
+"""Why a file could not be written, in the words that say what to do about it.
+
+Every failed write used to end in "(<strerror>); is the disk full or read-only?". That is the right guess
+for ENOSPC and EROFS, and a wrong lead for the others a board owner meets: a container running as a user
+who may not write the mounted run directory (EACCES), a checkpoint with its replay past a file-size limit
+(EFBIG: ``ulimit -f``, or a USB stick formatted vfat, which holds at most 4 GiB per file), a card that
+fails the write (EIO). No torch import here: ``telemetry plot`` runs on JetPack 5's Python 3.8.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+PLAIN = {errno.ENOSPC, errno.EROFS, errno.EDQUOT}   # the strerror says it all
+
+
+def why_not_written(exc: BaseException) -> str:
+    """The cause of a failed write, for a sentence's parentheses: the OS's words, then what they mean here
+    where those words alone mislead."""
+    if not isinstance(exc, OSError) or not exc.strerror:
+        return f"{exc or type(exc).__name__}; is the disk full or read-only?"
+    said = exc.strerror
+    if exc.errno in PLAIN:
+        return said
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"{said}: user {_user()} may not write there"
+    if exc.errno == errno.EFBIG:
+        return f"{said}: past ulimit -f or the filesystem's largest file, 4 GiB on vfat"
+    if exc.errno == errno.EIO:
+        return f"{said}: the disk failed the write (dmesg may say why)"
+    return f"{said}; is the disk full or read-only?"
+
+
+def what_to_do(exc: BaseException, where: str = "the run directory") -> str:
+    """What mends the cause ``why_not_written`` gave, for a sentence that goes on "..., then --resume"."""
+    number = exc.errno if isinstance(exc, OSError) else None
+    if number in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space"
+    if number == errno.EROFS:
+        return f"make {where} writable"
+    if number in (errno.EACCES, errno.EPERM):
+        return f"let user {_user()} write {where} (or run as its owner)"
+    if number == errno.EFBIG:
+        return f"raise ulimit -f, or move {where} to a filesystem that holds larger files (ext4)"
+    return f"free some space (or make {where} writable)"
+
+
+def _user() -> str:
+    """This process's user, by name where it has one (a container's user often has none: its number)."""
+    uid = os.geteuid()
+    try:
+        import pwd
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
