@@ -666,6 +666,19 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise SystemExit(code)
 
 
+def paths_print_as_named() -> None:
+    """stdout writes a path's bytes as they are, as ``ls`` does. Python reads a file name that is not UTF-8
+    (a Latin-1 name from an old drive) into surrogates, and a strict stdout (any locale but C and POSIX:
+    a Jetson's en_US.UTF-8) raised UnicodeEncodeError at the first line naming it: a run resumed in such a
+    folder died of its "resumed" line. stderr escapes them already (backslashreplace)."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None and getattr(sys.stdout, "errors", None) == "strict":
+        try:
+            reconfigure(errors="surrogateescape")
+        except (ValueError, OSError):   # a closed or replaced stream: leave it
+            pass
+
+
 def ends_on_ctrl_c(main):
     """A command's ``main`` that a Ctrl-C ends with one line and exit status 130 (128 + SIGINT, what a shell
     reports), not a KeyboardInterrupt traceback. A training run's own loop catches the signal first and saves
@@ -676,6 +689,7 @@ def ends_on_ctrl_c(main):
     def wrapped(*args, **kwargs):
         import signal
         from .needs import stopped_while_starting
+        paths_print_as_named()
         if signal.getsignal(signal.SIGINT) is stopped_while_starting:   # set while torch was importing
             signal.signal(signal.SIGINT, signal.default_int_handler)
         try:

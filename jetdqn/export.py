@@ -133,7 +133,10 @@ class OpsetError(ValueError):
 
 def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) -> Path:
     """The network as ONNX: uint8 (or float, for vector observations) input with a dynamic batch. Written to
-    a .tmp file and renamed, like the safetensors: an export that fails leaves an earlier file whole."""
+    a .tmp file and renamed, like the safetensors: an export that fails leaves an earlier file whole. The
+    exporter and the checker get bytes, never the path: their native code takes only UTF-8 paths, and a
+    folder whose name is not (a Latin-1 name from an old drive) was a TypeError traceback."""
+    import io
     import os
     import warnings
 
@@ -149,12 +152,13 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
     example = torch.zeros((2, *obs_shape), dtype=dtype)
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tmp")
+    exported = io.BytesIO()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")   # the TorchScript exporter's deprecation notice
             with _NativeOutputHeld() as held:
                 try:
-                    torch.onnx.export(net, (example,), str(tmp), input_names=["frames"], output_names=["q_values"],
+                    torch.onnx.export(net, (example,), exported, input_names=["frames"], output_names=["q_values"],
                                       dynamic_axes={"frames": {0: "batch"}, "q_values": {0: "batch"}},
                                       opset_version=opset, dynamo=False)
                 except (RuntimeError, ValueError) as exc:
@@ -162,11 +166,12 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
                         held.release()
                         raise
                     raise OpsetError(str(exc).strip().splitlines()[0]) from None
-        model = onnx.load(str(tmp))
+        model = onnx.load_model_from_string(exported.getvalue())
         entry = model.metadata_props.add()
         entry.key, entry.value = "jetdqn-model", json.dumps(spec)
         onnx.checker.check_model(model)
-        onnx.save(model, str(tmp))
+        with open(tmp, "wb") as f:
+            f.write(model.SerializeToString())
         os.replace(tmp, out)
     finally:
         if tmp.exists():

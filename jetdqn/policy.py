@@ -296,8 +296,12 @@ def _load_onnx(path: Path, providers: Optional[list[str]] = None) -> tuple[Polic
                               "onnxruntime-gpu; on a Jetson the wheel from jetson-containers).") from None
     if not path.exists():
         raise CheckpointError(f"no ONNX model at {path}; export one with python -m jetdqn.export.")
+    try:   # the model's bytes: onnxruntime takes only a UTF-8 path, and a Latin-1 folder name was "not ONNX"
+        model = path.read_bytes()
+    except OSError as exc:
+        raise CheckpointError(f"{path} cannot be read ({exc.strerror or exc}).") from None
     try:
-        session = ort.InferenceSession(str(path), providers=providers or onnx_providers())
+        session = ort.InferenceSession(model, providers=providers or onnx_providers())
     except Exception as exc:
         raise CheckpointError(f"{path} is not an ONNX model ONNX Runtime can load "
                               f"({str(exc).splitlines()[0][:120]}).") from None

@@ -54,6 +54,11 @@ class TensorBoardMirror:
     def __init__(self, run_dir: Path, purge_from: Optional[int] = None):
         check_available()
         self.log_dir = Path(run_dir) / "tensorboard"
+        try:   # TensorBoard's writer encodes its file's name as UTF-8: a Latin-1 folder was its traceback
+            str(self.log_dir).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"--tensorboard: TensorBoard writes only to folders named in UTF-8, and {run_dir} is "
+                              "not; give a --run-dir whose name is, or drop the flag.") from None
         self.purge_from = purge_from
         self._writer = None
 

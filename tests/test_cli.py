@@ -1,5 +1,6 @@
 """The command line: flags generated from the config, presets, and one-sentence errors."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -549,6 +550,40 @@ def test_a_path_that_starts_with_a_tilde_is_the_home_folder(tmp_path, monkeypatc
     import jetdqn
     assert jetdqn.load("~/runs/a").env_name == "CartPole-v1"
     assert jetdqn.load(Path("~/a.safetensors")).trained_steps == 200
+
+
+def test_a_folder_whose_name_is_not_utf8(tmp_path):
+    """A Latin-1 name (an old drive's ``café`` as byte 0xe9) reaches Python as surrogates. Under any locale but
+    C and POSIX (a Jetson's en_US.UTF-8) stdout refused them: the run trained, then died of its "done" line
+    (UnicodeEncodeError); the ONNX exporter and ONNX Runtime, which take UTF-8 paths only, were a TypeError
+    traceback and "not an ONNX model"; a benchmark lost its results writing their command; TensorBoard's
+    writer was a traceback at the first record. Each now works, or (TensorBoard) says why before the run."""
+    import os
+    folder = tmp_path / os.fsdecode(b"caf\xe9")
+
+    def jetdqn(*args: str) -> subprocess.CompletedProcess:   # stdout strict, as a UTF-8 locale other than C.UTF-8 has it
+        return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                              errors="surrogateescape", env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+    run = folder / "run"
+    done = jetdqn("jetdqn.train", "--preset", "smoke", "--total-steps", "200", "--telemetry", "off", "--progress",
+                  "lines", "--run-dir", str(run))
+    assert done.returncode == 0 and done.stdout.endswith(f"run directory {run}\n"), done.stdout + done.stderr
+    if importlib.util.find_spec("onnx") and importlib.util.find_spec("onnxruntime"):
+        export = jetdqn("jetdqn.export", "--checkpoint", str(run), "--onnx", str(folder / "m.onnx"))
+        assert export.returncode == 0, export.stderr
+        said = jetdqn("jetdqn.evaluate", str(folder / "m.onnx"), "--games", "1").stdout
+        assert f"{folder / 'm.onnx'} (weights of step 200): return" in said and "over 1 game" in said, said
+    bench = jetdqn("jetdqn.bench", "replay", "--transitions", "300", "--frames", "100", "--modes", "off", "--out",
+                   str(folder / "bench"))
+    assert bench.returncode == 0 and f"written: {folder / 'bench'}" in bench.stdout, bench.stdout + bench.stderr
+    assert os.fsencode(folder / "bench") in next((folder / "bench").glob("*.md")).read_bytes()
+    if importlib.util.find_spec("tensorboard"):
+        refused = jetdqn("jetdqn.train", "--preset", "smoke", "--tensorboard", "--run-dir", str(folder / "tb"))
+        shown = str(folder / "tb").encode("utf-8", "backslashreplace").decode()   # stderr escapes what it cannot encode
+        assert refused.returncode == 2 and refused.stderr == (
+            f"error: --tensorboard: TensorBoard writes only to folders named in UTF-8, and {shown} is not; give a "
+            "--run-dir whose name is, or drop the flag.\n"), refused.stderr
+        assert not (folder / "tb").exists()
 
 
 def test_a_jetson_whose_torch_cannot_use_its_gpu_says_so(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..records import read_jsonl
 from .machine import machine_info, machine_line
-from .report import bench_command, markdown_table, new_result_path, with_ext, writing_results
+from .report import bench_command, markdown_table, new_result_path, with_ext, write_text, writing_results
 from .runner import run_process, train_command
 from .workdir import bench_folder
 
@@ -34,10 +34,10 @@ def bench_acting(args) -> int:
         path = with_ext(base, ".md")
         with writing_results(base, (".md",)):
             out.mkdir(parents=True, exist_ok=True)
-            path.write_text(f"# bench acting: {info.get('cpu')}, {info.get('cores')} cores, GPU: {info.get('gpu')}\n\n"
-                            f"Greedy forward pass every step (epsilon 0, no learning), {args.steps} steps after "
-                            f"{args.warmup} of warm-up, one process per row.\n\n{text}\n\n"
-                            f"Command: `{bench_command(args.argv)}`\n")
+            write_text(path, f"# bench acting: {info.get('cpu')}, {info.get('cores')} cores, GPU: {info.get('gpu')}"
+                             f"\n\nGreedy forward pass every step (epsilon 0, no learning), {args.steps} steps after "
+                             f"{args.warmup} of warm-up, one process per row.\n\n{text}\n\n"
+                             f"Command: `{bench_command(args.argv)}`\n")
         print(f"written: {path}")
     return 0 if all("error" not in r for r in rows) else 1
 

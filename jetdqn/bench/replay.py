@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .report import bench_command, markdown_table, new_result_path, with_ext, writing_results
+from .report import bench_command, markdown_table, new_result_path, with_ext, write_text, writing_results
 from .workdir import bench_folder
 
 
@@ -157,7 +157,7 @@ def bench_replay(args) -> int:
         md = with_ext(base, ".md")
         with writing_results(base, (".md", ".json")):
             out.mkdir(parents=True, exist_ok=True)
-            md.write_text(f"# bench replay\n\n{text}")
+            write_text(md, f"# bench replay\n\n{text}")
             with_ext(base, ".json").write_text(json.dumps({"rows": rows, "update_ms": upd, "command": command},
                                                           indent=2))
         print(f"written: {md}")

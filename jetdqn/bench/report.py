@@ -42,6 +42,14 @@ def writing_results(base: Path, suffixes: tuple):
                                 "above is what they held.") from None
 
 
+def write_text(path: Path, text: str) -> None:
+    """A results file in UTF-8, holding the paths in it as they were given: a name that is not UTF-8 (a
+    Latin-1 folder) is written back as its own bytes, as ``ls`` shows it, not a UnicodeEncodeError that lost
+    the results."""
+    with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
+        f.write(text)
+
+
 def with_ext(base: Path, ext: str) -> Path:
     """``base`` with ``ext`` appended (not ``with_suffix``: a host name may hold dots)."""
     return base.with_name(base.name + ext)
@@ -74,7 +82,7 @@ def write_markdown_result(out_dir: str, what: str, body: str, argv: list) -> Pat
     path = with_ext(base, ".md")
     with writing_results(base, (".md",)):   # a new name: its cleanup can remove nothing older
         out.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"# bench {what}\n\n{body}\n\nCommand: `{bench_command(argv)}`\n")
+        write_text(path, f"# bench {what}\n\n{body}\n\nCommand: `{bench_command(argv)}`\n")
     return path
 
 
@@ -176,14 +184,14 @@ def write_files(rows: list[dict], info: dict, args, base: Path, stamp: str, comm
     md = "\n".join([f"# jetdqn bench {args.game}: {info['host']}, {stamp}", "", "```", header(info, args),
                     cudnn_line(rows, info), "```", "", table(rows, info, args), "", speedups(rows), "", tx1, "",
                     f"Command: `{command}`", ""])
-    with_ext(base, ".md").write_text(md)
+    write_text(with_ext(base, ".md"), md)
     plain = [{k: v for k, v in r.items() if k != "case"} | {"key": r["case"].key} for r in rows]
-    with_ext(base, ".json").write_text(json.dumps({"machine": info, "command": command, "rows": plain,
+    write_text(with_ext(base, ".json"), json.dumps({"machine": info, "command": command, "rows": plain,
                                                      "steps": args.steps, "learn_start": args.learn_start,
                                                      "repeats": args.repeats}, indent=2, default=str))
     fields = ("s_per_1000_steps", "env_steps_per_s", "updates_per_s", "frames_drawn", "cpu_avg", "cpu_max",
               "gpu_load", "emulator_cpu", "learner_cpu", "power_w")
-    with open(with_ext(base, ".csv"), "w", newline="") as f:
+    with open(with_ext(base, ".csv"), "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
         w = csv.writer(f)
         w.writerow(["case", "repeat", *fields, "status"])
         for r in rows:
