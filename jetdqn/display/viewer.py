@@ -13,7 +13,9 @@ GUI, ``a`` frame drawn, ``c`` closed by the user (its close button or q). The pa
 after the previous one was drawn: counts stay exact (1 of every ``display_freq``), the parent never queues
 frames, and a window that stops answering for ``answer_timeout`` seconds is ended, not waited on. The
 child runs in its own session (a terminal's Ctrl-C is the trainer's to handle) and ends when its stdin
-closes, which includes the trainer being killed with -9.
+closes, which includes the trainer being killed with -9. Its stderr comes to ours through a thread, less
+Qt's "The X11 connection broke (error 1). Did the X11 server die?", printed from C as the child ends: the
+run's own ``display:`` line says that, and the pair read as two failures.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import select
 import struct
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -30,6 +34,7 @@ import numpy as np
 
 HEADER = struct.Struct("<HHHH")   # height, width, channels, bytes of status text
 READY, NO_GUI, DRAWN, CLOSED = b"r", b"n", b"a", b"c"
+SAID_ALREADY = (b"The X11 connection broke",)   # what Qt prints of a lost X server (the run says it in its words)
 FONT_DIRS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype", "/usr/share/fonts/TTF",
              "/usr/share/fonts")
 
@@ -45,7 +50,8 @@ class Viewer:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
         self.proc: Optional[subprocess.Popen] = subprocess.Popen(
             [sys.executable, "-m", "jetdqn.display.viewer", title, str(scale)], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, start_new_session=True, env=env)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
+        threading.Thread(target=pass_on, args=(self.proc.stderr,), name="window-stderr", daemon=True).start()
         grow_pipe(self.proc.stdin.fileno())
         self.busy = True   # until the child answers (first "ready", then "drawn")
         reply = self._answer(start_timeout)
@@ -105,9 +111,8 @@ class Viewer:
             code = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             code = None
-        from .window import x_server_answers
         display = os.environ.get("DISPLAY")
-        if display and not x_server_answers(display, timeout=0.5):
+        if display and x_server_gone(display):
             self._end(f"the X display {display} went away; the run goes on without the window")
         else:
             self._end(f"the window's process ended (exit code {code}); the run goes on without the window")
@@ -131,6 +136,32 @@ class Viewer:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def x_server_gone(display: str, tries: int = 4) -> bool:
+    """Whether ``display`` stopped answering. A server being killed may answer for a moment after its clients
+    lost it: asked once, a killed Xvfb read as "the window's process ended (exit code 1)", 1 time in 3 here."""
+    from .window import x_server_answers
+    for attempt in range(tries):
+        if not x_server_answers(display, timeout=0.5):
+            return True
+        if attempt + 1 < tries:
+            time.sleep(0.3)
+    return False
+
+
+def pass_on(pipe) -> None:
+    """The window process's stderr to ours as its lines come (a traceback, Qt's warnings), but for
+    ``SAID_ALREADY``; ends when the process does."""
+    with pipe:
+        for line in iter(pipe.readline, b""):
+            if line.startswith(SAID_ALREADY):
+                continue
+            try:
+                sys.stderr.write(line.decode(errors="replace"))
+                sys.stderr.flush()
+            except (OSError, ValueError):   # our stderr gone (a closed terminal): the child's lines go with it
+                pass
 
 
 def grow_pipe(fd: int, size: int = 1 << 20) -> None:
