@@ -127,6 +127,26 @@ def test_cli_parse_names_ten_bad_lines_then_counts_and_refuses_a_file_with_no_te
         said[11].endswith("give a file of tegrastats lines.")
 
 
+def test_cli_parse_reads_a_line_without_end_a_piece_at_a_time(tegrastats_lines, tmp_path):
+    """A file with no newline for its whole length was read whole as its first line: /dev/zero (or a large
+    binary dump) ran the machine out of memory, a MemoryError traceback under a limit. Now the first 64 KiB
+    of it say "not a text file"; a text line of 2 MB is one bad line, named once, and the lines after it
+    parse."""
+    import resource
+
+    def limited():   # 1 GiB of address space: /dev/zero read whole fails here in seconds, not after the swap
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    zero = subprocess.run([sys.executable, "-m", "jetdqn.telemetry", "parse", "/dev/zero"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, preexec_fn=limited)
+    assert zero.returncode == 2 and zero.stderr == ("error: /dev/zero is not a text file; give a file of tegrastats "
+                                                    "lines.\n"), zero.stderr[-600:]
+    long = tmp_path / "long.txt"
+    long.write_text("x" * (2 << 20) + "\n" + "\n".join(tegrastats_lines[:3]) + "\n")
+    read = run_module("jetdqn.telemetry", "parse", str(long), check=False)
+    assert read.returncode == 1 and len(read.stdout.splitlines()) == 3 and read.stdout.startswith("cpu [")
+    assert read.stderr.startswith("line 1: not a tegrastats line") and len(read.stderr.splitlines()) == 1, read.stderr
+
+
 def fake_tegrastats(tmp_path: Path, lines: list[str], die_after: int = 0, first_after: float = 0.0) -> Path:
     """An executable that prints real lines every --interval ms, like tegrastats (and optionally dies, or
     prints its first line only after ``first_after`` seconds)."""

@@ -44,10 +44,30 @@ class NotText(ValueError):
     """The first line of the file is not text: a binary file given by mistake, said as such."""
 
 
+LONGEST_LINE = 1 << 16   # characters; tegrastats prints 300-800 (an AGX Orin's, with every rail)
+
+
+def numbered_lines(stream, limit: int = LONGEST_LINE):
+    """(line number, line) as they come, a line read ``limit`` characters at most at a time: a file with no
+    newline for gigabytes (/dev/zero; a long run's binary dump) was read whole as its first "line" until
+    memory ran out (a MemoryError traceback, or the machine swapping). An overlong line comes as pieces,
+    each under its own line's number, and none of them is a tegrastats line."""
+    n, ended = 0, True
+    while True:
+        piece = stream.readline(limit)
+        if not piece:
+            return
+        n += ended
+        ended = piece.endswith("\n")
+        yield n, piece
+
+
 def _parse_lines(path, lines, as_json: bool) -> int:
     from .tegrastats import NotTegrastats, parse_line
-    bad = good = 0
-    for n, line in enumerate(lines, 1):
+    bad = good = spoilt = 0
+    for n, line in numbered_lines(lines):
+        if n == spoilt:
+            continue   # the rest of an overlong line, said once
         line = line.rstrip("\n")
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -56,7 +76,7 @@ def _parse_lines(path, lines, as_json: bool) -> int:
         except NotTegrastats as exc:
             if not (good or bad) and any(c == "\ufffd" or (c < " " and c not in "\t\r") for c in line):
                 raise NotText() from None   # a binary file; later in a log, one spoilt line
-            bad += 1
+            bad, spoilt = bad + 1, n
             if bad <= SAID_BAD_LINES:
                 print(f"line {n}: {exc}", file=sys.stderr)
             continue
@@ -75,8 +95,8 @@ def _parse_lines(path, lines, as_json: bool) -> int:
     if bad > SAID_BAD_LINES:
         print(f"... and {bad - SAID_BAD_LINES:,} more lines that are not tegrastats lines", file=sys.stderr)
     if not good:   # another kind of file altogether: bad input, not a log with a few torn lines
-        print(f"error: {path} holds no tegrastats line ({bad:,} lines, none with their 'RAM used/totalMB' and "
-              "'CPU [...]' fields); give a file of tegrastats lines.", file=sys.stderr)
+        print(f"error: {path} holds no tegrastats line ({bad:,} line{'s' * (bad != 1)}, none with their 'RAM "
+              "used/totalMB' and 'CPU [...]' fields); give a file of tegrastats lines.", file=sys.stderr)
         return 2
     return 1 if bad else 0
 
