@@ -377,13 +377,21 @@ def _replaced_by(cfg: Config) -> dict:
     return {name: (why, advice) for names, why, advice in modes for name in names}
 
 
+# typed with these values, the flag asks for what the mode does anyway: no evaluation at all
+# (``--eval-episodes 0 --final-eval-games 0``, a script's way to turn evaluation off, was refused)
+AGREES_WITH_ITS_MODE = {"final_eval_games": 0, "eval_every": 0}
+
+
 def refuse_replaced(cfg: Config, given) -> None:
     """A flag typed now (``given``: the command line's or the API's own names, not a --config file's or a
     resumed run's) that a mode of this run takes the place of is refused: ``--apex-eps --eps-end 0.2`` ran
     without the schedule in silence. Not in ``validate``: a run's config.json holds every setting, and its
-    schedule must load with --apex-eps on."""
+    schedule must load with --apex-eps on. A value that asks for what the mode does passes
+    (``AGREES_WITH_ITS_MODE``)."""
     replaced = _replaced_by(cfg)
     for name in sorted(set(given) & set(replaced)):
+        if name in AGREES_WITH_ITS_MODE and getattr(cfg, name) == AGREES_WITH_ITS_MODE[name]:
+            continue
         why, advice = replaced[name]
         raise ConfigError(f"{_flag(name)} has no effect {why}: {advice.format(flag=_flag(name))}.")
 

@@ -247,6 +247,11 @@ def test_a_flag_a_mode_takes_the_place_of_is_refused_when_typed(tmp_path, capsys
             main([*flags, "--run-dir", str(tmp_path / "never")])
         assert stop.value.code == 2 and capsys.readouterr().err.startswith(f"error: {said}")
     assert not (tmp_path / "never").exists()
+    # 0 games at the end, evaluations every 0 steps: what --eval-episodes 0 does anyway (a script turning
+    # evaluation off said so three ways, and was refused)
+    main(["--preset", "smoke", "--total-steps", "50", "--eval-episodes", "0", "--final-eval-games", "0",
+          "--eval-every", "0", "--telemetry", "off", "--progress", "off", "--run-dir", str(tmp_path / "quiet")])
+    assert not (tmp_path / "quiet" / "eval.jsonl").exists() and (tmp_path / "quiet" / "model.pt").exists()
     import jetdqn
     with pytest.raises(ConfigError, match="--eval-eps has no effect while --eval-episodes is 0"):
         jetdqn.train(preset="smoke", eval_eps=0.1, run_dir=str(tmp_path / "never"))
