@@ -167,7 +167,8 @@ class Config:
                                 "a new best is first confirmed over --final-eval-games more games) as best.pt and "
                                 "best.safetensors beside model.pt.")
     target_return: Optional[float] = _f(None, "End the run once an evaluation's mean return reaches this, confirmed "
-                                              "over --final-eval-games new games.")
+                                              "over --final-eval-games new games (none: no target, as a preset's "
+                                              "is turned off).")
     run_dir: Optional[str] = _f(None, "Run directory (default runs/<game>-<seed>).")
     resume: bool = _f(False, "Continue the run in --run-dir from its last checkpoint.")
     overwrite: bool = _f(False, "Delete what --run-dir holds and start over.")
@@ -303,7 +304,8 @@ class Config:
             raise ConfigError("--cuda-graphs and --compile both capture the network; pick one.")
         if self.target_return is not None and not self.eval_episodes:
             raise ConfigError("--target-return stops a run when an evaluation reaches it, and --eval-episodes is 0: "
-                              "give --eval-episodes N (and --eval-every) or drop --target-return.")
+                              "give --eval-episodes N (and --eval-every) or drop --target-return (a preset's: "
+                              "--target-return none).")
         if self.max_episode_steps == 1:
             raise ConfigError("--max-episode-steps 1 cuts every game after its first step, so no step has a next "
                               "state to learn from; give 2 or more.")
@@ -314,7 +316,8 @@ class Config:
                               f"cuts a game at {cap:,} frames; give a --noop-max below that (DeepMind's is 30).")
         if self.save_best and not self.eval_episodes:
             raise ConfigError("--save-best keeps the best evaluated weights, and --eval-episodes is 0, so nothing is "
-                              "evaluated: give --eval-episodes N (and --eval-every) or drop --save-best.")
+                              "evaluated: give --eval-episodes N (and --eval-every) or drop --save-best (a preset's: "
+                              "--no-save-best).")
         if self.resume and self.overwrite:
             raise ConfigError("--resume and --overwrite contradict each other; pick one.")
         if self.telemetry_interval_ms < 50:
@@ -539,6 +542,8 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
             continue
         base = str(f.type).replace("Optional[", "").rstrip("]")
         kind = {"int": _int_like, "float": float}.get(base, str)
+        if f.name == "target_return":
+            kind = _number_or_none
         if f.name == "replay_size" or f.name == "num_envs":
             kind = _size_or_auto
         if f.name == "threads":
@@ -576,6 +581,17 @@ def _int_like(text: str) -> int:
     return int(value)
 
 
+def _number_or_none(text: str) -> Optional[float]:
+    """--target-return N, or none: a preset's target (pong-fast's 18) could not be taken away, and with
+    --eval-episodes 0 the refusal said "drop --target-return", a flag nobody had typed."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or none, got {text!r}") from None
+
+
 def _threads(text: str) -> int:
     return -1 if text.strip().lower() == "auto" else _int_like(text)
 
@@ -598,6 +614,11 @@ def _typed(name: str, value: Any) -> Any:
     if value is None and kind.startswith("Optional["):
         return None
     base = kind.replace("Optional[", "").rstrip("]")
+    if name == "target_return" and isinstance(value, str):   # a --config file's "none", as the flag's
+        try:
+            return _number_or_none(value)
+        except argparse.ArgumentTypeError:
+            raise ConfigError(f"{flag} takes a number or none, got {value!r}.") from None
     if base == "bool":
         if isinstance(value, bool):
             return value

@@ -230,6 +230,29 @@ def test_a_setting_its_mode_does_not_read_is_refused_not_ignored():
         make_config(settings)
 
 
+def test_a_presets_target_return_can_be_taken_away(tmp_path, capsys):
+    """pong-fast's --target-return 18 could not be removed: with --eval-episodes 0 the refusal said "drop
+    --target-return", a flag nobody had typed, and no value meant none. ``none`` does now (the flag, a
+    --config file, the API)."""
+    from jetdqn.train import main
+    quick = ["--total-steps", "64", "--learn-start", "32", "--replay-size", "1000", "--telemetry", "off", "--progress",
+             "off", "--eval-episodes", "0"]
+    with pytest.raises(SystemExit) as stop:
+        main(["--preset", "pong-fast", *quick, "--run-dir", str(tmp_path / "never")])
+    assert stop.value.code == 2 and capsys.readouterr().err == (
+        "error: --target-return stops a run when an evaluation reaches it, and --eval-episodes is 0: give "
+        "--eval-episodes N (and --eval-every) or drop --target-return (a preset's: --target-return none).\n")
+    main(["--preset", "pong-fast", *quick, "--target-return", "none", "--run-dir", str(tmp_path / "run")])
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["target_return"] is None
+    assert make_config({"preset": "breakout", "target_return": "None", "save_best": False,
+                        "eval_episodes": 0}).target_return is None
+    with pytest.raises(ConfigError, match="--target-return takes a number or none, got 'x'"):
+        make_config({"target_return": "x"})
+    with pytest.raises(SystemExit):
+        main(["--target-return", "x"])
+    assert "argument --target-return: expected a number or none, got 'x'" in capsys.readouterr().err
+
+
 def test_a_flag_a_mode_takes_the_place_of_is_refused_when_typed(tmp_path, capsys):
     """--apex-eps (and Ray's actors) replace the epsilon schedule, and no evaluation replaces the evaluation's
     settings: typed beside them they were ignored in silence. A run's config.json or a preset that carries
