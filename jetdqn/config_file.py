@@ -41,6 +41,16 @@ def parse_settings(path, text: str) -> Any:
         raise ConfigError(f"--config {path} is not valid {kind} ({str(exc).splitlines()[0]}){kinds}.") from None
 
 
+def settings_text(raw: bytes) -> str:
+    """A settings file's text. An editor's byte-order mark goes: Notepad's UTF-8 one made JSON and TOML
+    "not valid" at line 1, column 1 (YAML skipped it), and Windows PowerShell's ``>`` writes UTF-16, which read
+    as UTF-8 was noise. Bytes that are not text become U+FFFD, so the parser names the line they spoil."""
+    import codecs
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return raw.decode("utf-16", errors="replace")
+    return raw.decode("utf-8-sig", errors="replace")
+
+
 def settings_from_file(path) -> dict[str, Any]:
     """A run's settings from a JSON, YAML or TOML file (``--config``): Config field names, ``-`` or ``_``. A
     run's own config.json works too (what it found about the machine is left out, and its run directory,
@@ -54,7 +64,7 @@ def settings_from_file(path) -> dict[str, Any]:
         raise ConfigError(f"--config {path} is a folder; give a settings file.")
     if not path.exists():   # a pipe is read as a file: --config <(jq ... base.json) said "no such file"
         raise ConfigError(f"--config {path}: no such file.")
-    data = parse_settings(path, path.read_text(errors="replace"))
+    data = parse_settings(path, settings_text(path.read_bytes()))
     if not isinstance(data, dict):
         raise ConfigError(f"--config {path} must hold a mapping of settings (name: value).")
     fields = {f.name for f in dataclasses.fields(Config)}

@@ -254,6 +254,12 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
     (tmp_path / "run.toml").write_text('preset = "smoke"\nlr = 0.0003\nn-step = 3\ndueling = true\ntotal_steps = 200\n')
     for name in ("run.json", "run.yaml", "run.toml"):
         assert make_config(settings_from_file(tmp_path / name)) == from_flags
+        # as Notepad saves it (a UTF-8 byte-order mark: JSON and TOML said "not valid" at line 1, column 1) and
+        # as Windows PowerShell's > writes it (UTF-16)
+        text = (tmp_path / name).read_text()
+        for encoded in (b"\xef\xbb\xbf" + text.encode(), text.encode("utf-16")):
+            (tmp_path / f"saved{Path(name).suffix}").write_bytes(encoded)
+            assert make_config(settings_from_file(tmp_path / f"saved{Path(name).suffix}")) == from_flags, encoded[:20]
     # the committed runs' files repeat their runs' settings
     saved = json.loads((PONG_MODEL.parent / "config.json").read_text())
     repeated = make_config(settings_from_file(ROOT / "configs" / "pong.json")).to_dict()
