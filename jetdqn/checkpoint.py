@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 import numpy as np
 import torch
@@ -213,7 +213,9 @@ class Checkpointer:
             try:
                 manifest = save_replay(self.replay, self.replay_dir, self.manifest)
             except OSError as exc:
-                raise CheckpointError(unwritable(Path(exc.filename or self.replay_dir), exc, resumable)) from None
+                if resumable:   # the checkpoint before, with its replay, stays whole
+                    raise CheckpointError(unwritable(Path(exc.filename or self.replay_dir), exc, resumable)) from None
+                self.keep_the_weights(counters, exc)
         save(self.latest, agent_state=self.agent.state_dict(), network=self.agent.network_spec(),
              env_name=self.cfg.env_name, counters=counters, rng=rng_state(self.rng), config=self.cfg.to_dict(),
              replay=manifest, resumable=resumable)
@@ -221,6 +223,22 @@ class Checkpointer:
             from .replay.saving import prune
             prune(self.replay_dir, manifest)  # only now: the old checkpoint named the old files until the rename
             self.manifest = manifest
+
+    def keep_the_weights(self, counters: dict, exc: OSError) -> NoReturn:
+        """The run's first checkpoint, whose replay did not fit (the largest write of a --checkpoint-replay run:
+        every chunk at once), saved without it. The run stopped with nothing to resume: an SD card that filled
+        at the first checkpoint cost every step before it. Now latest.pt holds those steps' weights, the
+        chunks written so far go (they free the space), and the run stops saying so; --resume refills the
+        replay. A disk too full for the weights too says what it said before."""
+        from .disk import what_to_do, why_not_written
+        from .replay.saving import prune
+        prune(self.replay_dir, {"files": {}})   # no checkpoint names any of them
+        save(self.latest, agent_state=self.agent.state_dict(), network=self.agent.network_spec(),
+             env_name=self.cfg.env_name, counters=counters, rng=rng_state(self.rng), config=self.cfg.to_dict(),
+             resumable=False)
+        raise CheckpointError(f"could not write the replay to {exc.filename or self.replay_dir} ({why_not_written(exc)}); "
+                              f"{self.latest} keeps the weights of step {counters['step']:,} without it: "
+                              f"{what_to_do(exc)}, then --resume (the replay fills again from there)")
 
     def save_model(self, step: int, name: str = "model", evaluated: Optional[dict] = None) -> None:
         """The online network alone (a few MB), for sharing and for ``jetdqn.play --model``: model.pt, and

@@ -799,6 +799,31 @@ def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Read-only file system" in proc.stderr
 
 
+def test_a_first_checkpoint_whose_replay_does_not_fit_keeps_the_weights(small_disk):
+    """--checkpoint-replay writes every chunk of the replay at the first checkpoint, its largest write. When
+    that filled the disk (an SD card), the run stopped with nothing to resume: every step before it was lost.
+    Now latest.pt keeps the weights without the replay, the chunks written go, and --resume goes on from that
+    step with the replay filling again."""
+    run = small_disk / "run"
+    fill(small_disk, leave=400_000)   # CartPole: latest.pt ~300 kB fits, 12,000 transitions of replay do not
+    proc = run_module("jetdqn.train", "--preset", "cartpole", "--total-steps", "12000", "--checkpoint-every", "12000",
+                      "--learn-start", "500", "--checkpoint-replay", "--run-dir", str(run), "--telemetry", "off",
+                      "--progress", "off", "--eval-episodes", "0", "--final-eval-games", "0", check=False)
+    latest = run / "checkpoints" / "latest.pt"
+    assert proc.returncode == 2 and proc.stderr == (
+        f"error: could not write the replay to {run / 'checkpoints' / 'replay'} (No space left on device); {latest} "
+        "keeps the weights of step 12,000 without it: free some space, then --resume (the replay fills again from "
+        "there)\n"), proc.stderr
+    assert ckpt.load(latest)["counters"]["step"] == 12_000 and "replay" not in ckpt.load(latest)
+    assert list((run / "checkpoints" / "replay").iterdir()) == []   # the chunks no checkpoint names are gone
+    (small_disk / "filler").unlink()
+    resumed = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "13000", "--progress",
+                         "lines")
+    assert (f"resumed {run} at step 12,000; the replay starts empty and refills for 500 steps before learning goes "
+            "on") in resumed.stdout, resumed.stdout
+    assert records(run)[-1]["step"] == 13_000
+
+
 def test_evaluate_record_on_a_read_only_run_is_refused_before_the_games(small_disk):
     """evaluate --record on a run it could not write played all its games (minutes) and only then said the
     result could not be kept; now it says so first, and plays nothing."""
