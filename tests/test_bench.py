@@ -33,6 +33,9 @@ def test_bench_pong_tiny(xvfb, tmp_path):
     assert base["status"] == third["status"] == plain["status"] == "ok"
     # each row is its own measurement: frames drawn follow the display setting
     assert base["frames_drawn"] == 100 and third["frames_drawn"] in (33, 34) and plain["frames_drawn"] == 0
+    shown = f"| {plain['name']} | {plain['s_per_1000_steps']:.2f} ± 0.00 | " \
+            f"{100 * plain['s_per_1000_steps'] / base['s_per_1000_steps']:.0f} |"   # against the baseline row
+    assert shown in md and f"| {base['name']} | {base['s_per_1000_steps']:.2f} ± 0.00 | 100 |" in md, md
     assert base["updates_per_s"] > 0 and base["s_per_1000_steps"] > 0
     import torch
     if not torch.cuda.is_available():
@@ -346,6 +349,17 @@ def test_a_case_past_its_time_limit_is_a_failed_row_and_the_benchmark_goes_on(tm
     ran = [r for r in rows if not r["status"].startswith("not run")]
     assert len(ran) == 2 and all(r["status"] == "failed: ran past the case's time limit of 2 s (--case-timeout)"
                                  for r in ran), ran
+
+
+def test_rows_are_not_a_percentage_of_a_baseline_that_did_not_run(tmp_path):
+    """Without the baseline row (no X server, or --cases without it) the first row measured took its place:
+    jetdqn's plain path read "100 % of baseline". Its cell is "-" now."""
+    run_module("jetdqn.bench", "pong", "--cases", "no display,C++ threads", "--repeats", "1", "--steps", "8",
+               "--learn-start", "32", "--warmup-steps", "0", "--telemetry", "off", "--out", str(tmp_path),
+               env={"DISPLAY": ""})
+    md = next(tmp_path.glob("*-pong.md")).read_text()
+    measured = [line for line in md.splitlines() if line.startswith("| jetdqn")]
+    assert len(measured) == 2 and all(line.split(" | ")[2] == "-" for line in measured), measured
 
 
 def test_bench_replay_that_does_not_fit_names_its_own_flag(tmp_path):
