@@ -236,9 +236,10 @@ class Checkpointer:
         save(self.latest, agent_state=self.agent.state_dict(), network=self.agent.network_spec(),
              env_name=self.cfg.env_name, counters=counters, rng=rng_state(self.rng), config=self.cfg.to_dict(),
              resumable=False)
-        raise CheckpointError(f"could not write the replay to {exc.filename or self.replay_dir} ({why_not_written(exc)}); "
-                              f"{self.latest} keeps the weights of step {counters['step']:,} without it: "
-                              f"{what_to_do(exc)}, then --resume (the replay fills again from there)")
+        where = exc.filename or self.replay_dir
+        raise CheckpointError(f"could not write the replay to {where} ({why_not_written(exc)}); {self.latest} keeps "
+                              f"the weights of step {counters['step']:,} without it: {what_to_do(exc)}, then --resume "
+                              "(the replay fills again from there)")
 
     def save_model(self, step: int, name: str = "model", evaluated: Optional[dict] = None) -> None:
         """The online network alone (a few MB), for sharing and for ``jetdqn.play --model``: model.pt, and
