@@ -3,6 +3,9 @@
 import csv
 import json
 import os
+import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -257,8 +260,6 @@ def test_a_stopped_benchmark_takes_its_running_case_with_it(tmp_path):
     """SIGTERM (kill PID, docker stop) ended the benchmark alone; the case it had started went on training,
     orphaned, beside whatever ran next on the same cores."""
     import signal
-    import subprocess
-    import sys
     import time
     import psutil
     from conftest import ROOT
@@ -283,8 +284,6 @@ def test_a_killed_benchmark_takes_its_running_case_with_it(tmp_path):
     Nor can the bench remove its folder of runs (26 MB here, left in /tmp by each kill): the next benchmark
     does."""
     import os
-    import subprocess
-    import sys
     import time
     import psutil
     from conftest import ROOT
@@ -362,6 +361,29 @@ def test_rows_are_not_a_percentage_of_a_baseline_that_did_not_run(tmp_path):
     assert len(measured) == 2 and all(line.split(" | ")[2] == "-" for line in measured), measured
 
 
+def test_a_row_measured_beside_other_work_says_so(tmp_path):
+    """A row measured while another process kept a core busy (a training run left going) was reported as this
+    machine's speed. On these 2 cores one busy Python loop made the plain row 20x slower. The row's line
+    and the report now say how much of a core the others took."""
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        out = run_module("jetdqn.bench", "pong", "--cases", "no display", "--repeats", "1", "--steps", "8",
+                         "--learn-start", "32", "--warmup-steps", "0", "--telemetry", "off", "--out", str(tmp_path),
+                         env={"DISPLAY": ""}).stdout
+    finally:
+        busy.kill()
+        busy.wait()
+    said = re.search(r"- jetdqn: no display \(fp32, 1 env, synchronous\) \[1/1\]: [0-9.]+ s / 1000 steps \(other "
+                     r"processes took (\d+)% of a core meanwhile\)", out)
+    assert said and 50 <= int(said.group(1)) <= 110, out
+    md = next(tmp_path.glob("*-pong.md")).read_text()
+    assert ("Measured beside other work (the worst run of each row), so slower than this machine is: jetdqn: no "
+            "display (fp32, 1 env, synchronous): other processes took") in md, md
+    row = next(r for r in json.loads(next(tmp_path.glob("*-pong.json")).read_text())["rows"] if r["key"] == "baseline")
+    assert row["others_cpu"] >= 50
+
+
 def test_bench_replay_that_does_not_fit_names_its_own_flag(tmp_path):
     """A mode whose buffer would not fit is a row that says so, with this command's flag: the sentence was
     train's ("lower --replay-size ..., use --replay-size auto or --replay-compress lz4, or pass
@@ -394,8 +416,6 @@ def test_display_rows_with_a_headless_opencv_are_not_run_and_say_why(xvfb, tmp_p
     """opencv-python-headless (what many images and requirements files carry) opens no window: the display rows
     ran, said "ok" and timed runs that drew nothing, as the cases run with --progress off, which hides their
     "display:" line. The bench now opens a window first, and a display row that drew no frame is a failure."""
-    import subprocess
-    import sys
     from importlib import metadata
     if not os.environ.get("DISPLAY"):
         pytest.skip("the display rows need an X server")

@@ -15,8 +15,9 @@ from pathlib import Path
 from ..autotune import bf16_hardware
 from .cases import all_cases
 from .machine import display_reason, machine_info
-from .report import (bench_command, cudnn_line, header, new_result_path, speedups, table, with_ext, write_files,
-                     writing_results)
+from .others import busy_note
+from .report import (beside_other_work, bench_command, cudnn_line, header, new_result_path, speedups, table, with_ext,
+                     write_files, writing_results)
 from .runner import run_case
 from .stats import rounds, summarise
 from .workdir import bench_folder
@@ -52,7 +53,8 @@ def bench_pong(args) -> int:
         for case, rep in rounds(list(runs), args.repeats):
             r = run_case(case, args, workdir, rep)
             runs[case].append(r)
-            msg = r.get("error") or f"{r['s_per_1000_steps']:.2f} s / 1000 steps"
+            busy = busy_note(r.get("others_cpu"))
+            msg = r.get("error") or f"{r['s_per_1000_steps']:.2f} s / 1000 steps" + (f" ({busy})" if busy else "")
             print(f"- {case.name} [{rep + 1}/{case.repeats or args.repeats}]: {msg}", flush=True)
     if args.keep_runs:
         print(f"- the cases' run directories are kept in {workdir}", flush=True)
@@ -66,6 +68,8 @@ def bench_pong(args) -> int:
     print(cudnn_line(rows, info))
     print(table(rows, info, args))
     print(speedups(rows))
+    if beside_other_work(rows):
+        print(beside_other_work(rows))
     with writing_results(base, suffixes):
         out_dir.mkdir(parents=True, exist_ok=True)
         chart = write_files(rows, info, args, base, stamp, bench_command(args.argv))

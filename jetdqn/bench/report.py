@@ -127,6 +127,17 @@ def speedups(rows: list[dict]) -> str:
             + "; ".join(parts)) if parts else ""
 
 
+def beside_other_work(rows: list[dict]) -> str:
+    """The rows measured while other processes took a share of the CPU (``others.py``), or ""."""
+    from .others import busy_note
+    busy = [f"{r['name']}: {busy_note(r.get('others_cpu'))}" for r in rows
+            if r["status"] == "ok" and busy_note(r.get("others_cpu"))]
+    if not busy:
+        return ""
+    return ("Measured beside other work (the worst run of each row), so slower than this machine is: "
+            + "; ".join(busy) + ".")
+
+
 def header(info: dict, args) -> str:
     parts = [machine_line(info)]
     if info.get("l4t"):
@@ -185,7 +196,8 @@ def write_files(rows: list[dict], info: dict, args, base: Path, stamp: str, comm
     tx1 = ("For reference, the 2017 Jetson TX1 (Lua Torch7 DQN): 56 s (display all frames), 46 s (1/3 frames), "
            "37 s (1/3 frames with cuDNN) per 1000 steps.")
     md = "\n".join([f"# jetdqn bench {args.game}: {info['host']}, {stamp}", "", "```", header(info, args),
-                    cudnn_line(rows, info), "```", "", table(rows, info, args), "", speedups(rows), "", tx1, "",
+                    cudnn_line(rows, info), "```", "", table(rows, info, args), "", speedups(rows), "",
+                    *([beside_other_work(rows), ""] if beside_other_work(rows) else []), tx1, "",
                     f"Command: `{command}`", ""])
     write_text(with_ext(base, ".md"), md)
     plain = [{k: v for k, v in r.items() if k != "case"} | {"key": r["case"].key} for r in rows]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..records import read_jsonl
+from . import others
 from .cases import Case
 
 
@@ -114,7 +115,9 @@ def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
                         "--telemetry", args.telemetry, "--seed", str(repeat),
                         *(["--display-start", str(start)] if shown else []),   # a row with a window opens it here
                         *tegrastats_path(args), *flags)
+    before = others.snapshot()
     error, wall = run_process(cmd, args.case_timeout)
+    beside = others.share(before, others.snapshot(), wall)
     if error is not None:
         return {"error": error, "command": shlex.join(cmd)}
     parts = split_log(read_jsonl(run_dir / "log.jsonl"), args.learn_start, start)
@@ -126,7 +129,8 @@ def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
         return {"error": "its window drew no frame in the measured steps (python -m jetdqn.play --max-steps 100 "
                          "says why)", "command": shlex.join(cmd)}
     runtime = json.loads((run_dir / "config.json").read_text()).get("runtime", {})
-    result.update(process_wall_s=wall, cudnn_applied=runtime.get("cudnn_applied"), command=shlex.join(cmd))
+    result.update(process_wall_s=wall, cudnn_applied=runtime.get("cudnn_applied"), others_cpu=beside,
+                  command=shlex.join(cmd))
     if not args.keep_runs:
         shutil.rmtree(run_dir, ignore_errors=True)
     return result
