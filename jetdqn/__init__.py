@@ -36,6 +36,10 @@ if _sys.version_info < (3, 10):   # first, in syntax an old Python parses: the c
 __version__ = "0.1.0"
 __all__ = ["train", "load", "Policy", "__version__"]
 
+from . import openmp as _openmp   # noqa: E402 (after the version check)
+
+_openmp.shorten_spinning()   # before anything here imports torch: libgomp reads it once, as torch loads it
+
 
 def _hold_standard_streams() -> None:
     """A standard stream the process was started without (``cmd >&- 2>&-``, some launchers) is /dev/null

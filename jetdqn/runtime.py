@@ -22,6 +22,7 @@ import torch
 
 from .config import Config, ConfigError
 from .cores import cores as this_process_cores
+from .openmp import wait_setting
 from .memory import memory
 
 
@@ -138,6 +139,7 @@ def apply(cfg: Config) -> Runtime:
         "cuda": torch.version.cuda if cuda else None,
         "cudnn": torch.backends.cudnn.version() if cuda and torch.backends.cudnn.is_available() else None,
         "threads": torch.get_num_threads(),
+        "openmp_wait": wait_setting(),
         "cores": cores.as_record(),
         "memory": memory().as_record(),
         "seed": cfg.seed,

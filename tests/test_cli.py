@@ -230,6 +230,33 @@ def test_a_setting_its_mode_does_not_read_is_refused_not_ignored():
         make_config(settings)
 
 
+def test_torchs_openmp_threads_spin_briefly_unless_told_otherwise(tmp_path):
+    """libgomp's idle threads spin 300,000 turns: beside another session's busy process every bench row went
+    28-40x slower on 2 cores (benchmarks/results/openmp-wait-2026-11-29). ``import jetdqn`` sets
+    GOMP_SPINCOUNT=10000 before torch loads libgomp; a user's GOMP_SPINCOUNT or OMP_WAIT_POLICY stays, and a
+    torch imported first keeps libgomp's default. config.json says which."""
+    import os
+    # this suite's process imported jetdqn, so its environment holds jetdqn's setting: each run starts without it
+    clean = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    quick = "preset='smoke', total_steps=50, telemetry='off', progress='off'"
+
+    def spin(name: str, code: str, **extra) -> str:
+        run = tmp_path / name
+        subprocess.run([sys.executable, "-c", code.format(run=str(run), quick=quick)], cwd=ROOT, check=True,
+                       timeout=300, env={**clean, **extra})
+        return json.loads((run / "config.json").read_text())["runtime"]["openmp_wait"]
+    plain = "import jetdqn; jetdqn.train({quick}, run_dir={run!r})"
+    assert spin("api", "import jetdqn, os; assert os.environ['GOMP_SPINCOUNT'] == '10000'; "
+                       "jetdqn.train({quick}, run_dir={run!r})") == "GOMP_SPINCOUNT=10000"
+    assert spin("first", "import torch; " + plain) == "libgomp's default (torch was imported before jetdqn)"
+    assert spin("yours", plain, GOMP_SPINCOUNT="500") == "GOMP_SPINCOUNT=500"
+    assert spin("policy", plain, OMP_WAIT_POLICY="passive") == "OMP_WAIT_POLICY=passive"
+    # the command line: set before torch is imported, and handed on to what it starts
+    run_module("jetdqn.train", "--preset", "smoke", "--total-steps", "50", "--telemetry", "off", "--progress", "off",
+               "--run-dir", str(tmp_path / "cli"), fresh=True)
+    assert json.loads((tmp_path / "cli" / "config.json").read_text())["runtime"]["openmp_wait"] == "GOMP_SPINCOUNT=10000"
+
+
 def test_a_presets_target_return_can_be_taken_away(tmp_path, capsys):
     """pong-fast's --target-return 18 could not be removed: with --eval-episodes 0 the refusal said "drop
     --target-return", a flag nobody had typed, and no value meant none. ``none`` does now (the flag, a
