@@ -251,10 +251,6 @@ def test_torchs_openmp_threads_spin_briefly_unless_told_otherwise(tmp_path):
     assert spin("first", "import torch; " + plain) == "libgomp's default (torch was imported before jetdqn)"
     assert spin("yours", plain, GOMP_SPINCOUNT="500") == "GOMP_SPINCOUNT=500"
     assert spin("policy", plain, OMP_WAIT_POLICY="passive") == "OMP_WAIT_POLICY=passive"
-    # the command line: set before torch is imported, and handed on to what it starts
-    run_module("jetdqn.train", "--preset", "smoke", "--total-steps", "50", "--telemetry", "off", "--progress", "off",
-               "--run-dir", str(tmp_path / "cli"), fresh=True)
-    assert json.loads((tmp_path / "cli" / "config.json").read_text())["runtime"]["openmp_wait"] == "GOMP_SPINCOUNT=10000"
 
 
 def test_a_presets_target_return_can_be_taken_away(tmp_path, capsys):
