@@ -139,7 +139,12 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
         from .distributed.actors import RayActing
         acting = RayActing(cfg, progress.note)
     else:
+        from .replay.sizing import refuse_too_small
         from .rollout import LocalActing
+        refuse_too_small(cfg.replay_size, cfg.num_envs)   # before the envs: making many takes minutes
+        if cfg.is_atari:
+            from .envs.atari import refuse_more_emulators_than_fit
+            refuse_more_emulators_than_fit(cfg.num_envs)
         if cfg.num_envs >= MANY_EMULATORS:   # ~0.1 s each here: 128 took 12 s, before any line was printed
             progress.line(f"starting {cfg.num_envs} emulators")
         acting = LocalActing(cfg, rng, clock)

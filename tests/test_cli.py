@@ -55,6 +55,11 @@ def test_every_preset_is_a_valid_config():
     (["--learner-stream"], "this run captures no graphs: add --cuda-graphs or drop --learner-stream"),
     (["--replay-size", "10", "--batch-size", "8", "--num-envs", "8", "--total-steps", "10"],
      "--replay-size 10 is too small for 8 envs"),
+    # said before the emulators are made (0.1 s each: this one came after 100,000 of them, hours later)
+    (["--preset", "smoke", "--num-envs", "100000"], "--replay-size 1,000 is too small for 100,000 envs"),
+    # 2 MB each: refused by the memory it would take, not after hours of making them
+    (["--num-envs", "10000000", "--replay-size", "100M", "--total-steps", "10"],
+     "--num-envs 10,000,000 needs about 20,971.5 GB for its emulators (~2 MB each), more than the "),
     (["--num-actors", "4"], "--num-actors 4 has no effect without --backend ray: add it, or drop --num-actors."),
     # ale-py takes C ints: each was a TypeError traceback from the emulator's constructor
     (["--max-episode-steps", "1000000000"], "--max-episode-steps 1,000,000,000 at --frame-skip 4 is 4,000,000,000 "

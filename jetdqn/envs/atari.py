@@ -16,6 +16,23 @@ from ..needs import broken_install
 from .base import Step, VecStep
 
 
+EMULATOR_BYTES = 2 << 20   # one emulator with its buffers: 1.64 MB each, measured for 256 Pong envs (ale-py 0.12)
+
+
+def refuse_more_emulators_than_fit(num_envs: int) -> None:
+    """--num-envs N whose emulators alone would not fit in the memory this process may take, refused before
+    the first is made: --num-envs 100000 printed "starting 100000 emulators" and went on making them (0.1 s
+    each, ~2.7 hours) towards 164 GB, and a replay too small for that many envs was said only after."""
+    from ..memory import memory
+    room = memory()
+    need = num_envs * EMULATOR_BYTES
+    if need > 0.9 * room.available:
+        why = f"; {room.limited_by}" if room.limited_by else ""
+        most = max(1, int(0.9 * room.available // EMULATOR_BYTES))
+        raise ConfigError(f"--num-envs {num_envs:,} needs about {need / 1e9:,.1f} GB for its emulators (~2 MB each), "
+                          f"more than the {room.available / 1e9:.1f} GB available{why}; give at most {most:,}.")
+
+
 @functools.lru_cache(maxsize=None)
 def ale_game_ids() -> list[str]:
     """The games ale-py's single-player emulator plays: the ROMs it ships that it also recognises. It ships

@@ -34,14 +34,19 @@ def probe_frame_bytes(cfg, steps: int = 300) -> float:
     return float(np.mean(sizes))
 
 
+def refuse_too_small(replay_size: int, streams: int) -> None:
+    """A --replay-size too small for its envs: each env writes a ring of its own, a frame and its successor."""
+    if replay_size and replay_size < 2 * streams:
+        from ..config import ConfigError
+        raise ConfigError(f"--replay-size {replay_size:,} is too small for {streams:,} envs, each of which keeps a "
+                          f"stream of at least 2 transitions: give --replay-size {2 * streams} or more.")
+
+
 def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float], streams: int,
                     say: Callable[[str], None] = lambda m: print(m, flush=True)) -> int:
     """--replay-size N, or for auto the most transitions that fit in the memory budget."""
     if cfg.replay_size:
-        if cfg.replay_size < 2 * streams:   # each env writes a ring of its own: a frame and its successor
-            from ..config import ConfigError
-            raise ConfigError(f"--replay-size {cfg.replay_size:,} is too small for {streams} envs, each of which "
-                              f"keeps a stream of at least 2 transitions: give --replay-size {2 * streams} or more.")
+        refuse_too_small(cfg.replay_size, streams)
         return cfg.replay_size
     if cfg.replay_device != "host":
         from .device import device_memory
