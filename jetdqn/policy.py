@@ -201,9 +201,13 @@ def read_model(path: Path) -> tuple[dict, dict]:
                               f"(or the run directory).")
     if path.suffix == ".safetensors":
         spec_doc = read_spec(path.with_suffix(".json"))
-        from safetensors.torch import load_file
+        from safetensors.torch import load
+        try:   # its bytes, not the path: safetensors takes only UTF-8 paths ("Path ... is not valid UTF-8")
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise CheckpointError(f"{path} cannot be read ({exc.strerror or exc}).") from None
         try:
-            weights = load_file(str(path))
+            weights = load(raw)
         except Exception as exc:
             raise CheckpointError(f"{path} is not a readable safetensors file ({str(exc)[:120]}).") from None
         return weights, {**spec_doc, "config": spec_doc.get("config", {})}

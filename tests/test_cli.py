@@ -624,6 +624,10 @@ def test_a_folder_whose_name_is_not_utf8(tmp_path):
     done = jetdqn("jetdqn.train", "--preset", "smoke", "--total-steps", "200", "--telemetry", "off", "--progress",
                   "lines", "--run-dir", str(run))
     assert done.returncode == 0 and done.stdout.endswith(f"run directory {run}\n"), done.stdout + done.stderr
+    # safetensors takes UTF-8 paths only: the weights it wrote there were "not a readable safetensors file"
+    said = jetdqn("jetdqn.evaluate", str(run / "model.safetensors"), "--games", "1")
+    assert said.returncode == 0 and f"{run / 'model.safetensors'} (weights of step 200): return" in said.stdout, \
+        said.stdout + said.stderr
     if importlib.util.find_spec("onnx") and importlib.util.find_spec("onnxruntime"):
         export = jetdqn("jetdqn.export", "--checkpoint", str(run), "--onnx", str(folder / "m.onnx"))
         assert export.returncode == 0, export.stderr
