@@ -4,8 +4,8 @@ torch's CPU kernels run on GNU OpenMP (libgomp) threads, one per core. Between t
 thread spins, by default for 300,000 turns (milliseconds), so the next region starts without a wake-up. That
 is free on cores nobody else wants. Beside another busy process in another session (another SSH login's
 job, a desktop; Linux's autogroup scheduler gives each session its share of the CPU), the spinning threads
-burn the run's share while the thread they wait for is descheduled: on this 2-core VM one busy Python loop
-made the plain Pong row 20-35x slower (170-200 s per 1000 steps against 5). With 10,000 turns it was 21 s,
+burn the run's share while the thread they wait for is descheduled: on a 2-core VM one busy Python loop
+made the plain Pong row 36x slower (192.6 s per 1000 steps against 5.4). With 10,000 turns it was 22.2 s,
 and alone the rows did not move (docs/facts.md, benchmarks/results/openmp-wait-2026-11-29).
 
 libgomp reads the variable once, when torch loads it: ``import jetdqn`` sets it before any torch import of
