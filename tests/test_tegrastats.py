@@ -127,11 +127,10 @@ def test_cli_parse_names_ten_bad_lines_then_counts_and_refuses_a_file_with_no_te
         said[11].endswith("give a file of tegrastats lines.")
 
 
-def test_cli_parse_reads_a_line_without_end_a_piece_at_a_time(tegrastats_lines, tmp_path):
+def test_cli_parse_reads_a_file_without_newlines_a_piece_at_a_time():
     """A file with no newline for its whole length was read whole as its first line: /dev/zero (or a large
-    binary dump) ran the machine out of memory, a MemoryError traceback under a limit. Now the first 64 KiB
-    of it say "not a text file"; a text line of 2 MB is one bad line, named once, and the lines after it
-    parse."""
+    binary dump) ran the machine out of memory, a MemoryError traceback under a limit. Now its first 64 KiB
+    say "not a text file"."""
     import resource
 
     def limited():   # 1 GiB of address space: /dev/zero read whole fails here in seconds, not after the swap
@@ -140,6 +139,10 @@ def test_cli_parse_reads_a_line_without_end_a_piece_at_a_time(tegrastats_lines, 
                           capture_output=True, text=True, timeout=120, preexec_fn=limited)
     assert zero.returncode == 2 and zero.stderr == ("error: /dev/zero is not a text file; give a file of tegrastats "
                                                     "lines.\n"), zero.stderr[-600:]
+
+
+def test_cli_parse_takes_an_overlong_line_as_one_bad_line(tegrastats_lines, tmp_path):
+    """A text line of 2 MB (read 64 KiB at a time) is one bad line, named once, and the lines after it parse."""
     long = tmp_path / "long.txt"
     long.write_text("x" * (2 << 20) + "\n" + "\n".join(tegrastats_lines[:3]) + "\n")
     read = run_module("jetdqn.telemetry", "parse", str(long), check=False)
