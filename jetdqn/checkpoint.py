@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -206,7 +206,13 @@ class Checkpointer:
         return self.run_dir / "checkpoints" / "latest.pt"
 
     def save(self, counters: dict) -> None:
-        manifest = None
+        """latest.pt, and with --checkpoint-replay the replay's changed chunks first. The run's first
+        checkpoint whose replay does not fit (its largest write: every chunk at once) is saved without it:
+        the run stopped with nothing to resume, and an SD card that filled there cost every step before it.
+        The chunks written go (they free the space), latest.pt keeps the weights, and the run stops saying
+        --resume refills the replay; a disk too full for the weights too says what it said before."""
+        from .replay.saving import prune
+        manifest, lost = None, None
         resumable = self.latest.exists()
         if self.cfg.checkpoint_replay:
             from .replay.saving import save_replay
@@ -215,31 +221,20 @@ class Checkpointer:
             except OSError as exc:
                 if resumable:   # the checkpoint before, with its replay, stays whole
                     raise CheckpointError(unwritable(Path(exc.filename or self.replay_dir), exc, resumable)) from None
-                self.keep_the_weights(counters, exc)
+                lost = exc
+                prune(self.replay_dir, {"files": {}})   # no checkpoint names any of them
         save(self.latest, agent_state=self.agent.state_dict(), network=self.agent.network_spec(),
              env_name=self.cfg.env_name, counters=counters, rng=rng_state(self.rng), config=self.cfg.to_dict(),
              replay=manifest, resumable=resumable)
+        if lost is not None:
+            from .disk import what_to_do, why_not_written
+            raise CheckpointError(f"could not write the replay to {lost.filename or self.replay_dir} "
+                                  f"({why_not_written(lost)}); {self.latest} keeps the weights of step "
+                                  f"{counters['step']:,} without it: {what_to_do(lost)}, then --resume (the replay "
+                                  "fills again from there)")
         if manifest is not None:
-            from .replay.saving import prune
             prune(self.replay_dir, manifest)  # only now: the old checkpoint named the old files until the rename
             self.manifest = manifest
-
-    def keep_the_weights(self, counters: dict, exc: OSError) -> NoReturn:
-        """The run's first checkpoint, whose replay did not fit (the largest write of a --checkpoint-replay run:
-        every chunk at once), saved without it. The run stopped with nothing to resume: an SD card that filled
-        at the first checkpoint cost every step before it. Now latest.pt holds those steps' weights, the
-        chunks written so far go (they free the space), and the run stops saying so; --resume refills the
-        replay. A disk too full for the weights too says what it said before."""
-        from .disk import what_to_do, why_not_written
-        from .replay.saving import prune
-        prune(self.replay_dir, {"files": {}})   # no checkpoint names any of them
-        save(self.latest, agent_state=self.agent.state_dict(), network=self.agent.network_spec(),
-             env_name=self.cfg.env_name, counters=counters, rng=rng_state(self.rng), config=self.cfg.to_dict(),
-             resumable=False)
-        where = exc.filename or self.replay_dir
-        raise CheckpointError(f"could not write the replay to {where} ({why_not_written(exc)}); {self.latest} keeps "
-                              f"the weights of step {counters['step']:,} without it: {what_to_do(exc)}, then --resume "
-                              "(the replay fills again from there)")
 
     def save_model(self, step: int, name: str = "model", evaluated: Optional[dict] = None) -> None:
         """The online network alone (a few MB), for sharing and for ``jetdqn.play --model``: model.pt, and

@@ -542,7 +542,7 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
             continue
         base = str(f.type).replace("Optional[", "").rstrip("]")
         kind = {"int": _int_like, "float": float}.get(base, str)
-        if f.name == "target_return":
+        if base == "float" and str(f.type).startswith("Optional["):
             kind = _number_or_none
         if f.name == "replay_size" or f.name == "num_envs":
             kind = _size_or_auto
@@ -582,8 +582,9 @@ def _int_like(text: str) -> int:
 
 
 def _number_or_none(text: str) -> Optional[float]:
-    """--target-return N, or none: a preset's target (pong-fast's 18) could not be taken away, and with
-    --eval-episodes 0 the refusal said "drop --target-return", a flag nobody had typed."""
+    """A number, or none for a setting that may be unset (--target-return): a preset's target (pong-fast's
+    18) could not be taken away, and with --eval-episodes 0 the refusal said "drop --target-return", a flag
+    nobody had typed."""
     if text.strip().lower() == "none":
         return None
     try:
@@ -614,7 +615,7 @@ def _typed(name: str, value: Any) -> Any:
     if value is None and kind.startswith("Optional["):
         return None
     base = kind.replace("Optional[", "").rstrip("]")
-    if name == "target_return" and isinstance(value, str):   # a --config file's "none", as the flag's
+    if base == "float" and kind.startswith("Optional[") and isinstance(value, str):   # a file's "none", as the flag's
         try:
             return _number_or_none(value)
         except argparse.ArgumentTypeError:

@@ -68,8 +68,9 @@ def bench_pong(args) -> int:
     print(cudnn_line(rows, info))
     print(table(rows, info, args))
     print(speedups(rows))
-    if beside_other_work(rows):
-        print(beside_other_work(rows))
+    busy = beside_other_work(rows)
+    if busy:
+        print(busy)
     with writing_results(base, suffixes):
         out_dir.mkdir(parents=True, exist_ok=True)
         chart = write_files(rows, info, args, base, stamp, bench_command(args.argv))

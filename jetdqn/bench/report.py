@@ -195,9 +195,10 @@ def write_files(rows: list[dict], info: dict, args, base: Path, stamp: str, comm
     """The table as Markdown, every number as JSON, every run as CSV, and the chart as PNG, at ``base``.*"""
     tx1 = ("For reference, the 2017 Jetson TX1 (Lua Torch7 DQN): 56 s (display all frames), 46 s (1/3 frames), "
            "37 s (1/3 frames with cuDNN) per 1000 steps.")
+    busy = beside_other_work(rows)
     md = "\n".join([f"# jetdqn bench {args.game}: {info['host']}, {stamp}", "", "```", header(info, args),
                     cudnn_line(rows, info), "```", "", table(rows, info, args), "", speedups(rows), "",
-                    *([beside_other_work(rows), ""] if beside_other_work(rows) else []), tx1, "",
+                    *([busy, ""] if busy else []), tx1, "",
                     f"Command: `{command}`", ""])
     write_text(with_ext(base, ".md"), md)
     plain = [{k: v for k, v in r.items() if k != "case"} | {"key": r["case"].key} for r in rows]
