@@ -176,6 +176,7 @@ def run_loop(run: Run) -> dict:
     cfg, state, acting, agent, replay = run.cfg, run.state, run.acting, run.agent, run.replay
     from .rundir import record_segment
     filled = resume(run) if run.payload is not None else "new"
+    say_if_it_never_learns(run)
     record_segment(run_dir=run.run_dir, cfg=cfg, step=state.step, wall_s=state.wall_s(), replay=filled)
     write_run_config(run)   # after the segment's record: it compares the settings with config.json's
     run.sampler.mark_threads("emulator", acting.emulator_threads)
@@ -291,6 +292,25 @@ def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:
         run.agent.set_lr(lr)
         run.progress.line(f"learning rate {lr:g} from step {step:,} (--lr-cuts)")
     return cfg.next_lr_cut(step)
+
+
+def say_if_it_never_learns(run: Run) -> None:
+    """A run that ends before its first update says so as it starts. ``--game pong --total-steps 30000`` (or
+    ``--env CartPole-v1`` with the Nature defaults) acted for 30,000 steps, wrote untrained weights as model.pt
+    and said only "done": --learn-start is 50,000 by default, and a resume without the replay refills for
+    that long again before learning. Not an error: filling a replay, timing the emulators, or a first
+    segment of a longer run are runs a user may want."""
+    cfg, learn_from = run.cfg, run.schedule.learn_from
+    first = learn_from + cfg.train_freq
+    if cfg.total_steps >= first:
+        return
+    refill = run.payload is not None and learn_from != cfg.learn_start
+    why = (f"the resume at step {run.state.step:,} plus --learn-start {cfg.learn_start:,} while the replay refills"
+           if refill else f"--learn-start {cfg.learn_start:,}")
+    run.progress.note(f"this run makes no update: its first would come at step {first:,} ({why}, then "
+                      f"--train-freq {cfg.train_freq}), past --total-steps {cfg.total_steps:,}, so the weights it "
+                      f"writes are {'no better than the checkpoint' if run.payload is not None else 'untrained'}; "
+                      f"lower --learn-start or raise --total-steps")
 
 
 def write_record(run: Run, log: RunLog, renderer) -> dict:

@@ -714,6 +714,27 @@ def test_progress_off_hides_the_progress_but_not_what_the_user_must_know(tmp_pat
     assert not lines.stderr.strip(), lines.stderr
 
 
+def test_a_run_that_ends_before_its_first_update_says_so(tmp_path):
+    """--env CartPole-v1 (or --game pong) with the default --learn-start 50,000 and a short --total-steps acted,
+    wrote untrained weights as model.pt and said only "done"; so did a resume without the replay whose refill
+    outlasts the steps left. Such a run says so as it starts; one that learns does not."""
+    def train(run_dir, *flags):
+        return run_module("jetdqn.train", "--env", "CartPole-v1", "--telemetry", "off", "--progress", "off",
+                          "--eval-episodes", "0", "--run-dir", str(tmp_path / run_dir), *flags)
+    untrained = train("untrained", "--total-steps", "300")
+    assert ("this run makes no update: its first would come at step 50,004 (--learn-start 50,000, then --train-freq "
+            "4), past --total-steps 300, so the weights it writes are untrained; lower --learn-start or raise "
+            "--total-steps") in untrained.stderr, untrained.stderr
+    assert json.loads((tmp_path / "untrained" / "log.jsonl").read_text().splitlines()[-1])["updates"] == 0
+    learns = train("learns", "--total-steps", "300", "--learn-start", "100", "--train-freq", "1")
+    assert not learns.stderr.strip(), learns.stderr
+    assert json.loads((tmp_path / "learns" / "log.jsonl").read_text().splitlines()[-1])["updates"] > 0
+    refills = train("learns", "--total-steps", "400", "--learn-start", "100", "--train-freq", "1", "--resume")
+    assert ("its first would come at step 401 (the resume at step 300 plus --learn-start 100 while the replay "
+            "refills, then --train-freq 1), past --total-steps 400, so the weights it writes are no better than the "
+            "checkpoint") in refills.stderr, refills.stderr
+
+
 def test_a_run_with_many_emulators_says_it_is_starting_them(tmp_path):
     """128 emulators took 12 s to start on this VM with nothing on the screen (the first line came with the
     first record); from 32 on the run says so first. A few do not."""
