@@ -113,7 +113,7 @@ class Config:
     apex_eps: bool = _f(False, "Ape-X per-env epsilons eps_i = 0.4^(1 + 7 i / (N - 1)) instead of the schedule.")
     # --- Atari preprocessing (Nature DQN)
     frame_skip: int = _f(4, "Emulator frames per action (max over the last two).")
-    history: int = _f(4, "Frames stacked into one observation (Atari; at most 64).")
+    history: int = _f(4, "Frames stacked into one observation (with --env: its observations; at most 64).")
     noop_max: int = _f(30, "Up to this many no-op actions at the start of each game.")
     clip_rewards: bool = _f(True, "Clip rewards to +-1 for learning (scores stay raw).")
     terminal_on_life_loss: bool = _f(True, "A lost life ends the episode for learning, not for scoring.")

@@ -182,7 +182,9 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog="python -m jetdqn.export", description=__doc__.splitlines()[0])
-    p.add_argument("--checkpoint", type=given_path, required=True, help="The model: a run directory (its model.pt, else "
+    p.add_argument("named", nargs="?", type=given_path, default=None, metavar="MODEL",
+                   help="The same as --checkpoint: python -m jetdqn.export RUN_DIR --onnx OUT.onnx.")
+    p.add_argument("--checkpoint", type=given_path, default=None, help="The model: a run directory (its model.pt, else "
                                                        "model.safetensors, else checkpoints/latest.pt), a checkpoint "
                                                        "(.pt) or a safetensors export (.safetensors, .json beside it).")
     p.add_argument("--onnx", type=given_path, default=None, help="Write the network as ONNX to this file (.onnx).")
@@ -191,6 +193,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--opset", type=int, default=None, help=f"ONNX opset (default {ONNX_OPSET}).")
     args = p.parse_args(argv)
     exit_on_stop()   # a SIGTERM mid-write ends it as Ctrl-C does: the .tmp file goes, the earlier export stays
+    if args.named is not None and args.checkpoint is not None:
+        fail(f"{args.named} and --checkpoint {args.checkpoint} both name the model: give one.")
+    args.checkpoint = args.checkpoint if args.named is None else args.named
+    if args.checkpoint is None:   # `export RUN_DIR`, as evaluate takes it, was "--checkpoint is required"
+        fail("nothing to export from: give the model, a run directory or a file (python -m jetdqn.export RUN_DIR "
+             "--onnx OUT.onnx), or --checkpoint PATH.")
     if not (args.onnx or args.safetensors):
         fail("nothing to export: give --onnx OUT.onnx and/or --safetensors OUT.safetensors.")
     if args.opset is not None and not args.onnx:   # was ignored: a safetensors file has no opset

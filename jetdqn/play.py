@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", type=given_path, default=None, help="A trained model: a run directory (its model.pt), a checkpoint "
                                                   "(.pt), a safetensors export (.safetensors, its .json beside it) "
                                                   "or an ONNX export (.onnx, played with ONNX Runtime).")
+    p.add_argument("named", nargs="?", type=given_path, default=None, metavar="MODEL",
+                   help="The same as --model: python -m jetdqn.play RUN_DIR, as python -m jetdqn.evaluate RUN_DIR.")
     p.add_argument("--game", type=given_value, default=None, help="ALE game id (default: the checkpoint's game, else pong).")
     p.add_argument("--env", type=given_value, default=None, help="A gymnasium env id instead of an Atari game.")
     p.add_argument("--episodes", type=count, default=3, help="Games to play (default 3; 0 = as many as "
@@ -60,6 +62,11 @@ def check_args(args: argparse.Namespace) -> None:
     if args.fps and not args.display_freq and not args.record:   # it slowed play down with nothing to watch
         raise ConfigError(f"--fps {args.fps} paces the window or the video, and --display-freq 0 with no --record "
                           "shows neither: drop --fps, or give --display-freq N or --record FILE.mp4.")
+    if args.named is not None:   # `jetdqn play RUN_DIR` was "unrecognized arguments", where evaluate takes it
+        if args.model or args.checkpoint:
+            given = "--model" if args.model else "--checkpoint"
+            raise ConfigError(f"{args.named} and {given} {args.model or args.checkpoint} both name the model: give one.")
+        args.model = args.named
     if args.reuse_conv and not (args.model or args.checkpoint):
         raise ConfigError("--reuse-conv needs a trained model (--model or --checkpoint).")
     if args.model and args.checkpoint:

@@ -172,6 +172,27 @@ def test_a_flag_nothing_would_read_is_refused(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_play_and_export_take_the_model_as_evaluate_does(tmp_path):
+    """``jetdqn evaluate RUN_DIR`` plays a run's model, but ``jetdqn play RUN_DIR`` was "unrecognized arguments"
+    and ``jetdqn export RUN_DIR`` "--checkpoint is required". Both take it now; the model named twice is
+    refused, and an export with no model says what to give."""
+    run = str(ROOT / "benchmarks" / "results" / "learn-pong" / "run")
+    played = run_module("jetdqn.play", run, "--display-freq", "0", "--max-steps", "20", "--json")
+    assert json.loads(played.stdout.splitlines()[-1])["checkpoint"] == run
+    exported = run_module("jetdqn.export", run, "--safetensors", str(tmp_path / "m.safetensors"))
+    assert exported.stdout.startswith(f"wrote {tmp_path / 'm.safetensors'} and ") and (tmp_path / "m.json").exists()
+    for module, argv, said in (
+            ("jetdqn.play", [run, "--model", run], f"{run} and --model {run} both name the model: give one."),
+            ("jetdqn.export", [run, "--checkpoint", run, "--onnx", str(tmp_path / "n.onnx")],
+             f"{run} and --checkpoint {run} both name the model: give one."),
+            ("jetdqn.export", ["--onnx", str(tmp_path / "n.onnx")],
+             "nothing to export from: give the model, a run directory or a file (python -m jetdqn.export RUN_DIR "
+             "--onnx OUT.onnx), or --checkpoint PATH.")):
+        proc = run_module(module, *argv, check=False)
+        assert proc.returncode == 2 and proc.stderr == f"error: {said}\n", (module, proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.safetensors"]
+
+
 def test_a_registered_env_whose_package_is_missing_is_not_called_unknown(tmp_path):
     """--env LunarLander-v3 without Box2D said "gymnasium does not know the env"; it knows it, and says what
     to install."""
