@@ -272,8 +272,8 @@ def save_figure(fig, path: Path) -> Path:
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog="python -m jetdqn.plot", description=__doc__.splitlines()[0])
-    p.add_argument("run_dir", type=given_path)
-    p.add_argument("--out", type=given_path, default=None)
+    p.add_argument("run_dir", type=given_path, help="A run directory (its log.jsonl, and eval.jsonl when it has one).")
+    p.add_argument("--out", type=given_path, default=None, help="The PNG to write (default: RUN_DIR/learning_curve.png).")
     p.add_argument("--against", type=given_path, action="append", default=[], metavar="OTHER_RUN",
                    help="Another run directory drawn on the same axes (repeatable).")
     args = p.parse_args(argv)

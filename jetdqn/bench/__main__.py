@@ -70,7 +70,7 @@ def build_parser() -> Parser:
     p = Parser(prog="python -m jetdqn.bench", description="The benchmarks behind make bench-pong.")
     sub = p.add_subparsers(dest="what", required=True)
     pp = sub.add_parser("pong", help="the TX1 table and jetdqn's rows (any ALE game with --game)")
-    pp.add_argument("--game", default="pong")
+    pp.add_argument("--game", default="pong", help="the ALE game every case trains on (default pong)")
     pp.add_argument("--steps", type=positive_int, default=1000, help="measured training steps per case (default 1000)")
     pp.add_argument("--learn-start", type=count, default=2000, help="acting steps before the window (default 2000)")
     pp.add_argument("--warmup-steps", type=count, default=100,
@@ -79,7 +79,8 @@ def build_parser() -> Parser:
     pp.add_argument("--repeats", type=positive_int, default=3, help="runs per case; the median is shown (default 3)")
     pp.add_argument("--cases", default=None, help="comma-separated words; run only the cases whose name has one")
     pp.add_argument("--all", action="store_true", help="also the rows left out on a CPU by default (the learner in its own thread)")
-    pp.add_argument("--telemetry", default="auto", choices=["auto", "tegrastats", "jtop", "procfs", "off"])
+    pp.add_argument("--telemetry", default="auto", choices=["auto", "tegrastats", "jtop", "procfs", "off"],
+                    help="each case's telemetry source, as train's --telemetry (default auto)")
     pp.add_argument("--tegrastats-path", type=given_path, default="tegrastats",
                     help="the tegrastats binary every case's telemetry starts (a container where it is mounted "
                          "elsewhere; default: tegrastats on PATH)")

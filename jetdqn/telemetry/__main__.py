@@ -183,14 +183,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     pp.add_argument("file", type=given_path, help="a file of tegrastats lines, or - for standard input (tegrastats | ... parse -)")
     pp.add_argument("--json", action="store_true", help="one JSON object per line")
     pw = sub.add_parser("watch", help="live telemetry, one line per interval")
-    pw.add_argument("--source", default="auto", choices=["auto", "tegrastats", "jtop", "procfs"])
-    pw.add_argument("--interval", type=positive_float, default=1.0)
+    pw.add_argument("--source", default="auto", choices=["auto", "tegrastats", "jtop", "procfs"],
+                    help="where the numbers come from (default auto: tegrastats where it is installed, else jtop, else /proc and NVML)")
+    pw.add_argument("--interval", type=positive_float, default=1.0, help="seconds between lines (default 1)")
     pw.add_argument("--count", type=count, default=0, help="lines to print (0 = until Ctrl-C)")
     pw.add_argument("--tegrastats-path", type=given_path, default=None, help="the tegrastats binary (default: tegrastats "
                                                                     "on the PATH)")
     pl = sub.add_parser("plot", help="telemetry of a run as a PNG")
-    pl.add_argument("run_dir", type=given_path)
-    pl.add_argument("--out", type=given_path, default=None)
+    pl.add_argument("run_dir", type=given_path, help="a run directory (its log.jsonl)")
+    pl.add_argument("--out", type=given_path, default=None, help="the PNG to write (default: RUN_DIR/telemetry.png)")
     args = p.parse_args(argv)
     if args.cmd == "parse":
         return cmd_parse(args)
