@@ -213,6 +213,10 @@ class Config:
                 what = "path" if name in PATH_FIELDS else "value"
                 raise ConfigError(f"--{name.replace('_', '-')} is an empty {what}: give one, or leave it out for "
                                   f"the default.")
+        for name in PATH_FIELDS:   # the flags are given_path's
+            why = too_long(getattr(self, name)) if isinstance(getattr(self, name), str) else None
+            if why:
+                raise ConfigError(f"--{name.replace('_', '-')}: {why}.")
         positive = ["total_steps", "batch_size", "actor_refresh", "num_actors", "ray_segment", "ray_weights_every", "train_freq", "target_update",
                     "frame_skip", "history", "log_every", "checkpoint_every", "max_episode_steps"]
         for name in positive:
@@ -457,13 +461,48 @@ WEEK_S = 7 * DAY_S
 seconds_limit = _number(int, lambda v: 1 <= v <= WEEK_S, f"a number of seconds from 1 to {WEEK_S:,} (a week)")
 
 
+NAME_MAX, PATH_MAX = 255, 4095   # bytes in one name of a path, and in a whole path, on Linux's filesystems
+TEMP_NAME_EXTRA = 10   # what a file written whole and renamed adds to its name: ".{name}.part.mp4" (video)
+
+
+def too_long(path: str, written: bool = False) -> Optional[str]:
+    """Why the OS would refuse ``path`` by its length (ENAMETOOLONG), or None. ``written``: a file jetdqn
+    writes under a longer temporary name first (an export, a video, a plot), so its own name must leave room.
+    A 300-byte name was a traceback from pathlib's exists() (which raises ENAMETOOLONG on Python 3.11) in
+    play --record and export, and a run directory was "File name too long; is the disk full or read-only?"."""
+    raw = os.fsencode(path)
+    if len(raw) > PATH_MAX:
+        return f"a path of {len(raw):,} bytes, longer than the {PATH_MAX:,} Linux takes; give a shorter one"
+    longest = max(len(name) for name in raw.split(b"/"))
+    if longest > NAME_MAX:
+        return (f"a name of {longest} bytes in it, longer than the {NAME_MAX} a file or folder name holds; give a "
+                "shorter one")
+    last = len(raw.rstrip(b"/").split(b"/")[-1])
+    if written and last > NAME_MAX - TEMP_NAME_EXTRA:
+        return (f"a file name of {last} bytes: jetdqn writes it under a name {TEMP_NAME_EXTRA} bytes longer first, "
+                f"and a name holds at most {NAME_MAX}; give a shorter one")
+    return None
+
+
 def given_path(text: str) -> str:
     """A file or folder named on the command line. An empty one (``--model "$MODEL"`` with MODEL unset) is
     refused: play took it as no model and played an untrained network, a run directory became the default
-    one, and elsewhere Path('') quietly meant the current directory."""
+    one, and elsewhere Path('') quietly meant the current directory. So is one too long for the OS."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path (an unset shell variable?)")
+    why = too_long(text)
+    if why:
+        raise argparse.ArgumentTypeError(why)
     return home_expanded(text)
+
+
+def written_path(text: str) -> str:
+    """A file jetdqn writes under a temporary name and renames when whole (``given_path`` otherwise)."""
+    path = given_path(text)
+    why = too_long(path, written=True)
+    if why:
+        raise argparse.ArgumentTypeError(why)
+    return path
 
 
 def home_expanded(path: str) -> str:

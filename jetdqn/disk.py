@@ -29,6 +29,8 @@ def why_not_written(exc: BaseException) -> str:
         return f"{said}: past ulimit -f or the filesystem's largest file, 4 GiB on vfat"
     if exc.errno == errno.EIO:
         return f"{said}: the disk failed the write (dmesg may say why)"
+    if exc.errno == errno.ENAMETOOLONG:   # past NAME_MAX (255 bytes) or PATH_MAX: the name, not the disk
+        return f"{said}: a file or folder name holds at most 255 bytes"
     return f"{said}; is the disk full or read-only?"
 
 
@@ -41,6 +43,8 @@ def what_to_do(exc: BaseException, where: str = "the run directory") -> str:
         return f"make {where} writable"
     if number in (errno.EACCES, errno.EPERM):
         return f"let user {_user()} write {where} (or run as its owner)"
+    if number == errno.ENAMETOOLONG:
+        return f"give {where} a shorter name"
     if number == errno.EFBIG:
         return f"raise ulimit -f, or move {where} to a filesystem that holds larger files (ext4)"
     return f"free some space (or make {where} writable)"

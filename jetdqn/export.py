@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from .checkpoint import CheckpointError
-from .config import Parser, ends_on_ctrl_c, fail, given_path
+from .config import Parser, ends_on_ctrl_c, fail, given_path, written_path
 from .disk import why_not_written
 from .signals import exit_on_stop
 
@@ -187,8 +187,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--checkpoint", type=given_path, default=None, help="The model: a run directory (its model.pt, else "
                                                        "model.safetensors, else checkpoints/latest.pt), a checkpoint "
                                                        "(.pt) or a safetensors export (.safetensors, .json beside it).")
-    p.add_argument("--onnx", type=given_path, default=None, help="Write the network as ONNX to this file (.onnx).")
-    p.add_argument("--safetensors", type=given_path, default=None, help="Write the weights to this file (.safetensors) and "
+    p.add_argument("--onnx", type=written_path, default=None, help="Write the network as ONNX to this file (.onnx).")
+    p.add_argument("--safetensors", type=written_path, default=None, help="Write the weights to this file (.safetensors) and "
                                                        "their spec beside it (.json).")
     p.add_argument("--opset", type=int, default=None, help=f"ONNX opset (default {ONNX_OPSET}).")
     args = p.parse_args(argv)

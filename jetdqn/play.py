@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 
 from .checkpoint import CheckpointError
-from .config import Parser, count, ends_on_ctrl_c, given_path, given_value, probability, seed
+from .config import Parser, count, ends_on_ctrl_c, given_path, given_value, probability, seed, written_path
 from .signals import outlive_the_terminal, said, stop_on_signals
 
 
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ALE's repeat_action_probability (default: what the model was trained with, else 0).")
     p.add_argument("--display-freq", type=count, default=3, help="Show 1 of every N frames; 0 = no window (default 3).")
     p.add_argument("--fps", type=count, default=0, help="Slow play to N agent steps per second (0 = as fast as it runs).")
-    p.add_argument("--record", type=given_path, default=None, help="Write the shown frames (every frame with --display-freq 0) "
+    p.add_argument("--record", type=written_path, default=None, help="Write the shown frames (every frame with --display-freq 0) "
                                                    "to this video file (.mp4).")
     p.add_argument("--record-all", action="store_true", help="Record every frame, not only the shown ones.")
     p.add_argument("--max-steps", type=count, default=0, help="Stop after this many agent steps (0 = no limit).")

@@ -174,6 +174,10 @@ def load(path, device: Optional[str] = None, providers: Optional[list[str]] = No
     ``run_dir`` and every path flag (``config.home_expanded``)."""
     if isinstance(path, str) and not path.strip():   # Path('') is the current directory
         raise CheckpointError("the model's path is empty: give a run directory or a model file.")
+    from .config import too_long
+    why = too_long(os.fspath(path))
+    if why:   # pathlib's exists() raised ENAMETOOLONG on it: an OSError traceback
+        raise CheckpointError(f"the model's path is {why}.")
     path = model_of(Path(os.path.expanduser(path)))
     if path.suffix == ".onnx":
         if reuse_conv:

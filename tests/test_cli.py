@@ -128,6 +128,40 @@ def test_an_empty_path_is_refused_by_name(tmp_path):
         jetdqn.load("")
 
 
+def test_a_path_too_long_for_the_os_is_refused_by_name(tmp_path):
+    """A name over 255 bytes was a traceback from pathlib's exists() (ENAMETOOLONG, raised on Python 3.11) in
+    play --record, export and jetdqn.load, and a run directory said "File name too long; is the disk full or
+    read-only?". Each is now refused by its flag before anything runs; a file written under a temporary name
+    first (an export, a video, a plot) must leave room for it."""
+    import errno
+    import os
+    from jetdqn.disk import what_to_do, why_not_written
+    long, near = str(tmp_path / ("a" * 300)), str(tmp_path / ("b" * 250))
+    run = str(ROOT / "benchmarks" / "results" / "learn-pong" / "run")
+    said = "a name of 300 bytes in it, longer than the 255 a file or folder name holds; give a shorter one"
+    for module, argv, flag, why in (
+            ("jetdqn.train", ["--preset", "smoke", "--run-dir", long], "--run-dir", said),
+            ("jetdqn.play", ["--display-freq", "0", "--max-steps", "5", "--record", long + ".mp4"], "--record",
+             said.replace("300", "304")),
+            ("jetdqn.play", ["--model", long], "--model", said),
+            ("jetdqn.export", [run, "--onnx", near + ".onnx"], "--onnx", "a file name of 255 bytes: jetdqn writes "
+             "it under a name 10 bytes longer first, and a name holds at most 255; give a shorter one"),
+            ("jetdqn.plot", [run, "--out", long + ".png"], "--out", said.replace("300", "304"))):
+        proc = run_module(module, *argv, check=False)
+        assert proc.returncode == 2 and proc.stderr == f"error: python -m {module}: argument {flag}: {why}; see " \
+                                                       "--help.\n", (module, proc.stderr)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ConfigError, match=f"^--run-dir: {said}.$"):
+        jetdqn.train(preset="smoke", run_dir=long)
+    with pytest.raises(CheckpointError, match=f"^the model's path is {said}.$"):
+        jetdqn.load(long)
+    with pytest.raises(OSError) as refused:   # what a write past the limit meets, in the run's own words
+        os.open(long, os.O_CREAT | os.O_WRONLY)
+    assert refused.value.errno == errno.ENAMETOOLONG
+    assert why_not_written(refused.value) == "File name too long: a file or folder name holds at most 255 bytes"
+    assert what_to_do(refused.value) == "give the run directory a shorter name"
+
+
 def test_a_flag_nothing_would_read_is_refused(tmp_path):
     """Each of these ran as if the flag were not there: no video for --record-all without --record, the file
     given evaluated as the run's best, an .onnx-less export that took --opset, a fixed replay that took the

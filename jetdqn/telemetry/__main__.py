@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Optional
-from ..config import Parser, count, ends_on_ctrl_c, given_path, positive_float
+from ..config import Parser, count, ends_on_ctrl_c, given_path, positive_float, written_path
 
 
 SAID_BAD_LINES = 10   # lines that are not tegrastats named one by one; past these, a count
@@ -191,7 +191,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                                                     "on the PATH)")
     pl = sub.add_parser("plot", help="telemetry of a run as a PNG")
     pl.add_argument("run_dir", type=given_path, help="a run directory (its log.jsonl)")
-    pl.add_argument("--out", type=given_path, default=None, help="the PNG to write (default: RUN_DIR/telemetry.png)")
+    pl.add_argument("--out", type=written_path, default=None, help="the PNG to write (default: RUN_DIR/telemetry.png)")
     args = p.parse_args(argv)
     if args.cmd == "parse":
         return cmd_parse(args)
