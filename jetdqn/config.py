@@ -214,7 +214,8 @@ class Config:
                 raise ConfigError(f"--{name.replace('_', '-')} is an empty {what}: give one, or leave it out for "
                                   f"the default.")
         for name in PATH_FIELDS:   # the flags are given_path's
-            why = too_long(getattr(self, name)) if isinstance(getattr(self, name), str) else None
+            value = getattr(self, name)
+            why = too_long(value) or out_of_reach(home_expanded(value)) if isinstance(value, str) else None
             if why:
                 raise ConfigError(f"--{name.replace('_', '-')}: {why}.")
         positive = ["total_steps", "batch_size", "actor_refresh", "num_actors", "ray_segment", "ray_weights_every", "train_freq", "target_update",
@@ -490,10 +491,31 @@ def given_path(text: str) -> str:
     one, and elsewhere Path('') quietly meant the current directory. So is one too long for the OS."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path (an unset shell variable?)")
-    why = too_long(text)
+    why = too_long(text) or out_of_reach(home_expanded(text))
     if why:
         raise argparse.ArgumentTypeError(why)
     return home_expanded(text)
+
+
+def out_of_reach(path: str) -> Optional[str]:
+    """Why this user cannot reach ``path``, a folder on the way it may not enter (EACCES), or None. A run
+    directory under a folder another user keeps to itself (a container's root-owned mount, a 700 home) was an
+    OSError traceback from pathlib's exists() in play, evaluate and export, and "may not write there" for a
+    --config only read. What is missing, or there and unreadable, is each command's own to say."""
+    try:
+        os.stat(path)
+        return None
+    except PermissionError:
+        pass
+    except (OSError, ValueError):
+        return None
+    from .disk import user
+    from pathlib import Path
+    folder = Path(os.path.abspath(path))
+    for folder in reversed((folder, *folder.parents)):
+        if os.path.isdir(folder) and not os.access(folder, os.X_OK):
+            return f"user {user()} may not enter {folder} (Permission denied)"
+    return f"user {user()} may not reach it (Permission denied)"
 
 
 def written_path(text: str) -> str:

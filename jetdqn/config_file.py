@@ -64,7 +64,12 @@ def settings_from_file(path) -> dict[str, Any]:
         raise ConfigError(f"--config {path} is a folder; give a settings file.")
     if not path.exists():   # a pipe is read as a file: --config <(jq ... base.json) said "no such file"
         raise ConfigError(f"--config {path}: no such file.")
-    data = parse_settings(path, settings_text(path.read_bytes()))
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:   # was "may not write there", the run directory's words, for a file only read
+        from .disk import why_not_read
+        raise ConfigError(f"--config {path} cannot be read ({why_not_read(exc)}).") from None
+    data = parse_settings(path, settings_text(raw))
     if not isinstance(data, dict):
         raise ConfigError(f"--config {path} must hold a mapping of settings (name: value).")
     fields = {f.name for f in dataclasses.fields(Config)}

@@ -24,7 +24,7 @@ def why_not_written(exc: BaseException) -> str:
     if exc.errno in PLAIN:
         return said
     if exc.errno in (errno.EACCES, errno.EPERM):
-        return f"{said}: user {_user()} may not write there"
+        return f"{said}: user {user()} may not write there"
     if exc.errno == errno.EFBIG:
         return f"{said}: past ulimit -f or the filesystem's largest file, 4 GiB on vfat"
     if exc.errno == errno.EIO:
@@ -32,6 +32,31 @@ def why_not_written(exc: BaseException) -> str:
     if exc.errno == errno.ENAMETOOLONG:   # past NAME_MAX (255 bytes) or PATH_MAX: the name, not the disk
         return f"{said}: a file or folder name holds at most 255 bytes"
     return f"{said}; is the disk full or read-only?"
+
+
+def why_not_read(exc: BaseException) -> str:
+    """The cause of a failed read, for a sentence's parentheses. A file another user keeps to itself (mode
+    600: a run written by a container's root) was "corrupt, truncated or not a safe checkpoint ... delete it",
+    "may not write there" for a --config only read, or a bare "[Errno 13] Permission denied: ..."."""
+    if not isinstance(exc, OSError) or not exc.strerror:
+        return str(exc) or type(exc).__name__
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"{exc.strerror}: user {user()} may not read it"
+    if exc.errno == errno.EIO:
+        return f"{exc.strerror}: the disk failed the read (dmesg may say why)"
+    return exc.strerror
+
+
+def not_read(exc: OSError) -> str:
+    """One sentence for a file a command could not read (plot's log.jsonl, say)."""
+    return f"{exc.filename or 'a file'} cannot be read ({why_not_read(exc)})."
+
+
+def unreadable(exc: BaseException) -> bool:
+    """Whether an OSError is about a file that is there and that this user may not read (not a write)."""
+    name = getattr(exc, "filename", None)
+    return (isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM) and name is not None
+            and os.path.isfile(name) and not os.access(name, os.R_OK))
 
 
 def what_to_do(exc: BaseException, where: str = "the run directory") -> str:
@@ -42,7 +67,7 @@ def what_to_do(exc: BaseException, where: str = "the run directory") -> str:
     if number == errno.EROFS:
         return f"make {where} writable"
     if number in (errno.EACCES, errno.EPERM):
-        return f"let user {_user()} write {where} (or run as its owner)"
+        return f"let user {user()} write {where} (or run as its owner)"
     if number == errno.ENAMETOOLONG:
         return f"give {where} a shorter name"
     if number == errno.EFBIG:
@@ -50,7 +75,7 @@ def what_to_do(exc: BaseException, where: str = "the run directory") -> str:
     return f"free some space (or make {where} writable)"
 
 
-def _user() -> str:
+def user() -> str:
     """This process's user, by name where it has one (a container's user often has none: its number)."""
     uid = os.geteuid()
     try:

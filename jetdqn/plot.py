@@ -235,6 +235,8 @@ def figure_path(out: Optional[Path], default: Path) -> Path:
 class FigureNotWritten(OSError):
     """A PNG that could not be written (errno, strerror and filename as any OSError), said in one sentence."""
 
+    written = False   # what tells it from a read's OSError, for a caller that need not import this module
+
     def __str__(self) -> str:
         before = " The plot there before is unchanged." if Path(self.filename).exists() else ""
         from .disk import why_not_written
@@ -280,8 +282,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     exit_on_stop()   # a SIGTERM mid-write ends it as Ctrl-C does: the .part file goes, the earlier plot stays
     try:
         print(plot_learning(Path(args.run_dir), Path(args.out) if args.out else None, tuple(args.against)))
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (OSError, ValueError) as exc:   # a read's OSError said only "[Errno 13] Permission denied: '...'"
+        from .disk import not_read
+        said = not_read(exc) if isinstance(exc, OSError) and not hasattr(exc, "written") else exc
+        print(f"error: {said}", file=sys.stderr)
         return 2
     return 0
 

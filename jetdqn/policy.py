@@ -17,6 +17,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .checkpoint import CheckpointError
+from .disk import why_not_read
 from .needs import broken_install
 
 MODEL_FORMAT = "jetdqn-model"   # the JSON spec beside a safetensors file, and the ONNX metadata entry
@@ -174,10 +175,10 @@ def load(path, device: Optional[str] = None, providers: Optional[list[str]] = No
     ``run_dir`` and every path flag (``config.home_expanded``)."""
     if isinstance(path, str) and not path.strip():   # Path('') is the current directory
         raise CheckpointError("the model's path is empty: give a run directory or a model file.")
-    from .config import too_long
-    why = too_long(os.fspath(path))
-    if why:   # pathlib's exists() raised ENAMETOOLONG on it: an OSError traceback
-        raise CheckpointError(f"the model's path is {why}.")
+    from .config import out_of_reach, too_long
+    why = too_long(os.fspath(path)) or out_of_reach(os.path.expanduser(os.fspath(path)))
+    if why:   # pathlib's exists() raised ENAMETOOLONG or EACCES on it: an OSError traceback
+        raise CheckpointError(f"the model's path: {why}.")
     path = model_of(Path(os.path.expanduser(path)))
     if path.suffix == ".onnx":
         if reuse_conv:
@@ -209,7 +210,7 @@ def read_model(path: Path) -> tuple[dict, dict]:
         try:   # its bytes, not the path: safetensors takes only UTF-8 paths ("Path ... is not valid UTF-8")
             raw = path.read_bytes()
         except OSError as exc:
-            raise CheckpointError(f"{path} cannot be read ({exc.strerror or exc}).") from None
+            raise CheckpointError(f"{path} cannot be read ({why_not_read(exc)}).") from None
         try:
             weights = load(raw)
         except Exception as exc:
@@ -229,6 +230,8 @@ def read_spec(path: Path) -> dict:
                               "(python -m jetdqn.export writes both).")
     try:
         doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise CheckpointError(f"{path} cannot be read ({why_not_read(exc)}).") from None
     except ValueError as exc:
         raise CheckpointError(f"{path} is not valid JSON ({exc}).") from None
     if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
@@ -307,7 +310,7 @@ def _load_onnx(path: Path, providers: Optional[list[str]] = None) -> tuple[Polic
     try:   # the model's bytes: onnxruntime takes only a UTF-8 path, and a Latin-1 folder name was "not ONNX"
         model = path.read_bytes()
     except OSError as exc:
-        raise CheckpointError(f"{path} cannot be read ({exc.strerror or exc}).") from None
+        raise CheckpointError(f"{path} cannot be read ({why_not_read(exc)}).") from None
     try:
         session = ort.InferenceSession(model, providers=providers or onnx_providers())
     except Exception as exc:

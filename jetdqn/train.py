@@ -49,8 +49,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (ConfigError, CheckpointError, ReplayTooLarge, TrainingDiverged) as exc:
         fail(str(exc))
     except OSError as exc:   # the run directory (its lock, config, logs) on a read-only or full disk
-        from .disk import why_not_written
-        fail(f"{exc.filename or 'a file of the run'}: {why_not_written(exc)}")
+        from .disk import not_read, unreadable, why_not_written
+        fail(not_read(exc) if unreadable(exc) else f"{exc.filename or 'a file of the run'}: {why_not_written(exc)}")
     except Exception as exc:
         if not type(exc).__module__.startswith(("torch._dynamo", "torch._inductor")):
             raise

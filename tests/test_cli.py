@@ -153,13 +153,73 @@ def test_a_path_too_long_for_the_os_is_refused_by_name(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(ConfigError, match=f"^--run-dir: {said}.$"):
         jetdqn.train(preset="smoke", run_dir=long)
-    with pytest.raises(CheckpointError, match=f"^the model's path is {said}.$"):
+    with pytest.raises(CheckpointError, match=f"^the model's path: {said}.$"):
         jetdqn.load(long)
     with pytest.raises(OSError) as refused:   # what a write past the limit meets, in the run's own words
         os.open(long, os.O_CREAT | os.O_WRONLY)
     assert refused.value.errno == errno.ENAMETOOLONG
     assert why_not_written(refused.value) == "File name too long: a file or folder name holds at most 255 bytes"
     assert what_to_do(refused.value) == "give the run directory a shorter name"
+
+
+def test_a_run_another_user_keeps_to_itself_is_said_to_be_out_of_reach(tmp_path):
+    """A run written by a container's root into a folder of mode 700, or with files of mode 600, played by the
+    board's user: play, evaluate and export were OSError tracebacks from pathlib's exists(), a model.pt was
+    "corrupt, truncated or not a safe checkpoint ... delete it", a --config only read "may not write there",
+    plot a bare "[Errno 13]". Run here as uid 1000 in a user namespace (no capabilities over files of user
+    nobody, who owns them)."""
+    import os
+    import shutil
+    probe = subprocess.run(["unshare", "--user", "--map-user=1000", "true"], capture_output=True)
+    if os.geteuid() != 0 or probe.returncode != 0:
+        pytest.skip("needs root (to give files to user nobody) and unshare --user")
+    committed = ROOT / "benchmarks" / "results" / "learn-pong" / "run"
+    closed, private = tmp_path / "closed", tmp_path / "private"
+    for folder in (closed / "run", private / "run"):
+        folder.mkdir(parents=True)
+        for name in ("model.pt", "config.json", "log.jsonl"):
+            shutil.copy(committed / name, folder / name)
+    (private / "m.onnx").write_bytes(b"an ONNX model")
+    for path in (closed, *closed.rglob("*"), private, *private.rglob("*")):
+        os.chown(path, 65534, 65534)
+        path.chmod(0o755 if path.is_dir() else 0o600)
+    closed.chmod(0o700)
+
+    def as_user_1000(*argv):
+        return subprocess.run(["unshare", "--user", "--map-user=1000", sys.executable, *argv], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+    from jetdqn.disk import user
+    who = subprocess.run(["unshare", "--user", "--map-user=1000", sys.executable, "-c",
+                          "from jetdqn.disk import user; print(user())"], cwd=ROOT, capture_output=True,
+                         text=True).stdout.strip()
+    assert who and who != user()
+    run, model = str(closed / "run"), str(private / "run" / "model.pt")
+    enter = f"user {who} may not enter {closed} (Permission denied)"
+    read = f"Permission denied: user {who} may not read it"
+    for argv, said in (
+            (["-m", "jetdqn.play", "--model", run, "--display-freq", "0"],
+             f"python -m jetdqn.play: argument --model: {enter}; see --help."),
+            (["-m", "jetdqn.evaluate", run], f"python -m jetdqn.evaluate: argument model: {enter}; see --help."),
+            (["-m", "jetdqn.export", str(private / "run"), "--onnx", str(closed / "m.onnx")],
+             f"python -m jetdqn.export: argument --onnx: {enter}; see --help."),
+            (["-m", "jetdqn.train", "--preset", "smoke", "--run-dir", str(closed / "new")],
+             f"python -m jetdqn.train: argument --run-dir: {enter}; see --help."),
+            (["-m", "jetdqn.play", "--model", str(private / "run"), "--display-freq", "0"],
+             f"{model} cannot be read ({read})."),
+            (["-m", "jetdqn.play", "--model", str(private / "m.onnx"), "--display-freq", "0"],
+             f"{private / 'm.onnx'} cannot be read ({read})."),
+            (["-m", "jetdqn.train", "--config", str(private / "run" / "config.json"), "--run-dir", str(tmp_path / "r")],
+             f"--config {private / 'run' / 'config.json'} cannot be read ({read})."),
+            (["-m", "jetdqn.plot", str(private / "run"), "--out", str(tmp_path / "c.png")],
+             f"{private / 'run' / 'log.jsonl'} cannot be read ({read})."),
+            (["-c", f"import jetdqn; jetdqn.load({run!r})"], None)):
+        proc = as_user_1000(*argv)
+        if said is None:
+            assert proc.stderr.strip().splitlines()[-1] == f"jetdqn.checkpoint.CheckpointError: the model's path: " \
+                                                           f"{enter}.", proc.stderr
+            continue
+        assert proc.returncode == 2 and proc.stderr == f"error: {said}\n", (argv, proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["closed", "private"]
 
 
 def test_a_flag_nothing_would_read_is_refused(tmp_path):
@@ -259,7 +319,7 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
             ("jetdqn.train", ["--target", "18"], "python -m jetdqn.train: unrecognized arguments: --target 18 (did "
                                                  "you mean --target-eps or --target-return or --target-update?)"),
             ("jetdqn.train", ["--batchsize", "8"], "unrecognized arguments: --batchsize 8 (did you mean --batch-size?)"),
-            ("jetdqn.play", ["--recrod", "a.mp4"], "unrecognized arguments: --recrod a.mp4 (did you mean --record?)"),
+            ("jetdqn.play", ["--recrod", "a.mp4"], "unrecognized arguments: --recrod (did you mean --record?)"),  # a.mp4: MODEL
             ("jetdqn.bench", ["pong", "--stpes", "4"], "python -m jetdqn.bench: unrecognized arguments: --stpes 4 "
                                                        "(did you mean --steps?)"),
             ("jetdqn.train", ["--foo", "3"], "python -m jetdqn.train: unrecognized arguments: --foo 3; see --help.")):

@@ -22,12 +22,13 @@ def cmd_parse(args) -> int:
     """Line by line as they come, so ``tegrastats | python -m jetdqn.telemetry parse - --json`` is a live feed
     (the whole file was read first: a pipe printed nothing until tegrastats ended)."""
     path = "standard input" if args.file == "-" else Path(args.file)
+    from ..disk import why_not_read
     try:   # bytes that are not UTF-8 (a log on an SD card that lost a block) spoil their line, not the file
         if args.file == "-":
             sys.stdin.reconfigure(errors="replace")
         lines = sys.stdin if args.file == "-" else open(path, errors="replace")
     except OSError as exc:
-        why = "is a directory" if path.is_dir() else f"cannot be read ({exc.strerror})"
+        why = "is a directory" if path.is_dir() else f"cannot be read ({why_not_read(exc)})"
         print(f"error: {path} {why}; give a file of tegrastats lines.", file=sys.stderr)
         return 2
     try:
@@ -208,7 +209,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         out = plot_run(Path(args.run_dir), Path(args.out) if args.out else None)
     except (OSError, ValueError, MissingPackages) as exc:   # MissingPackages: no NumPy (needs.need_numpy_to_plot)
-        print(f"error: {exc}", file=sys.stderr)
+        from ..disk import not_read
+        read = isinstance(exc, OSError) and not hasattr(exc, "written")   # plot.FigureNotWritten says its own
+        print(f"error: {not_read(exc) if read else exc}", file=sys.stderr)
         return 2
     print(out)
     return 0
