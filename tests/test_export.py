@@ -473,24 +473,23 @@ def test_a_write_past_a_file_size_limit_or_without_permission_says_which(tmp_pat
         "filesystem's largest file, 4 GiB on vfat); the run has no checkpoint to resume from yet: raise ulimit -f, "
         "or move the run directory to a filesystem that holds larger files (ext4), then start it again with "
         "--overwrite\n"), proc.stderr
-    # a user who may not write the folder (root may write anywhere: the command runs as nobody)
-    import tempfile
-    shared = Path(tempfile.mkdtemp(prefix="jetdqn-perm-"))   # in /tmp: nobody cannot reach pytest's tmp_path
-    try:
-        shared.chmod(0o755)
-        as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-        env = {**os.environ, "HOME": str(shared)}
-        if os.geteuid() != 0 or subprocess.run([*as_nobody, sys.executable, "-c", "import jetdqn.export"], cwd=ROOT,
-                                               env=env, capture_output=True).returncode != 0:
-            pytest.skip("running jetdqn as user nobody needs root, setpriv and a checkout nobody may read")
-        out = shared / "m.safetensors"
-        proc = subprocess.run([*as_nobody, *export[:-1], str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=300)
-        assert proc.returncode == 2 and proc.stderr == (f"error: could not write {out} (Permission denied: user "
-                                                        "nobody may not write there).\n"), proc.stderr
-    finally:
-        import shutil
-        shutil.rmtree(shared)
+    # a user who may not write the folder (root may write anywhere): uid 1000 of a user namespace, which has no
+    # capabilities over the files of user nobody, who owns the folder (setpriv as nobody cannot run the
+    # interpreter where it lies under root's home, as on these VMs)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["unshare", "--user", "--map-user=1000", "true"]).returncode != 0:
+        pytest.skip("needs root (to give a folder to user nobody) and unshare --user")
+    os.chown(theirs, 65534, 65534)
+    as_user_1000 = ["unshare", "--user", "--map-user=1000"]
+    who = subprocess.run([*as_user_1000, sys.executable, "-c", "from jetdqn.disk import user; print(user())"],
+                         cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    out = theirs / "m.safetensors"
+    proc = subprocess.run([*as_user_1000, *export[:-1], str(out)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2 and proc.stderr == (f"error: could not write {out} (Permission denied: user "
+                                                    f"{who} may not write there).\n"), proc.stderr
+    assert list(theirs.iterdir()) == []
 
 
 @pytest.mark.slow
