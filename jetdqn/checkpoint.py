@@ -117,9 +117,11 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # truncated zip, random bytes, pickled code refused by weights_only
-        if isinstance(exc, OSError) and exc.strerror:   # not the file's fault: it was "corrupt ... delete it"
+        try:   # a file this user may not read was "corrupt ... delete it" (torch's OSError for a truncated
+            open(path, "rb").close()   # zip is EINVAL, so the file itself is asked)
+        except OSError as cannot:
             from .disk import why_not_read
-            raise CheckpointError(f"{path} cannot be read ({why_not_read(exc)}).") from None
+            raise CheckpointError(f"{path} cannot be read ({why_not_read(cannot)}).") from None
         reason = _why_unloadable(path, exc)
         if not (path.suffix.lower() in CHECKPOINT_SUFFIXES or path.parent.name == "checkpoints"):
             # another kind of file given by mistake (a log, /dev/null): it was "delete it"
