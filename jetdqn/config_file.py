@@ -22,7 +22,7 @@ def parse_settings(path, text: str) -> Any:
     try:
         if kind == "YAML":
             import yaml
-            loads, errors = yaml.safe_load, yaml.YAMLError
+            loads, errors = yaml_without_repeats(yaml), yaml.YAMLError
         elif kind == "TOML":
             try:
                 import tomllib   # Python 3.11 on
@@ -30,7 +30,7 @@ def parse_settings(path, text: str) -> Any:
                 import tomli as tomllib
             loads, errors = tomllib.loads, tomllib.TOMLDecodeError
         else:
-            loads, errors = json.loads, ValueError
+            loads, errors = (lambda doc: json.loads(doc, object_pairs_hook=json_without_repeats)), ValueError
     except ImportError:
         needs = "PyYAML (pip install pyyaml)" if kind == "YAML" else "Python 3.11 or later, or tomli (pip install tomli)"
         raise ConfigError(f"--config {path}: reading {kind} needs {needs}, or give JSON.") from None
@@ -39,6 +39,35 @@ def parse_settings(path, text: str) -> Any:
     except errors as exc:
         kinds = "" if kind != "JSON" or suffix == ".json" else "; a settings file is .json, .yaml (.yml) or .toml"
         raise ConfigError(f"--config {path} is not valid {kind} ({str(exc).splitlines()[0]}){kinds}.") from None
+
+
+class Repeated(ValueError):
+    """A setting a file names twice. YAML and JSON readers keep the last without a word: a file with lr near
+    its top and again further down (or preset twice) ran with whichever came last. TOML's refuses already."""
+
+
+def json_without_repeats(pairs: list) -> dict:
+    keys = [k for k, _ in pairs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise Repeated(f"{', '.join(twice)} given twice")
+    return dict(pairs)
+
+
+def yaml_without_repeats(yaml):
+    """``yaml.safe_load`` that refuses a mapping naming a key twice, at the line of the second."""
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, str) and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"{key} given twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
+                        key_node.start_mark)
+                seen[key] = key_node.start_mark.line
+            return super().construct_mapping(node, deep)
+    return lambda text: yaml.load(text, Loader=Loader)
 
 
 def settings_text(raw: bytes) -> str:
@@ -73,6 +102,12 @@ def settings_from_file(path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"--config {path} must hold a mapping of settings (name: value).")
     fields = {f.name for f in dataclasses.fields(Config)}
+    spelt = {}
+    for key in data:   # total-steps and total_steps both: one was dropped without a word
+        spelt.setdefault(str(key).replace("-", "_"), []).append(str(key))
+    twice = [" and ".join(keys) for keys in spelt.values() if len(keys) > 1]
+    if twice:
+        raise ConfigError(f"--config {path} gives {'; '.join(twice)}, one setting spelt two ways: keep one.")
     data = {str(k).replace("-", "_"): v for k, v in data.items()}
     a_runs_record = "runtime" in data   # config.json of a run: settings plus what the run found
     unknown = sorted(k for k in data if k not in fields)

@@ -284,6 +284,10 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
     (tmp_path / "bad.toml").write_text("lr = \n")
     (tmp_path / "run.ini").write_text("[run]\nlr = 0.1\n")
     (tmp_path / "wipe.yaml").write_text("preset: smoke\noverwrite: true\n")
+    # a setting given twice: the readers kept the last without a word (TOML's refused already)
+    (tmp_path / "twice.yaml").write_text("preset: smoke\nlr: 0.0001\ntotal_steps: 300\nlr: 0.0002\n")
+    (tmp_path / "twice.json").write_text('{"preset": "smoke", "lr": 1e-4, "lr": 2e-4}')
+    (tmp_path / "spelt.yaml").write_text("preset: smoke\ntotal-steps: 300\ntotal_steps: 400\n")
     (tmp_path / "forms.yaml").write_text("preset: smoke\ntotal-steps: 2k\nreplay-size: auto\nlearn-start: 1e3\n")
     forms = make_config(settings_from_file(tmp_path / "forms.yaml"))
     assert (forms.total_steps, forms.replay_size, forms.learn_start) == (2000, 0, 1000)
@@ -295,6 +299,10 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
                        ("bad.toml", "bad.toml is not valid TOML (Invalid value (at line 1, column 6))"),
                        ("run.ini", "run.ini is not valid JSON (Expecting value: line 1 column 2 (char 1)); a "
                                    "settings file is .json, .yaml (.yml) or .toml."),
+                       ("twice.yaml", "twice.yaml is not valid YAML (lr given twice (lines 2 and 4))."),
+                       ("twice.json", "twice.json is not valid JSON (lr given twice)."),
+                       ("spelt.yaml", "spelt.yaml gives total-steps and total_steps, one setting spelt two ways: "
+                                      "keep one."),
                        ("wipe.yaml", "wipe.yaml sets overwrite, which belongs on the command line (how one run "
                                      "starts, where a file would apply it to every run): drop it from the file and "
                                      "pass --overwrite.")):
