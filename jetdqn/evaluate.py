@@ -216,6 +216,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         path = model_of(Path(args.model), args.best)
         policy = load(path, device=args.device)
+        sticky = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
+        policy.play_config(seed=args.seed, **sticky)   # its refusals before the line that says games are played
         if not args.json:   # 30 games take minutes: say what is being played while it plays
             print(f"playing {args.games} game{'s' * (args.games != 1)} with {path} ...", flush=True)
         result = policy.evaluate(games=args.games, eps=args.eps, seed=args.seed,

@@ -844,6 +844,12 @@ def test_a_run_that_ends_before_its_first_update_says_so(tmp_path):
     learns = train("learns", "--total-steps", "300", "--learn-start", "100", "--train-freq", "1")
     assert not learns.stderr.strip(), learns.stderr
     assert json.loads((tmp_path / "learns" / "log.jsonl").read_text().splitlines()[-1])["updates"] > 0
+    # a CartPole model evaluated with an Atari-only flag: refused before "playing 1 game with ..." was said
+    sticky = run_module("jetdqn.evaluate", str(tmp_path / "learns"), "--games", "1", "--sticky-actions", "0.25",
+                        check=False)
+    assert sticky.returncode == 2 and sticky.stdout == "" and sticky.stderr == (
+        "error: --sticky-actions is for Atari games (the emulator and its CNN), and CartPole-v1 is not one: drop "
+        "it.\n"), (sticky.stdout, sticky.stderr)
     refills = train("learns", "--total-steps", "400", "--learn-start", "100", "--train-freq", "1", "--resume")
     assert ("its first would come at step 401 (the resume at step 300 plus --learn-start 100 while the replay "
             "refills, then --train-freq 1), past --total-steps 400, so the weights it writes are no better than the "
