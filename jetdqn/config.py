@@ -488,7 +488,8 @@ def too_long(path: str, written: bool = False) -> Optional[str]:
 def given_path(text: str) -> str:
     """A file or folder named on the command line. An empty one (``--model "$MODEL"`` with MODEL unset) is
     refused: play took it as no model and played an untrained network, a run directory became the default
-    one, and elsewhere Path('') quietly meant the current directory. So is one too long for the OS."""
+    one, and elsewhere Path('') quietly meant the current directory. So is one too long for the OS, or behind a
+    folder this user may not enter (``too_long``, ``out_of_reach``)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path (an unset shell variable?)")
     why = too_long(text) or out_of_reach(home_expanded(text))

@@ -1,4 +1,4 @@
-"""Why a file could not be written, in the words that say what to do about it.
+"""Why a file could not be written (or read), in the words that say what to do about it.
 
 Every failed write used to end in "(<strerror>); is the disk full or read-only?". That is the right guess
 for ENOSPC and EROFS, and a wrong lead for the others a board owner meets: a container running as a user
@@ -32,6 +32,11 @@ def why_not_written(exc: BaseException) -> str:
     if exc.errno == errno.ENAMETOOLONG:   # past NAME_MAX (255 bytes) or PATH_MAX: the name, not the disk
         return f"{said}: a file or folder name holds at most 255 bytes"
     return f"{said}; is the disk full or read-only?"
+
+
+class NotWritten(OSError):
+    """A write's OSError whose ``str`` is already its sentence (``plot.FigureNotWritten``): printed as it is,
+    where any other OSError a command meets is a read (``not_read``)."""
 
 
 def why_not_read(exc: BaseException) -> str:

@@ -26,6 +26,7 @@ need_numpy_to_plot(command=__name__ == "__main__")   # before records, which rea
 
 from .records import read_jsonl  # noqa: E402
 from .config import Parser, ends_on_ctrl_c, given_path, written_path  # noqa: E402
+from .disk import NotWritten, not_read, why_not_written  # noqa: E402
 from .signals import exit_on_stop
 
 
@@ -232,14 +233,11 @@ def figure_path(out: Optional[Path], default: Path) -> Path:
     return out
 
 
-class FigureNotWritten(OSError):
+class FigureNotWritten(NotWritten):
     """A PNG that could not be written (errno, strerror and filename as any OSError), said in one sentence."""
-
-    written = False   # what tells it from a read's OSError, for a caller that need not import this module
 
     def __str__(self) -> str:
         before = " The plot there before is unchanged." if Path(self.filename).exists() else ""
-        from .disk import why_not_written
         return f"could not write {self.filename} ({why_not_written(self)}).{before}"
 
 
@@ -283,8 +281,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         print(plot_learning(Path(args.run_dir), Path(args.out) if args.out else None, tuple(args.against)))
     except (OSError, ValueError) as exc:   # a read's OSError said only "[Errno 13] Permission denied: '...'"
-        from .disk import not_read
-        said = not_read(exc) if isinstance(exc, OSError) and not hasattr(exc, "written") else exc
+        said = not_read(exc) if isinstance(exc, OSError) and not isinstance(exc, NotWritten) else exc
         print(f"error: {said}", file=sys.stderr)
         return 2
     return 0
