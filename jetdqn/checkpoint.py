@@ -114,15 +114,19 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
     if path.is_dir():
         raise CheckpointError(f"{path} is a directory; give a checkpoint file ({path / 'model.pt'} or "
                               f"{path / 'checkpoints' / 'latest.pt'} of a run directory).")
+    source: Any = path
     try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
+        if not path.is_file():   # a pipe (--model <(ssh board cat model.pt)) was "the file is empty": torch
+            import io            # seeks in a checkpoint, so a pipe's bytes are read first
+            source = io.BytesIO(path.read_bytes())
+        payload = torch.load(source, map_location=map_location, weights_only=True)
     except Exception as exc:  # truncated zip, random bytes, pickled code refused by weights_only
         try:   # a file this user may not read was "corrupt ... delete it" (torch's OSError for a truncated
             open(path, "rb").close()   # zip is EINVAL, so the file itself is asked)
         except OSError as cannot:
             from .disk import why_not_read
             raise CheckpointError(f"{path} cannot be read ({why_not_read(cannot)}).") from None
-        reason = _why_unloadable(path, exc)
+        reason = _why_unloadable(source, exc)
         if not (path.suffix.lower() in CHECKPOINT_SUFFIXES or path.parent.name == "checkpoints"):
             # another kind of file given by mistake (a log, /dev/null): it was "delete it"
             raise CheckpointError(f"{path} is not a checkpoint ({reason}); give a checkpoint (.pt), a model "
@@ -158,13 +162,14 @@ def _network_words(spec: dict) -> str:
             f"{'dueling' if dueling else 'plain'} head")
 
 
-def _why_unloadable(path: Path, exc: Exception) -> str:
-    """What is wrong with a file torch.load refused, in the file's terms. torch's own messages lead with
-    advice for the wrong case (re-run with weights_only=False, which is what lets a checkpoint run code)."""
+def _why_unloadable(source, exc: Exception) -> str:
+    """What is wrong with a file torch.load refused (its path, or a pipe's bytes), in the file's terms.
+    torch's own messages lead with advice for the wrong case (re-run with weights_only=False, which is what
+    lets a checkpoint run code)."""
     import zipfile
-    if path.stat().st_size == 0:
+    if (source.getbuffer().nbytes if hasattr(source, "getbuffer") else source.stat().st_size) == 0:
         return "the file is empty"
-    if not zipfile.is_zipfile(path):
+    if not zipfile.is_zipfile(source):
         return "it is not a whole zip archive, which torch.save writes: cut short, or another kind of file"
     text = str(exc)
     if text.startswith("Weights only load failed"):

@@ -285,6 +285,11 @@ def test_play_and_export_take_the_model_as_evaluate_does(tmp_path):
         proc = run_module(module, *argv, check=False)
         assert proc.returncode == 2 and proc.stderr == f"error: {said}\n", (module, proc.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.safetensors"]
+    # a model from a pipe (--model <(ssh board cat model.pt)) was "not a checkpoint (the file is empty)"
+    piped = subprocess.run(["bash", "-c", f'"$0" -m jetdqn.play --model <(cat {run}/model.pt) --display-freq 0 '
+                            '--max-steps 5 --json', sys.executable], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+    assert piped.returncode == 0 and json.loads(piped.stdout.splitlines()[-1])["frames_stepped"] == 5, piped.stderr
 
 
 def test_a_registered_env_whose_package_is_missing_is_not_called_unknown(tmp_path):
