@@ -114,9 +114,30 @@ def run_name(run_dir: Path) -> str:
         return run_dir.name
 
 
+def run_env(run_dir: Path) -> Optional[str]:
+    """The game or gymnasium env a run trained on (config.json), or None where it does not say."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+        return config.get("env") or config.get("game")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def one_game(run_dir: Path, against: tuple) -> None:
+    """Runs drawn on one return axis must share their game: CartPole's returns (up to 500) drawn against
+    Pong's (-21 to 21) made a plot that read like a comparison and was none."""
+    env = run_env(run_dir)
+    for other in against:
+        theirs = run_env(Path(other))
+        if env and theirs and theirs != env:
+            raise ValueError(f"--against {other} trained on {theirs} and {run_dir} on {env}: their returns are "
+                             "not on one scale; compare runs of one game.")
+
+
 def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()) -> Path:
     """Write the learning curve (by default RUN_DIR/learning_curve.png) and return its path."""
     path = figure_path(out, run_dir / "learning_curve.png")
+    one_game(run_dir, against)
     return save_figure(learning_figure(run_dir, against), path)
 
 

@@ -628,6 +628,11 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
     with Image.open(both) as im, Image.open(curve) as alone:
         assert im.size[1] > alone.size[1]   # the taller figure that leaves the legend room for the other run
     assert plot_main([str(run), "--against", str(tmp_path / "missing"), "--out", str(tmp_path / "x.png")]) == 2
+    # a run of another game: CartPole's returns drawn on Pong's axis read like a comparison and were none
+    (copy / "config.json").write_text(json.dumps({**config, "game": None, "env": "CartPole-v1"}))
+    with pytest.raises(ValueError, match=f"^--against {copy} trained on CartPole-v1 and {run} on pong: their returns "
+                                         "are not on one scale; compare runs of one game.$"):
+        plot_learning(run, tmp_path / "x.png", against=(copy,))
     assert not (tmp_path / "x.png").exists()
     proc = run_module("jetdqn.play", "--checkpoint", str(run / "model.pt"), "--display-freq", "0", "--max-steps", "30",
                       env={"DISPLAY": ""})
