@@ -322,7 +322,10 @@ def test_a_run_kept_on_a_disk_that_is_not_mounted_is_named_so(tmp_path):
     (["jetdqn.bench", "reuse", "--games", "pong,pongg"], "unknown game 'pongg'"),
     (["jetdqn.bench", "reuse", "--filters", "20/40,x"], "FIRST/SECOND layer filter counts"),
     (["jetdqn.bench", "engines", "--model", "{binary}"], "not a whole zip archive"),
-    (["jetdqn.bench", "pong", "--extra-flags", "--bogus"], "--extra-flags: unrecognized arguments: --bogus"),
+    (["jetdqn.bench", "pong", "--extra-flags", "--bogus"], "--extra-flags (every word after it goes to each case's "
+                                                           "jetdqn.train: put it last): unrecognized arguments: --bogus"),
+    (["jetdqn.bench", "pong", "--extra-flags", "--lr", "1e-4", "--out", "{dir}/b"], "put it last): unrecognized "
+                                                                                   "arguments: --out {dir}/b"),
     (["jetdqn.bench", "pong", "--extra-flags", "--lr", "-1"], "--lr must be positive"),
     (["jetdqn.bench", "convs", "--steps", "10", "--out", "{binary}/tables"], "is a file, and the results need a folder"),
     # the whole benchmark ran (minutes) before the write failed with a traceback: root may write anywhere but there

@@ -158,7 +158,9 @@ def _unusable(args) -> Optional[str]:
         if args.what == "pong":
             from ..config import build_parser as train_parser, make_config, refuse_replaced
             from ..telemetry import unusable_source
-            flags = train_parser("python -m jetdqn.bench pong --extra-flags", "").parse_args(args.extra_flags)
+            # REMAINDER: a bench flag typed after it (--out X) is among them, and said only "unrecognized"
+            flags = train_parser("python -m jetdqn.bench pong --extra-flags (every word after it goes to each "
+                                 "case's jetdqn.train: put it last)", "").parse_args(args.extra_flags)
             cfg = make_config({"preset": "seed-tx1", "game": args.game, "telemetry": args.telemetry,
                                "tegrastats_path": args.tegrastats_path, **vars(flags)})
             typed = set(vars(flags)) | ({"tegrastats_path"} if args.tegrastats_path != "tegrastats" else set())
