@@ -735,9 +735,9 @@ def make_config(explicit: dict[str, Any]) -> Config:
     return Config(**values).validate()
 
 
-def parse_config(argv: Optional[list[str]], prog: str = "python -m jetdqn.train",
+def parse_config(argv: Optional[list[str]], prog: Optional[str] = None,
                  description: str = "Train a DQN.") -> Config:
-    parser = build_parser(prog, description)
+    parser = build_parser(prog or command("train"), description)
     ns = parser.parse_args(argv)
     return make_config(vars(ns))
 
@@ -750,6 +750,17 @@ def config_from_json(text: str) -> Config:
         raise ValueError(f"a config is a JSON object of settings, not a {type(data).__name__}")
     known = {f.name for f in dataclasses.fields(Config)}
     return Config(**{k: v for k, v in data.items() if k in known})
+
+
+def command(name: str) -> str:
+    """A command as the user typed it, for its usage line and its errors: ``jetdqn train`` from the console
+    script (they all said ``python -m jetdqn.train`` to one who had typed ``jetdqn train``), ``python -m
+    jetdqn.train`` otherwise. ``name`` may hold a subcommand: "bench pong"."""
+    launcher = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if launcher == "jetdqn":
+        return f"jetdqn {name}"
+    first, _, rest = name.partition(" ")
+    return f"python -m jetdqn.{first}" + (f" {rest}" if rest else "")
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -181,9 +181,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .signals import exit_on_stop
     exit_on_stop()   # SIGTERM says so and closes the games' emulators, as Ctrl-C does
     from .checkpoint import CheckpointError
-    from .config import ConfigError, Parser, fail, games, given_path, probability, seed
+    from .config import ConfigError, Parser, command, fail, games, given_path, probability, seed
     from .policy import load, model_of
-    p = Parser(prog="python -m jetdqn.evaluate", description="The evaluation protocol on a run or a model.")
+    p = Parser(prog=command("evaluate"), description="The evaluation protocol on a run or a model.")
     p.add_argument("model", type=given_path, help="A run directory (its model.pt) or a model file (.pt, .safetensors, .onnx).")
     p.add_argument("--games", type=games, default=30, help="Whole games to play (default 30).")
     p.add_argument("--eps", type=probability, default=0.05, help="Epsilon (default 0.05).")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from .checkpoint import CheckpointError
-from .config import Parser, ends_on_ctrl_c, fail, given_path, written_path
+from .config import Parser, command, ends_on_ctrl_c, fail, given_path, written_path
 from .disk import why_not_written
 from .signals import exit_on_stop
 
@@ -181,7 +181,7 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    p = Parser(prog="python -m jetdqn.export", description=__doc__.splitlines()[0])
+    p = Parser(prog=command("export"), description=__doc__.splitlines()[0])
     p.add_argument("named", nargs="?", type=given_path, default=None, metavar="MODEL",
                    help="The same as --checkpoint: python -m jetdqn.export RUN_DIR --onnx OUT.onnx.")
     p.add_argument("--checkpoint", type=given_path, default=None, help="The model: a run directory (its model.pt, else "

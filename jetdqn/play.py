@@ -20,12 +20,12 @@ from typing import Optional
 import numpy as np
 
 from .checkpoint import CheckpointError
-from .config import Parser, count, ends_on_ctrl_c, given_path, given_value, probability, seed, written_path
+from .config import Parser, command, count, ends_on_ctrl_c, given_path, given_value, probability, seed, written_path
 from .signals import outlive_the_terminal, said, stop_on_signals
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="python -m jetdqn.play", description=__doc__.splitlines()[0])
+    p = Parser(prog=command("play"), description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", type=given_path, help="A checkpoint (checkpoints/latest.pt or a model-only file); "
                                         "without one an untrained network plays.")
     p.add_argument("--model", type=given_path, default=None, help="A trained model: a run directory (its model.pt), a checkpoint "

@@ -25,7 +25,7 @@ from .needs import broken_install, need_numpy_to_plot
 need_numpy_to_plot(command=__name__ == "__main__")   # before records, which reads with NumPy
 
 from .records import read_jsonl  # noqa: E402
-from .config import Parser, ends_on_ctrl_c, given_path, written_path  # noqa: E402
+from .config import Parser, command, ends_on_ctrl_c, given_path, written_path  # noqa: E402
 from .disk import NotWritten, not_read, why_not_written  # noqa: E402
 from .signals import exit_on_stop
 
@@ -292,7 +292,7 @@ def save_figure(fig, path: Path) -> Path:
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    p = Parser(prog="python -m jetdqn.plot", description=__doc__.splitlines()[0])
+    p = Parser(prog=command("plot"), description=__doc__.splitlines()[0])
     p.add_argument("run_dir", type=given_path, help="A run directory (its log.jsonl, and eval.jsonl when it has one).")
     p.add_argument("--out", type=written_path, default=None, help="The PNG to write (default: RUN_DIR/learning_curve.png).")
     p.add_argument("--against", type=given_path, action="append", default=[], metavar="OTHER_RUN",

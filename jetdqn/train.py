@@ -15,7 +15,7 @@ import types
 from typing import Optional
 
 from .checkpoint import CheckpointError
-from .config import ConfigError, build_parser, ends_on_ctrl_c, fail, make_config, given_path, refuse_replaced
+from .config import ConfigError, build_parser, command, ends_on_ctrl_c, fail, make_config, given_path, refuse_replaced
 from .loop import TrainingDiverged, train
 from .replay import ReplayTooLarge
 from .rundir import config_for_resume
@@ -26,7 +26,7 @@ __all__ = ["main", "train"]
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = build_parser("python -m jetdqn.train", "Train a DQN on an Atari game or a gymnasium env.")
+    parser = build_parser(command("train"), "Train a DQN on an Atari game or a gymnasium env.")
     parser.add_argument("--list-games", action="store_true", help="List the ALE game ids and exit.")
     parser.add_argument("--config", metavar="FILE", type=given_path, help="Settings from a JSON, YAML or TOML file (a run's config.json "
                                                          "works too); flags given here override them.")

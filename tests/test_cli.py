@@ -313,6 +313,24 @@ def test_a_registered_env_whose_package_is_missing_is_not_called_unknown(tmp_pat
             and proc.stderr.count("\n") == 1, proc.stderr
 
 
+def test_the_console_script_names_its_commands_as_they_were_typed(tmp_path):
+    """``jetdqn train --bogus`` answered "python -m jetdqn.train: unrecognized arguments", and its usage line
+    named the module too: each command names itself as the user ran it."""
+    script = Path(sys.executable).parent / "jetdqn"
+    if not script.exists():
+        pytest.skip("the jetdqn console script is not installed beside this Python (pip install -e .)")
+    for argv, said in ((["train", "--bogus"], "error: jetdqn train: unrecognized arguments: --bogus; see --help.\n"),
+                       (["bench", "pong", "--extra-flags", "--out", str(tmp_path)],
+                        f"error: jetdqn bench pong --extra-flags (every word after it goes to each case's jetdqn.train: "
+                        f"put it last): unrecognized arguments: --out {tmp_path}; see --help.\n")):
+        proc = subprocess.run([str(script), *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and proc.stderr == said, proc.stderr
+    usage = subprocess.run([str(script), "evaluate", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert usage.stdout.startswith("usage: jetdqn evaluate "), usage.stdout[:200]
+    module = run_module("jetdqn.train", "--bogus", check=False)
+    assert module.stderr == "error: python -m jetdqn.train: unrecognized arguments: --bogus; see --help.\n"
+
+
 def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
     """argparse took any unique prefix: evaluate's --game breakout was read as --games and answered "'breakout'
     is not a positive integer", and train's --target 18 meant --target-return only while no other --target-*

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Optional
-from ..config import Parser, count, ends_on_ctrl_c, given_path, positive_int, seconds_limit
+from ..config import Parser, command, count, ends_on_ctrl_c, given_path, positive_int, seconds_limit
 
 
 def _items(text: str, what: str, parse) -> list:
@@ -67,7 +67,7 @@ REPLAY_MODES = ("off", "lz4", "zstd", "device-cpu", "device-cuda")   # host stor
 
 def build_parser() -> Parser:
     """One subcommand per benchmark, each with its own flags."""
-    p = Parser(prog="python -m jetdqn.bench", description="The benchmarks behind make bench-pong.")
+    p = Parser(prog=command("bench"), description="The benchmarks behind make bench-pong.")
     sub = p.add_subparsers(dest="what", required=True)
     pp = sub.add_parser("pong", help="the TX1 table and jetdqn's rows (any ALE game with --game)")
     pp.add_argument("--game", default="pong", help="the ALE game every case trains on (default pong)")
@@ -159,7 +159,7 @@ def _unusable(args) -> Optional[str]:
             from ..config import build_parser as train_parser, make_config, refuse_replaced
             from ..telemetry import unusable_source
             # REMAINDER: a bench flag typed after it (--out X) is among them, and said only "unrecognized"
-            flags = train_parser("python -m jetdqn.bench pong --extra-flags (every word after it goes to each "
+            flags = train_parser(f"{command('bench pong')} --extra-flags (every word after it goes to each "
                                  "case's jetdqn.train: put it last)", "").parse_args(args.extra_flags)
             cfg = make_config({"preset": "seed-tx1", "game": args.game, "telemetry": args.telemetry,
                                "tegrastats_path": args.tegrastats_path, **vars(flags)})

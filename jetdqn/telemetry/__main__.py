@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Optional
-from ..config import Parser, count, ends_on_ctrl_c, given_path, positive_float, written_path
+from ..config import Parser, command, count, ends_on_ctrl_c, given_path, positive_float, written_path
 
 
 SAID_BAD_LINES = 10   # lines that are not tegrastats named one by one; past these, a count
@@ -178,7 +178,7 @@ def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    p = Parser(prog="python -m jetdqn.telemetry", description=__doc__.splitlines()[0])
+    p = Parser(prog=command("telemetry"), description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     pp = sub.add_parser("parse", help="parse tegrastats lines from a file")
     pp.add_argument("file", type=given_path, help="a file of tegrastats lines, or - for standard input (tegrastats | ... parse -)")
