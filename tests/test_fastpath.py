@@ -124,6 +124,18 @@ def test_cartpole_still_learns_on_the_fast_path(tmp_path, flag):
     assert ratios and all(abs(x - 1.0) <= 0.02 for x in ratios)   # cartpole preset: train_freq 1
 
 
+def test_autotune_trials_update_at_the_runs_replay_ratio():
+    """A trial made one update per step of the vector env whatever its width: with 2 envs twice the updates
+    the run makes (1 per 4 env steps), with 8 half of them, so --num-envs auto compared splits the run would not
+    use (it kept 2 envs where 4 ran as fast). Each trial now makes the run's updates: env steps / --train-freq."""
+    from jetdqn.autotune import measure
+    for num_envs, train_freq in ((2, 4), (8, 4), (1, 2)):
+        cfg = make_config({"game": "pong", "batch_size": 8, "train_freq": train_freq, "telemetry": "off"})
+        env_steps, updates = measure(cfg, num_envs, 1, seconds=0.4)
+        assert env_steps > 0 and abs(updates / env_steps - 1 / train_freq) < 0.1 / train_freq, \
+            (num_envs, train_freq, env_steps, updates)
+
+
 @pytest.mark.slow
 def test_pong_fast_path_runs_and_records_its_split(tmp_path):
     run = tmp_path / "run"
