@@ -184,7 +184,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .config import ConfigError, Parser, command, fail, games, given_path, probability, seed
     from .policy import load, model_of
     p = Parser(prog=command("evaluate"), description="The evaluation protocol on a run or a model.")
-    p.add_argument("model", type=given_path, help="A run directory (its model.pt) or a model file (.pt, .safetensors, .onnx).")
+    p.add_argument("model", nargs="?", type=given_path, default=None,
+                   help="A run directory (its model.pt) or a model file (.pt, .safetensors, .onnx).")
+    p.add_argument("--model", dest="model_flag", metavar="MODEL", type=given_path, default=None,
+                   help="The same, as play takes it (--model RUN_DIR).")
     p.add_argument("--games", type=games, default=30, help="Whole games to play (default 30).")
     p.add_argument("--eps", type=probability, default=0.05, help="Epsilon (default 0.05).")
     p.add_argument("--sticky-actions", type=probability, default=None,
@@ -201,6 +204,12 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="Append the result and this command to RUN_DIR/evaluations.jsonl (a run directory only).")
     argv = argv if argv is not None else sys.argv[1:]
     args = p.parse_args(argv)
+    if args.model is not None and args.model_flag is not None:
+        fail(f"{args.model} and --model {args.model_flag} both name the model: give one.")
+    args.model = args.model if args.model is not None else args.model_flag
+    if args.model is None:   # play's --model was "unrecognized arguments", and evaluate then "model is required"
+        fail("nothing to evaluate: give the model, a run directory or a file (python -m jetdqn.evaluate RUN_DIR), "
+             "or --model PATH.")
     if args.best and not Path(args.model).is_dir():   # was ignored: the file given was evaluated as the best
         fail(f"--best picks a run directory's best weights, and {args.model} is not a directory; give the run "
              "directory, or drop --best.")

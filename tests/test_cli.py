@@ -268,11 +268,13 @@ def test_a_flag_nothing_would_read_is_refused(tmp_path):
 
 def test_play_and_export_take_the_model_as_evaluate_does(tmp_path):
     """``jetdqn evaluate RUN_DIR`` plays a run's model, but ``jetdqn play RUN_DIR`` was "unrecognized arguments"
-    and ``jetdqn export RUN_DIR`` "--checkpoint is required". Both take it now; the model named twice is
-    refused, and an export with no model says what to give."""
+    and ``jetdqn export RUN_DIR`` "--checkpoint is required". Both take it now, and evaluate takes play's
+    --model; the model named twice is refused, and a command with no model says what to give."""
     run = str(ROOT / "benchmarks" / "results" / "learn-pong" / "run")
     played = run_module("jetdqn.play", run, "--display-freq", "0", "--max-steps", "20", "--json")
     assert json.loads(played.stdout.splitlines()[-1])["checkpoint"] == run
+    evaluated = run_module("jetdqn.evaluate", "--model", run, "--games", "1", "--json")   # as play takes it
+    assert json.loads(evaluated.stdout)["model"] == f"{run}/model.pt"
     exported = run_module("jetdqn.export", run, "--safetensors", str(tmp_path / "m.safetensors"))
     assert exported.stdout.startswith(f"wrote {tmp_path / 'm.safetensors'} and ") and (tmp_path / "m.json").exists()
     for module, argv, said in (
@@ -281,7 +283,10 @@ def test_play_and_export_take_the_model_as_evaluate_does(tmp_path):
              f"{run} and --checkpoint {run} both name the model: give one."),
             ("jetdqn.export", ["--onnx", str(tmp_path / "n.onnx")],
              "nothing to export from: give the model, a run directory or a file (python -m jetdqn.export RUN_DIR "
-             "--onnx OUT.onnx), or --checkpoint PATH.")):
+             "--onnx OUT.onnx), or --checkpoint PATH."),
+            ("jetdqn.evaluate", [run, "--model", run], f"{run} and --model {run} both name the model: give one."),
+            ("jetdqn.evaluate", ["--games", "1"], "nothing to evaluate: give the model, a run directory or a file "
+                                                  "(python -m jetdqn.evaluate RUN_DIR), or --model PATH.")):
         proc = run_module(module, *argv, check=False)
         assert proc.returncode == 2 and proc.stderr == f"error: {said}\n", (module, proc.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.safetensors"]
