@@ -490,12 +490,17 @@ def given_path(text: str) -> str:
     refused: play took it as no model and played an untrained network, a run directory became the default
     one, and elsewhere Path('') quietly meant the current directory. So is one too long for the OS, or behind a
     folder this user may not enter (``too_long``, ``out_of_reach``)."""
+    return _checked_path(text, written=False)
+
+
+def _checked_path(text: str, written: bool) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path (an unset shell variable?)")
-    why = too_long(text) or out_of_reach(home_expanded(text))
+    path = home_expanded(text)
+    why = too_long(path, written) or out_of_reach(path)
     if why:
         raise argparse.ArgumentTypeError(why)
-    return home_expanded(text)
+    return path
 
 
 def out_of_reach(path: str) -> Optional[str]:
@@ -521,11 +526,15 @@ def out_of_reach(path: str) -> Optional[str]:
 
 def written_path(text: str) -> str:
     """A file jetdqn writes under a temporary name and renames when whole (``given_path`` otherwise)."""
-    path = given_path(text)
-    why = too_long(path, written=True)
-    if why:
-        raise argparse.ArgumentTypeError(why)
-    return path
+    return _checked_path(text, written=True)
+
+
+def one_model(named: Optional[str], flag: str, flagged: Optional[str]) -> Optional[str]:
+    """The model a command was given as a word (``play RUN_DIR``) or by its flag (``--model RUN_DIR``), as
+    play, evaluate and export each take it; named both ways is refused."""
+    if named is not None and flagged is not None:
+        raise ConfigError(f"{named} and {flag} {flagged} both name the model: give one.")
+    return named if named is not None else flagged
 
 
 def home_expanded(path: str) -> str:

@@ -57,6 +57,12 @@ def not_read(exc: OSError) -> str:
     return f"{exc.filename or 'a file'} cannot be read ({why_not_read(exc)})."
 
 
+def sentence(exc: BaseException) -> str:
+    """What a command that reads files and writes one says of an error it met: a write's ``NotWritten`` as
+    it says itself, another OSError as a read (``not_read``), anything else (a ValueError's sentence) as is."""
+    return not_read(exc) if isinstance(exc, OSError) and not isinstance(exc, NotWritten) else str(exc)
+
+
 def unreadable(exc: BaseException) -> bool:
     """Whether an OSError is about a file that is there and that this user may not read (not a write)."""
     name = getattr(exc, "filename", None)

@@ -181,7 +181,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .signals import exit_on_stop
     exit_on_stop()   # SIGTERM says so and closes the games' emulators, as Ctrl-C does
     from .checkpoint import CheckpointError
-    from .config import ConfigError, Parser, command, fail, games, given_path, probability, seed
+    from .config import ConfigError, Parser, command, fail, games, given_path, one_model, probability, seed
     from .policy import load, model_of
     p = Parser(prog=command("evaluate"), description="The evaluation protocol on a run or a model.")
     p.add_argument("model", nargs="?", type=given_path, default=None,
@@ -204,9 +204,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="Append the result and this command to RUN_DIR/evaluations.jsonl (a run directory only).")
     argv = argv if argv is not None else sys.argv[1:]
     args = p.parse_args(argv)
-    if args.model is not None and args.model_flag is not None:
-        fail(f"{args.model} and --model {args.model_flag} both name the model: give one.")
-    args.model = args.model if args.model is not None else args.model_flag
+    try:
+        args.model = one_model(args.model, "--model", args.model_flag)
+    except ConfigError as exc:
+        fail(str(exc))
     if args.model is None:   # play's --model was "unrecognized arguments", and evaluate then "model is required"
         fail("nothing to evaluate: give the model, a run directory or a file (python -m jetdqn.evaluate RUN_DIR), "
              "or --model PATH.")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from .checkpoint import CheckpointError
-from .config import Parser, command, ends_on_ctrl_c, fail, given_path, written_path
+from .config import ConfigError, Parser, command, ends_on_ctrl_c, fail, given_path, one_model, written_path
 from .disk import why_not_written
 from .signals import exit_on_stop
 
@@ -193,9 +193,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--opset", type=int, default=None, help=f"ONNX opset (default {ONNX_OPSET}).")
     args = p.parse_args(argv)
     exit_on_stop()   # a SIGTERM mid-write ends it as Ctrl-C does: the .tmp file goes, the earlier export stays
-    if args.named is not None and args.checkpoint is not None:
-        fail(f"{args.named} and --checkpoint {args.checkpoint} both name the model: give one.")
-    args.checkpoint = args.checkpoint if args.named is None else args.named
+    try:
+        args.checkpoint = one_model(args.named, "--checkpoint", args.checkpoint)
+    except ConfigError as exc:
+        fail(str(exc))
     if args.checkpoint is None:   # `export RUN_DIR`, as evaluate takes it, was "--checkpoint is required"
         fail("nothing to export from: give the model, a run directory or a file (python -m jetdqn.export RUN_DIR "
              "--onnx OUT.onnx), or --checkpoint PATH.")

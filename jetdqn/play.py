@@ -63,10 +63,8 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--fps {args.fps} paces the window or the video, and --display-freq 0 with no --record "
                           "shows neither: drop --fps, or give --display-freq N or --record FILE.mp4.")
     if args.named is not None:   # `jetdqn play RUN_DIR` was "unrecognized arguments", where evaluate takes it
-        if args.model or args.checkpoint:
-            given = "--model" if args.model else "--checkpoint"
-            raise ConfigError(f"{args.named} and {given} {args.model or args.checkpoint} both name the model: give one.")
-        args.model = args.named
+        from .config import one_model
+        args.model = one_model(args.named, "--model" if args.model else "--checkpoint", args.model or args.checkpoint)
     if args.reuse_conv and not (args.model or args.checkpoint):
         raise ConfigError("--reuse-conv needs a trained model (--model or --checkpoint).")
     if args.model and args.checkpoint:

@@ -26,7 +26,7 @@ need_numpy_to_plot(command=__name__ == "__main__")   # before records, which rea
 
 from .records import read_jsonl  # noqa: E402
 from .config import Parser, command, ends_on_ctrl_c, given_path, written_path  # noqa: E402
-from .disk import NotWritten, not_read, why_not_written  # noqa: E402
+from .disk import NotWritten, sentence, why_not_written  # noqa: E402
 from .signals import exit_on_stop
 
 
@@ -302,8 +302,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         print(plot_learning(Path(args.run_dir), Path(args.out) if args.out else None, tuple(args.against)))
     except (OSError, ValueError) as exc:   # a read's OSError said only "[Errno 13] Permission denied: '...'"
-        said = not_read(exc) if isinstance(exc, OSError) and not isinstance(exc, NotWritten) else exc
-        print(f"error: {said}", file=sys.stderr)
+        print(f"error: {sentence(exc)}", file=sys.stderr)
         return 2
     return 0
 

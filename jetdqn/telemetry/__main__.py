@@ -209,9 +209,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         out = plot_run(Path(args.run_dir), Path(args.out) if args.out else None)
     except (OSError, ValueError, MissingPackages) as exc:   # MissingPackages: no NumPy (needs.need_numpy_to_plot)
-        from ..disk import NotWritten, not_read
-        read = isinstance(exc, OSError) and not isinstance(exc, NotWritten)   # a write's says its own sentence
-        print(f"error: {not_read(exc) if read else exc}", file=sys.stderr)
+        from ..disk import sentence
+        print(f"error: {sentence(exc)}", file=sys.stderr)
         return 2
     print(out)
     return 0
