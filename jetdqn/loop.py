@@ -301,16 +301,20 @@ def say_if_it_never_learns(run: Run) -> None:
     that long again before learning. Not an error: filling a replay, timing the emulators, or a first
     segment of a longer run are runs a user may want."""
     cfg, learn_from = run.cfg, run.schedule.learn_from
-    first = learn_from + cfg.train_freq
+    a_batch = run.state.step + max(0, cfg.batch_size - run.replay.sampleable)   # about when the replay holds one
+    first = max(learn_from, a_batch) + cfg.train_freq
     if cfg.total_steps >= first:
         return
     refill = run.payload is not None and learn_from != cfg.learn_start
     why = (f"the resume at step {run.state.step:,} plus --learn-start {cfg.learn_start:,} while the replay refills"
            if refill else f"--learn-start {cfg.learn_start:,}")
+    lower = "--learn-start"
+    if a_batch > learn_from:
+        why, lower = f"a replay holding a --batch-size {cfg.batch_size:,} batch, past {why}", "--batch-size"
     run.progress.note(f"this run makes no update: its first would come at step {first:,} ({why}, then "
                       f"--train-freq {cfg.train_freq}), past --total-steps {cfg.total_steps:,}, so the weights it "
                       f"writes are {'no better than the checkpoint' if run.payload is not None else 'untrained'}; "
-                      f"lower --learn-start or raise --total-steps")
+                      f"lower {lower} or raise --total-steps")
 
 
 def write_record(run: Run, log: RunLog, renderer) -> dict:

@@ -893,6 +893,10 @@ def test_a_run_that_ends_before_its_first_update_says_so(tmp_path):
     assert sticky.returncode == 2 and sticky.stdout == "" and sticky.stderr == (
         "error: --sticky-actions is for Atari games (the emulator and its CNN), and CartPole-v1 is not one: drop "
         "it.\n"), (sticky.stdout, sticky.stderr)
+    big_batch = train("big-batch", "--total-steps", "300", "--learn-start", "0", "--batch-size", "512")
+    assert ("this run makes no update: its first would come at step 516 (a replay holding a --batch-size 512 batch, "
+            "past --learn-start 0, then --train-freq 4), past --total-steps 300, so the weights it writes are "
+            "untrained; lower --batch-size or raise --total-steps") in big_batch.stderr, big_batch.stderr
     refills = train("learns", "--total-steps", "400", "--learn-start", "100", "--train-freq", "1", "--resume")
     assert ("its first would come at step 401 (the resume at step 300 plus --learn-start 100 while the replay "
             "refills, then --train-freq 1), past --total-steps 400, so the weights it writes are no better than the "

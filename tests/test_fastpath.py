@@ -329,9 +329,45 @@ def test_batches_drawn_before_acting_update_as_those_drawn_after():
         for earned in (3, 3 + DRAWN_TOGETHER + 2):
             if drawn_first:
                 learner.draw(earned)
-                assert len(learner.drawn) == earned - agent.updates
+                assert len(learner.drawn) == min(DRAWN_TOGETHER, earned - agent.updates)   # one draw held
             agent.act(obs, 0.0, rng)        # acting between: a forward pass, the replay untouched
             learner.learn(100, earned)
         assert agent.updates == 3 + DRAWN_TOGETHER + 2 and not learner.drawn
         weights.append([p.detach().clone() for p in agent.online.parameters()])
     assert all(torch.equal(a, b) for a, b in zip(*weights))
+
+
+def test_a_step_that_earns_many_updates_holds_one_draw_of_batches_at_a_time():
+    """A step can earn hundreds of updates (a Ray segment arriving; a resume). Their batches were all drawn
+    before the first update, so the memory held grew with the count (20 updates of batch 32: 20 x 32 x 2 Pong
+    stacks, 36 MB; a batch of 1024, over 1 GB). Each draw of DRAWN_TOGETHER is used before the next."""
+    from jetdqn.learn.learners import DRAWN_TOGETHER, InlineLearner, learn_many
+    from jetdqn.telemetry import PhaseClock
+    from jetdqn.replay import ReplayBuffer
+    from test_device_replay import pong_steps
+
+    events: list[str] = []
+
+    class LoggedReplay(ReplayBuffer):
+        def sample(self, n):
+            events.append(f"sample {n // 32}")
+            return super().sample(n)
+
+    class LoggedAgent(DQNAgent):
+        def update(self, batch):
+            events.append("update")
+            return super().update(batch)
+
+    replay = LoggedReplay(600, (84, 84), num_streams=4, seed=5)
+    for exp in pong_steps(n_envs=4, steps=60):
+        exp.store(replay)
+    agent = LoggedAgent(make_config({"game": "pong", "amp": "off"}), (4, 84, 84), 6, torch.device("cpu"))
+    one_draw = [f"sample {DRAWN_TOGETHER}"] + ["update"] * DRAWN_TOGETHER
+    learn_many(agent, replay, 32, 2 * DRAWN_TOGETHER + 3)
+    assert events == one_draw * 2 + ["sample 3"] + ["update"] * 3
+    events.clear()
+    learner = InlineLearner(agent, replay, 32, 10_000, PhaseClock(), 0)
+    learner.draw(agent.updates + 2 * DRAWN_TOGETHER + 3)     # drawn before acting: the first draw only
+    assert events == [f"sample {DRAWN_TOGETHER}"]
+    learner.learn(100, agent.updates + 2 * DRAWN_TOGETHER + 3)
+    assert events == one_draw * 2 + ["sample 3"] + ["update"] * 3 and agent.updates == 2 * (2 * DRAWN_TOGETHER + 3)

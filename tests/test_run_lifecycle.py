@@ -459,12 +459,28 @@ def test_ctrl_c_ends_play_and_evaluate_in_one_line_with_status_130(tmp_path):
 def test_more_envs_than_learn_start_waits_for_a_batch_it_can_sample(tmp_path):
     """16 envs and --learn-start 8: after the first reset every env's stream holds one frame and no transition.
     Learning used to begin there and end the run in "ValueError: the replay holds no valid transition yet";
-    it waits for a batch of transitions and then holds the replay ratio from --learn-start."""
+    it waits for a batch of transitions (16, after the second step) and holds the replay ratio from the step
+    before the one that brought it."""
     run = tmp_path / "wide"
     run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "16", "--learn-start", "8", "--total-steps", "160",
                "--run-dir", str(run), "--telemetry", "off")
     last = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
-    assert last["step"] == 160 and last["updates"] == (160 - 8) // 4 and last["replay_ratio"] == 0.25
+    assert last["step"] == 160 and last["updates"] == (160 - 16) // 4 and last["replay_ratio"] == 0.25
+
+
+def test_a_batch_larger_than_learn_start_begins_learning_without_a_burst_of_updates(tmp_path):
+    """--learn-start 0 --batch-size 64 --train-freq 1: the replay holds its first batch at step 65. The updates
+    used to be counted from --learn-start, so that step owed 65 updates at once, all drawn before the first
+    (on Pong with --batch-size 256, 4.2 GB at the peak instead of 0.6 GB; 1024 would have asked for 59 GB), on
+    the replay's first 64 transitions. Learning begins when the replay holds a batch."""
+    run = tmp_path / "cartpole"
+    run_module("jetdqn.train", "--env", "CartPole-v1", "--learn-start", "0", "--batch-size", "64", "--train-freq",
+               "1", "--total-steps", "200", "--log-every", "50", "--run-dir", str(run), "--telemetry", "off",
+               "--eval-episodes", "0")
+    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["updates"], r["learning"]) for r in records] == [
+        (50, 0, False), (100, 36, True), (150, 86, True), (200, 136, True)]
+    assert all(r["replay_ratio"] == 1.0 for r in records[1:])
 
 
 def test_the_benchmark_scripts_refuse_what_they_cannot_use(tmp_path):

@@ -17,7 +17,13 @@ from typing import Optional
 class LearnSchedule:
     """Updates earned by env steps: ``updates_at_learn + (step - learn_from) // train_freq`` once the replay
     holds a batch. ``learn_from`` is --learn-start, or (resumed without the replay) the resume step plus
-    --learn-start while the replay refills; ``updates_at_learn`` is the update count when learning began."""
+    --learn-start while the replay refills; ``updates_at_learn`` is the update count when learning began.
+
+    A replay that holds less than a batch at ``learn_from`` (--batch-size above --learn-start) moves
+    ``learn_from`` on until it holds one: learning begins there. Counted from --learn-start instead, the
+    first step with a batch owed every update since in one go (``--learn-start 0 --batch-size 256
+    --train-freq 1`` on Pong: 256 updates drawn at once, 4.2 GB at its peak, and a batch of 1024 would have
+    drawn 59 GB) on the replay's first few hundred transitions."""
 
     train_freq: int
     batch_size: int
@@ -27,6 +33,7 @@ class LearnSchedule:
     def earned(self, step: int, sampleable: int, updates: int) -> Optional[int]:
         if step >= self.learn_from and sampleable >= self.batch_size:
             return self.updates_at_learn + (step - self.learn_from) // self.train_freq
+        self.learn_from = max(self.learn_from, step)
         self.updates_at_learn = updates
         return None
 
@@ -62,18 +69,17 @@ def learn_many(agent, replay, batch_size: int, n: int) -> None:
         for _ in range(n):
             learn_once(agent, replay, batch_size)
         return
-    for batch in draw_batches(replay, batch_size, n):
-        agent.update(batch)
+    while n > 0:   # one draw held at a time: a step that earns hundreds of updates (a Ray segment) holds 8
+        batches = draw_batches(replay, batch_size, n)
+        for batch in batches:
+            agent.update(batch)
+        n -= len(batches)
 
 
 def draw_batches(replay, batch_size: int, n: int) -> list:
-    """The batches of ``n`` updates from a uniform replay, drawn ``DRAWN_TOGETHER`` at a time."""
-    batches = []
-    while n > 0:
-        k = min(n, DRAWN_TOGETHER)
-        batches.extend(replay.sample(k * batch_size).split(batch_size))
-        n -= k
-    return batches
+    """The batches of the first ``DRAWN_TOGETHER`` (at most) of ``n`` updates from a uniform replay, drawn in
+    one sample."""
+    return replay.sample(min(n, DRAWN_TOGETHER) * batch_size).split(batch_size)
 
 
 class InlineLearner:
@@ -97,7 +103,8 @@ class InlineLearner:
         """The batches of the updates earned now, drawn before the loop acts (a uniform replay's; a
         prioritised one draws each after the update before). On a GPU the sampler's CPU work then runs while
         the last step's updates do, instead of after the forward pass has waited for them. They are the
-        batches ``learn`` would draw after acting: acting does not change the replay."""
+        batches ``learn`` would draw after acting: acting does not change the replay. At most one draw's
+        (``DRAWN_TOGETHER``) are held; ``learn`` draws any further ones after them, as it would have."""
         if earned is not None and earned > self.agent.updates and self.replay.uniform:
             self.clock.start()
             self.drawn = draw_batches(self.replay, self.batch_size, earned - self.agent.updates)
@@ -106,12 +113,10 @@ class InlineLearner:
     def learn(self, step: int, earned: Optional[int]) -> None:
         if earned is not None and earned > self.agent.updates:
             self.clock.start()
-            if self.drawn:
-                for batch in self.drawn:
-                    self.agent.update(batch)
-                self.drawn = []
-            else:
-                learn_many(self.agent, self.replay, self.batch_size, earned - self.agent.updates)
+            for batch in self.drawn:
+                self.agent.update(batch)
+            self.drawn = []
+            learn_many(self.agent, self.replay, self.batch_size, earned - self.agent.updates)
             self.clock.stop("learner")
         if step >= self.next_target:
             self.agent.sync_target()
