@@ -173,7 +173,8 @@ class Config:
     resume: bool = _f(False, "Continue the run in --run-dir from its last checkpoint.")
     overwrite: bool = _f(False, "Delete what --run-dir holds and start over.")
     allow_large_replay: bool = _f(False, "Allocate the replay even when it exceeds the available memory, and "
-                                         "keep its capacity while it fills (a machine with swap).")
+                                         "keep its capacity while it fills; a --batch-size that does not fit "
+                                         "beside it is tried too (a machine with swap).")
     progress: str = _f("auto", "Progress display: a bar on a terminal, plain lines otherwise; off: only the "
                                "closing line, and on stderr what must still be seen (a flag with no effect).",
                        ("auto", "bar", "lines", "off"))

@@ -156,6 +156,10 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
                             network=agent.network_spec(), map_location=rt.device)
     replay, frame_bytes = make_replay(cfg, acting.num_streams, acting.frame_shape, acting.frame_dtype,
                                       (payload or {}).get("replay"), progress.line)
+    if not cfg.allow_large_replay:   # the batches beside the replay: an update the kernel kills, unsaid
+        from .learn.batch_memory import refuse_a_batch_that_does_not_fit, room_beside
+        refuse_a_batch_that_does_not_fit(cfg, agent.online, obs_shape, acting.frame_dtype,
+                                         *room_beside(replay, rt.device, frame_bytes))
     facts = {"runtime": rt.report, "obs_shape": list(obs_shape), "replay_frame_bytes_estimate": frame_bytes,
              "n_actions": acting.n_actions, "autotune": tuned}
     mirror = None

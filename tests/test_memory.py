@@ -299,3 +299,26 @@ def test_no_cgroup_files_mean_the_machines_memory(tmp_path):
     meminfo.write_text("MemTotal:       4000000 kB\nMemAvailable:   3000000 kB\n")
     mine = memory(str(tmp_path / "no-such-proc"), str(meminfo))
     assert mine.limit is None and mine.available == 3_000_000 * 1024 and mine.limited_by == ""
+
+
+def test_a_batch_that_does_not_fit_beside_the_replay_is_refused_before_the_run_starts(memory_limited, tmp_path):
+    """--batch-size 1500 on Pong: ~1.07 GB while it learns (0.72 MB a row). Under a 600 MB limit the run used to
+    fill its replay and be killed at its first update, without a word; it is refused at the start. With
+    --allow-large-replay (the escape from memory refusals) it starts, and the kernel does kill it there."""
+    join, limit_file = memory_limited(600)
+    run = tmp_path / "wide-batch"
+    flags = ["--batch-size", "1500", "--learn-start", "1500", "--total-steps", "1600", "--replay-size", "2000",
+             "--telemetry", "off", "--run-dir", str(run)]
+    refused = train(flags, join)
+    assert refused.returncode == 2, refused.stderr
+    line = refused.stderr.strip()
+    assert re.fullmatch(r"error: --batch-size 1,500 needs about 1\.07 GB while it learns \(715\.3 KB a row: its "
+                        r"observations as floats and the network's activations\), and only 0\.\d\d GB of memory is left "
+                        r"beside the replay \(a memory limit of 0\.63 GB with .*\); lower --batch-size \(about \d{3} "
+                        r"fits\)\.", line), line
+    assert f"in {limit_file})" in line
+    assert not run.exists()
+    killed = train([*flags, "--allow-large-replay"], join)
+    assert killed.returncode == -9, (killed.returncode, killed.stderr[-500:])
+    fits = train([*flags[:4], "--batch-size", "200", "--run-dir", str(tmp_path / "fits")], join)
+    assert fits.returncode == 0, fits.stderr
