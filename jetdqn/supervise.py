@@ -148,8 +148,9 @@ def main(argv: Optional[list[str]] = None, subreaper: bool = True) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
-        print("error: python -m jetdqn.supervise runs a command: give it, e.g. python -m jetdqn.supervise make "
-              "learn-pong.", file=sys.stderr)
+        from .config import command   # as it was typed: jetdqn supervise, or python -m jetdqn.supervise
+        print(f"error: {command('supervise')} runs a command: give it, e.g. {command('supervise')} make learn-pong.",
+              file=sys.stderr)
         return 2
     if argv[0] in ("-h", "--help"):
         print(__doc__.split("\n\n")[0])

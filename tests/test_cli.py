@@ -330,6 +330,9 @@ def test_the_console_script_names_its_commands_as_they_were_typed(tmp_path):
                         f"put it last): unrecognized arguments: --out {tmp_path}; see --help.\n")):
         proc = subprocess.run([str(script), *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and proc.stderr == said, proc.stderr
+    bare = subprocess.run([str(script), "supervise"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 2 and bare.stderr == ("error: jetdqn supervise runs a command: give it, e.g. jetdqn "
+                                                    "supervise make learn-pong.\n"), bare.stderr
     usage = subprocess.run([str(script), "evaluate", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert usage.stdout.startswith("usage: jetdqn evaluate "), usage.stdout[:200]
     module = run_module("jetdqn.train", "--bogus", check=False)
