@@ -194,7 +194,7 @@ class RunLog:
             "return_mean": float(np.mean(returns)) if returns else None,
             "return_interval_mean": float(np.mean(self.returns)) if self.returns else None,
             "replay_transitions": len(replay), "replay_capacity": replay.capacity,
-            "replay_compress": replay.compress, "replay_bytes": int(replay.nbytes),
+            "replay_compress": replay.compress, "replay_bytes": replay.held_bytes,
             "replay_bytes_per_transition": round(replay.bytes_per_transition, 1),
             "frames_shown": frames_shown, "num_envs": num_envs, **extra,
             **{f"{what}_s": round(seconds, 3) for what, seconds in self.aside.items()},

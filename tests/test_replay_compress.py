@@ -142,3 +142,23 @@ def test_replay_size_auto_logs_its_choice(tmp_path):
     config = json.loads((run / "config.json").read_text())
     assert rec["replay_capacity"] == config["replay_capacity"] > 1000
     assert 100 < rec["replay_bytes_per_transition"] < 1500
+
+
+def test_a_records_replay_bytes_are_what_the_replay_holds_then(tmp_path):
+    """A raw replay's pages are charged as its rings first reach them: a record said 7 GB of replay at step 8
+    of a --replay-size 1M Pong run, beside a process of 0.8 GB. Each record says what is held at its step, raw
+    and compressed alike; config.json keeps the bytes at capacity."""
+    import resource
+    for compress in ("off", "lz4"):
+        run = tmp_path / compress
+        run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--replay-size", "1000000",
+                   "--replay-compress", compress, "--telemetry", "off", "--total-steps", "200", "--learn-start", "1000")
+        records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+        assert [r["replay_transitions"] for r in records] == [100, 200]
+        held = [r["replay_bytes"] / r["replay_transitions"] for r in records]
+        if compress == "off":   # a frame, its metadata: 7,063 bytes a transition
+            assert all(7_000 < h < 7_100 for h in held), held
+            assert json.loads((run / "config.json").read_text())["replay_bytes"] > 7e9
+        else:                   # the 1M slots' pointers (8 MB) and what the frames compressed to
+            assert all(20_000 < h < 200_000 for h in held), held
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 4e6   # KB: the 7 GB were never taken

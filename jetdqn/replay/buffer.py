@@ -136,6 +136,16 @@ class ReplayBuffer:
         return int(frames + slots + (self.priorities.nbytes if self.priorities is not None else 0))
 
     @property
+    def held_bytes(self) -> int:
+        """Bytes the replay holds now (a log record's ``replay_bytes``): a raw host replay's pages are charged as
+        its rings first reach them, so one of a million Pong transitions holds 7 GB only once it is full (its
+        records said 7 GB from the first step, beside a process of 0.8 GB); compressed frames count as they
+        are stored; a device replay's tensor is allocated whole."""
+        if self.frames.compressed or self.device != "host":
+            return self.nbytes
+        return int(self.nbytes * min(1.0, len(self) / max(1, self.capacity)))
+
+    @property
     def bytes_per_transition(self) -> float:
         """Measured: for compressed frames, the bytes held per stored transition (plus metadata)."""
         if self.frames.compressed:
