@@ -904,6 +904,10 @@ def test_a_run_that_ends_before_its_first_update_says_so(tmp_path):
     assert ("its first would come at step 401 (the resume at step 300 plus --learn-start 100 while the replay "
             "refills, then --train-freq 1), past --total-steps 400, so the weights it writes are no better than the "
             "checkpoint") in refills.stderr, refills.stderr
+    # a resume whose replay is restored learns at once: a few steps left are no reason for the note
+    train("kept", "--total-steps", "300", "--learn-start", "100", "--checkpoint-replay")
+    near_the_end = train("kept", "--total-steps", "302", "--resume")
+    assert "makes no update" not in near_the_end.stderr, near_the_end.stderr
 
 
 def test_a_run_with_many_emulators_says_it_is_starting_them(tmp_path):
