@@ -200,7 +200,11 @@ def run_loop(run: Run) -> dict:
                          run.clock, state.step, agent.updates, state.episodes)
             checkpoints = Every(cfg.checkpoint_every, state.step)
             next_cut = follow_lr_cuts(run, None)
-            while state.step < cfg.total_steps and not (state.interrupted or state.diverged):
+            reached = False
+            if evaluation_due(cfg, state):   # one a stop dropped: played at the checkpoint's step, on its weights
+                with log.timed("evaluating"):
+                    reached = evaluate_or_stop(run)
+            while not reached and state.step < cfg.total_steps and not (state.interrupted or state.diverged):
                 exp = acting.receive(state.step)     # the envs' results, per-stream bookkeeping
                 if exp is None:
                     break                            # Ray: the stop took the actors too; the run saves at its step
@@ -382,7 +386,11 @@ def write_run_config(run: Run) -> None:
 
 
 def evaluation_due(cfg: Config, state: RunState) -> bool:
-    return bool(cfg.eval_every and cfg.eval_episodes and state.step - state.last_eval_step >= cfg.eval_every)
+    """At the first step past each multiple of --eval-every since the last evaluation. Counted from the last
+    one instead, every evaluation a stop moved (or N envs' steps past a multiple) moved all that followed:
+    --eval-every 600 with 4 envs played at 600, 604 (the dropped one), 1204, 1808."""
+    return bool(cfg.eval_every and cfg.eval_episodes
+                and state.step // cfg.eval_every > state.last_eval_step // cfg.eval_every)
 
 
 def evaluate_or_stop(run: Run, games: int = 0, kind: str = "periodic") -> bool:

@@ -733,7 +733,8 @@ def test_a_truncated_replay_chunk_is_one_sentence_and_the_run_goes_on_without_it
 def test_a_signal_during_an_evaluation_drops_its_games_and_the_resumed_run_plays_it(tmp_path):
     """docker stop gives a run 60 s (run.sh's --stop-timeout) to save, and 30 evaluation games took 25-58 s
     in the committed 2-core runs: a SIGTERM that comes while they are played drops them unscored, the run
-    saves at once, and the resumed run plays that evaluation at its first step."""
+    saves at once, and the resumed run plays that evaluation before its first step, on the checkpoint's weights
+    (it was played after one, at step 301, and every later evaluation moved with it)."""
     run = tmp_path / "run"
     proc = start_training(run, "--eval-every", "300", "--eval-episodes", "30", "--progress", "lines")
     wait_for_records(run, proc, 3)          # the record of step 300, written just before its evaluation
@@ -748,7 +749,19 @@ def test_a_signal_during_an_evaluation_drops_its_games_and_the_resumed_run_plays
     out = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "400", "--eval-episodes",
                      "2", "--final-eval-games", "0", "--progress", "lines").stdout
     played = records(run, "eval.jsonl")
-    assert [(e["step"], e["kind"], e["games"]) for e in played] == [(301, "periodic", 2), (400, "final", 2)], out
+    assert [(e["step"], e["kind"], e["games"]) for e in played] == [(300, "periodic", 2), (400, "final", 2)], out
+    assert out.index("eval at step 300: ") < out.index("step       400:"), out
+
+
+def test_evaluations_come_at_the_first_step_past_each_multiple_of_eval_every(tmp_path):
+    """3 envs take 3 steps at a time: --eval-every 200 played at 201, 402, 603, ... (each counted from the last,
+    drifting by the envs' overshoot), and runs with different --num-envs were evaluated at ever further apart
+    steps. Now at the first step past 200, 400, 600."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "3", "--total-steps", "700", "--eval-every", "200",
+               "--eval-episodes", "1", "--final-eval-games", "0", "--max-episode-steps", "30", "--run-dir", str(run),
+               "--telemetry", "off")
+    assert [e["step"] for e in records(run, "eval.jsonl")] == [201, 402, 600, 702]
 
 
 def test_resuming_a_finished_run_trains_nothing_and_writes_nothing_but_a_missing_final_evaluation(tmp_path):
