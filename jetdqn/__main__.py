@@ -24,7 +24,9 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     import importlib
-    from .needs import MissingPackages
+    from .needs import MissingPackages, stop_quietly_while_starting
+    if argv[0] != "supervise":   # it passes every signal on to its command from the start
+        stop_quietly_while_starting()   # torch's import takes seconds, before the command's own handling
     try:
         module = importlib.import_module(commands[argv[0]])
     except MissingPackages as exc:

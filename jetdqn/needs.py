@@ -26,8 +26,28 @@ TORCH_MISSING = ("jetdqn needs PyTorch, which is not installed in this Python ({
 
 
 def stopped_while_starting(signum, frame) -> None:
-    print("stopped by Ctrl-C", file=sys.stderr)
-    raise SystemExit(130)
+    """A stop signal while a command starts (torch's import, a run's envs and replay): one line, and an exit
+    that unwinds, so a new run directory is removed as after a refusal (SIGTERM's default action ended the
+    process silently, status 143, leaving the directory with its lock file in it)."""
+    import signal
+    print(f"stopped by {'Ctrl-C' if signum == signal.SIGINT else signal.Signals(signum).name}", file=sys.stderr)
+    raise SystemExit(128 + signum)
+
+
+def stop_quietly_while_starting() -> None:
+    """Ctrl-C, SIGTERM (``docker stop``) and SIGHUP (a closed terminal) end a starting command with one line:
+    a Ctrl-C during torch's import was a KeyboardInterrupt traceback from the console script (``jetdqn train``),
+    and a SIGTERM anywhere before a run's loop ended it without a word. A signal the process was started
+    ignoring (``nohup``) stays ignored; ``config.ends_on_ctrl_c`` gives Ctrl-C back to Python once the
+    command's ``main`` runs, and a run's loop takes all three over (``signals.stop_on_signals``)."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
+                       (signal.SIGHUP, signal.SIG_DFL)):
+        if signal.getsignal(s) is default:
+            signal.signal(s, stopped_while_starting)
 
 
 class MissingPackages(ModuleNotFoundError):
@@ -51,12 +71,10 @@ def need_numpy_to_plot(command: bool) -> None:
 def need_packages(command: bool) -> None:
     """One sentence and exit status 2 for a command (``command``), naming torch and every declared package
     that is missing or older than jetdqn needs; ``MissingPackages`` saying the same for a library import. A
-    command also ends quietly on a Ctrl-C during the seconds torch takes to import (before its ``main``,
-    whose ``config.ends_on_ctrl_c`` puts Python's own handler back)."""
+    command also ends in one line on a stop signal during the seconds torch takes to import
+    (``stop_quietly_while_starting``)."""
     if command:
-        import signal
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            signal.signal(signal.SIGINT, stopped_while_starting)
+        stop_quietly_while_starting()
     message = missing_packages()
     if message is None:
         return

@@ -456,6 +456,35 @@ def test_ctrl_c_ends_play_and_evaluate_in_one_line_with_status_130(tmp_path):
         assert code == 128 + sig and err == f"stopped by {said}\n", (out, err)
 
 
+def test_a_stop_while_a_run_starts_ends_it_in_one_line_and_leaves_no_run_directory(tmp_path):
+    """docker stop (SIGTERM) or a closed terminal (SIGHUP) while a run starts (torch's import, 64 emulators: ~6 s
+    here) ended it by the signal's default action: no word, and the new run directory left behind with its
+    lock file in it. The console script's Ctrl-C during torch's import was a KeyboardInterrupt traceback."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    run = tmp_path / "starting"
+    for sig, said in ((signal.SIGTERM, "SIGTERM"), (signal.SIGHUP, "SIGHUP")):
+        proc = subprocess.Popen([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--num-envs", "64",
+                                 "--replay-size", "1024", "--total-steps", "100000", "--telemetry", "off",
+                                 "--progress", "lines", "--run-dir", str(run)], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
+        assert proc.stdout.readline() == "starting 64 emulators\n"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+        assert (proc.returncode, err, out) == (128 + sig, f"stopped by {said}\n", ""), (proc.returncode, err, out)
+        assert not run.exists()
+    script = Path(sys.executable).parent / "jetdqn"
+    if not script.exists():
+        pytest.skip("the jetdqn console script is not installed beside this Python (pip install -e .)")
+    proc = subprocess.Popen([str(script), "train", "--preset", "smoke", "--run-dir", str(run)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
+    time.sleep(0.3)   # importing torch (over a second)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (130, "stopped by Ctrl-C\n"), (proc.returncode, err)
+    assert not run.exists()
+
+
 def test_more_envs_than_learn_start_waits_for_a_batch_it_can_sample(tmp_path):
     """16 envs and --learn-start 8: after the first reset every env's stream holds one frame and no transition.
     Learning used to begin there and end the run in "ValueError: the replay holds no valid transition yet";
