@@ -309,6 +309,8 @@ def say_if_it_never_learns(run: Run) -> None:
     that long again before learning. Not an error: filling a replay, timing the emulators, or a first
     segment of a longer run are runs a user may want."""
     cfg, learn_from = run.cfg, run.schedule.learn_from
+    if run.state.step >= cfg.total_steps:   # a resume that only plays the final evaluation a stop cut short
+        return
     short = cfg.batch_size - run.replay.sampleable   # transitions the replay lacks for a batch (a restored one: none)
     a_batch = run.state.step + short if short > 0 else 0   # about the step where it holds one
     first = max(learn_from, a_batch) + cfg.train_freq

@@ -908,6 +908,10 @@ def test_a_run_that_ends_before_its_first_update_says_so(tmp_path):
     train("kept", "--total-steps", "300", "--learn-start", "100", "--checkpoint-replay")
     near_the_end = train("kept", "--total-steps", "302", "--resume")
     assert "makes no update" not in near_the_end.stderr, near_the_end.stderr
+    # nor a resume at its last step that only plays a final evaluation (one a stop cut short; here more games)
+    final_only = train("learns", "--resume", "--eval-episodes", "1", "--final-eval-games", "1")
+    assert "makes no update" not in final_only.stderr, final_only.stderr
+    assert json.loads((tmp_path / "learns" / "eval.jsonl").read_text().splitlines()[-1])["kind"] == "final"
 
 
 def test_a_run_with_many_emulators_says_it_is_starting_them(tmp_path):
