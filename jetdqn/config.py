@@ -794,10 +794,9 @@ def paths_print_as_named() -> None:
 
 def ends_on_ctrl_c(main):
     """A command's ``main`` that a Ctrl-C ends with one line and exit status 130 (128 + SIGINT, what a shell
-    reports), not a KeyboardInterrupt traceback, and SIGTERM or SIGHUP with one line and 128 + the signal
-    (``needs.stop_quietly_while_starting``: an exit that unwinds, as the Ctrl-C's exception does). A training
-    run's own loop catches the signals first and saves a checkpoint; this covers everything before and after
-    such a loop."""
+    reports), not a KeyboardInterrupt traceback. A training run's own loop catches the signal first and saves
+    a checkpoint; this covers everything before and after such a loop (SIGTERM and SIGHUP there, for the
+    commands that import torch: ``needs.stop_quietly_while_starting``)."""
     import functools
 
     @functools.wraps(main)

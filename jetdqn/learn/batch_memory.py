@@ -76,10 +76,9 @@ def refuse_a_batch_that_does_not_fit(cfg, network: torch.nn.Module, obs_shape: t
 
 def room_beside(replay, device: torch.device, frame_bytes) -> tuple[int, str, str]:
     """(bytes the learner's batches may take, that memory in words, what limits it: '' or a container's memory
-    limit): a discrete GPU's free memory (a device
-    replay there is allocated whole already), or this process's available memory (a Jetson's GPU shares it)
-    less what a host replay's empty slots will take as they fill (``frame_bytes``: a compressed frame's
-    estimated size, None for raw frames)."""
+    limit): a discrete GPU's free memory (a device replay there is allocated whole already), or this
+    process's available memory (a Jetson's GPU shares it) less what a host replay's empty slots will take
+    as they fill (``frame_bytes``: a compressed frame's estimated size, None for raw frames)."""
     from ..memory import memory
     from ..replay import replay_bytes
     if device.type == "cuda":
