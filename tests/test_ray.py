@@ -247,6 +247,29 @@ def test_docker_stop_and_systemd_stop_save_a_ray_run(tmp_path):
                 proc.communicate()
 
 
+def test_a_stop_while_ray_starts_ends_the_run_in_one_line_and_leaves_no_run_directory(tmp_path):
+    """ray.init puts its own SIGTERM handler in the driver (sys.exit(15)), and a docker stop that came while Ray
+    started (its first process up, ~2 s in here) reached it through torch's threads: the run ended without a
+    word, status 15. It ends as any run stopped while starting: one line, 143, no run directory."""
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.train", *ARGS, "--total-steps", "100000", "--run-dir",
+                             str(run)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and not subprocess.run(
+                ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split():
+            time.sleep(0.05)   # Ray's first process: ray.init has begun
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 143 and err.endswith("stopped by SIGTERM\n"), (proc.returncode, err[-1000:])
+        assert out == "" and not run.exists()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+
+
 def the_raylet(session: int) -> int:
     """The pid of the raylet among a session's processes (others name it in their arguments)."""
     pids = subprocess.run(["pgrep", "-s", str(session)], capture_output=True, text=True).stdout.split()

@@ -193,12 +193,23 @@ class RayActing:
         if unreachable:
             raise ConfigError(f"cannot reach the Ray cluster at {cfg.ray_address} ({unreachable}); start it with "
                               "`ray start --head` there, or drop --ray-address for a local Ray.")
+        ours = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
         try:
             with processes_started_deaf_to_stops():
                 # "local": a Ray of its own even where `ray start` left /tmp/ray/ray_current_cluster, which
                 # ray.init(address=None) joins (and then refused num_cpus with a ValueError traceback)
                 ray.init(address=cfg.ray_address or "local", include_dashboard=False, log_to_driver=False,
                          configure_logging=False, num_cpus=None if cfg.ray_address else max(2, self.k + 1))
+                for s, handler in ours.items():   # ours again, before the stops held meanwhile are let through
+                    if handler is not None:
+                        signal.signal(s, handler)
+        except SystemExit as exc:
+            # Ray's handler (sys.exit(15)) took a docker stop that came while Ray started (torch's threads, not
+            # held, hear it for the process) for its own: the run ended without a word, status 15
+            if exc.code != signal.SIGTERM:
+                raise
+            from ..needs import stopped_while_starting
+            stopped_while_starting(signal.SIGTERM, None)
         except ConnectionError as exc:
             # the probe above found Ray's GCS there: what is left is most often its token authentication
             raise ConfigError(f"the Ray cluster at {cfg.ray_address} did not let this process join "
