@@ -5,7 +5,7 @@ all of them: a trained Pong agent's games run to 5,000+ steps, and one at a time
 pass they took ~10% of a learning run's wall clock. At most SIDE_BY_SIDE emulators are built: ale-py builds
 them all in one native call that a stop signal waits on (1000 games: ~2 min here, and a Jetson Nano's
 4 GB gone), so past that each env plays a fixed number of whole games one after the other, set before the
-first step. A fixed count per env keeps the sample fair; counting whichever games end first would favour
+first step, on as few envs as play them in that many turns (100 games: 50 envs, 2 each). A fixed count per env keeps the sample fair; counting whichever games end first would favour
 short games. Gymnasium envs (vector observations, short games) are played one after the other.
 
 The protocol (README, "Evaluation"): whole games (to game over, or the 27,000-step / 108k-frame cap),
@@ -107,7 +107,10 @@ def play_games(agent, cfg: Config, games: int, eps: float, seed: int,
     many, the games (and so the scores for a seed) are those of one env per game."""
     rng = np.random.default_rng(seed)
     if cfg.is_atari and games > 1:
-        return _side_by_side(agent, cfg, games, eps, seed, rng, stop, min(games, side_by_side))
+        # as few emulators as play the games in as few turns: 100 games on 64 envs left 28 of them stepping
+        # uncounted through a second game they did not need (a quarter of the work); 50 play two each
+        turns = -(-games // side_by_side)
+        return _side_by_side(agent, cfg, games, eps, seed, rng, stop, -(-games // turns))
     return _one_by_one(agent, cfg, games, eps, seed, rng, stop)
 
 
