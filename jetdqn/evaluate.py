@@ -5,8 +5,8 @@ all of them: a trained Pong agent's games run to 5,000+ steps, and one at a time
 pass they took ~10% of a learning run's wall clock. At most SIDE_BY_SIDE emulators are built: ale-py builds
 them all in one native call that a stop signal waits on (1000 games: ~2 min here, and a Jetson Nano's
 4 GB gone), so past that each env plays a fixed number of whole games one after the other, set before the
-first step, on as few envs as play them in that many turns (100 games: 50 envs, 2 each). A fixed count per env keeps the sample fair; counting whichever games end first would favour
-short games. Gymnasium envs (vector observations, short games) are played one after the other.
+first step, on as few envs as play them in that many turns (100 games: 50 envs, 2 each). A fixed count per
+env keeps the sample fair; counting whichever games end first would favour short games. Gymnasium envs (vector observations, short games) are played one after the other.
 
 The protocol (README, "Evaluation"): whole games (to game over, or the 27,000-step / 108k-frame cap),
 epsilon 0.05, up to 30 no-op actions at each start, raw game scores, sticky actions as trained unless

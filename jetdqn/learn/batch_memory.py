@@ -82,13 +82,12 @@ def room_beside(replay, device: torch.device, frame_bytes) -> tuple[int, str, st
     from ..memory import memory
     from ..replay import replay_bytes
     if device.type == "cuda":
-        from ..replay.device import device_memory
-        avail, where, why = device_memory("cuda")
-        if where == "cuda memory":
-            return avail, "the GPU's free memory", why
-    else:
-        mine = memory()
-        avail, where, why = mine.available, "memory", mine.limited_by
+        from ..replay.device import device_memory, shares_host_memory
+        if not shares_host_memory():
+            return device_memory("cuda")[0], "the GPU's free memory", ""
+    mine = memory()
+    avail, why = mine.available, mine.limited_by
+    where = "memory, shared with the integrated GPU" if device.type == "cuda" else "memory"
     if replay.device == "host":
         avail -= (replay.capacity - len(replay)) * replay_bytes(1, replay.frame_shape, replay.dtype, frame_bytes)
     return avail, where, why
