@@ -225,6 +225,10 @@ def config_for_resume(explicit: dict) -> dict:
     except (ValueError, TypeError, KeyError):
         raise ConfigError(f"{path} is not a readable jetdqn config; fix or remove it.") from None
     fixed = FIXED_ON_RESUME + (FIXED_WITH_SAVED_REPLAY if saved.get("checkpoint_replay") else ())
+    if "num_envs" in fixed and explicit.get("num_envs") == 0:
+        # auto chose the run's count at its start: the first command repeated with --resume (a container's
+        # restart) asks for that choice, the only one its saved replay's streams can continue with
+        explicit = {k: v for k, v in explicit.items() if k != "num_envs"}
     for key in fixed:
         if key in explicit and explicit[key] != saved.get(key):
             raise ConfigError(f"--resume cannot change --{key.replace('_', '-')} (the run has {saved.get(key)!r}, "

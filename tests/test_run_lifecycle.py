@@ -222,6 +222,23 @@ def test_resume_refuses_a_change_the_checkpoint_cannot_follow(tmp_path):
     assert [r["step"] for r in records(run)] == [100, 200, 250, 300]   # settings that may change, change
 
 
+def test_the_first_command_repeated_with_resume_keeps_the_env_count_auto_chose(tmp_path):
+    """A run started with --num-envs auto and --checkpoint-replay records the count auto chose; the same
+    command with --resume (a container restarted with its command) asked for auto again, and with a saved
+    replay (a stream per env) that was refused as a change of --num-envs ("the run has 2, asked 0"). It keeps
+    the run's count, without measuring again; a real change is still refused."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--num-envs", "2",
+               "--checkpoint-replay", "--total-steps", "200")   # the count auto would have written in config.json
+    resumed = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
+                         "--num-envs", "auto", "--checkpoint-replay", "--total-steps", "300", "--resume")
+    assert "autotune" not in resumed.stdout and "the replay is restored (200 transitions)" in resumed.stdout
+    assert json.loads((run / "config.json").read_text())["num_envs"] == 2 and records(run)[-1]["step"] == 300
+    changed = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--num-envs", "3", "--total-steps", "400",
+                         check=False)
+    assert changed.returncode == 2 and "cannot change --num-envs (the run has 2, asked 3)" in changed.stderr
+
+
 @pytest.mark.slow
 def test_a_run_that_never_wrote_a_checkpoint_can_start_again(tmp_path):
     run = tmp_path / "run"
