@@ -374,7 +374,7 @@ def resume(run: Run) -> str:
         how = f"the replay starts empty and refills for {run.cfg.learn_start:,} steps before learning goes on"
         filled = "refilled"
     from .rundir import tidy_for_resume
-    tidy_for_resume(run.run_dir, run.state.step)
+    tidy_for_resume(run.run_dir, run.state.step, run.state.last_eval_step)
     run.progress.line(f"resumed {run.run_dir} at step {run.state.step:,}; {how}")
     return filled
 

@@ -180,12 +180,23 @@ def start_fresh(run_dir: Path) -> None:
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
 
 
-def tidy_for_resume(run_dir: Path, step: int) -> None:
+def tidy_for_resume(run_dir: Path, step: int, last_eval_step: int) -> None:
     """Make the records agree with the checkpoint being resumed: log.jsonl and eval.jsonl keep the records
     up to its step (a run killed later wrote some that the resumed run will write again), a torn last
     line is dropped, and temporary files of saves that were cut short are removed. segments.jsonl keeps the
-    segments that began before that step (one that began at it is begun again now)."""
-    for name, last in (("log.jsonl", step), ("eval.jsonl", step), ("segments.jsonl", step - 1)):
+    segments that began before that step (one that began at it is begun again now).
+
+    At the checkpoint's own step, eval.jsonl keeps a periodic or confirming record only when the checkpoint
+    counts that evaluation (``last_eval_step``): a stop during the confirmation of a periodic evaluation drops
+    both, and the resumed run plays the evaluation again at that step, which wrote a second periodic record
+    of the same weights beside the first."""
+    def kept_at(name: str, record: dict) -> bool:
+        if name == "segments.jsonl":
+            return record["step"] < step
+        return record["step"] < step or (record["step"] == step and (
+            name == "log.jsonl" or last_eval_step == step or record.get("kind") not in ("periodic", "confirming")))
+
+    for name in ("log.jsonl", "eval.jsonl", "segments.jsonl"):
         path = run_dir / name
         if not path.exists():
             continue
@@ -195,7 +206,7 @@ def tidy_for_resume(run_dir: Path, step: int) -> None:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= last:
+            if isinstance(record, dict) and isinstance(record.get("step"), int) and kept_at(name, record):
                 kept.append(line + "\n")
         tmp = path.with_name(f".{name}.tmp")
         tmp.write_text("".join(kept))

@@ -122,7 +122,7 @@ def test_best_weights_whose_record_a_resume_dropped_still_count(tmp_path):
     (tmp_path / "best.json").write_text(json.dumps(model_spec({}, "breakout", {}, 1_200_000, scored)))
     assert is_best_step(tmp_path, 1_200_000) and not is_best_step(tmp_path, 1_100_000)   # on record: as before
 
-    tidy_for_resume(tmp_path, 1_000_000)
+    tidy_for_resume(tmp_path, 1_000_000, 1_000_000)
     assert max(e["step"] for e in map(json.loads, (tmp_path / "eval.jsonl").read_text().splitlines())) == 1_000_000
 
     def resumed_run_evaluates(step, mean, wall_s):

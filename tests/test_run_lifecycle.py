@@ -799,6 +799,27 @@ def test_a_signal_during_an_evaluation_drops_its_games_and_the_resumed_run_plays
     assert out.index("eval at step 300: ") < out.index("step       400:"), out
 
 
+def test_a_signal_during_a_confirmation_leaves_one_record_of_the_evaluation_it_followed(tmp_path):
+    """--save-best confirms weights that would become the best over --final-eval-games games. A SIGTERM during
+    that confirmation drops it and the periodic evaluation before it (the checkpoint counts neither), and the
+    resumed run plays both again at the checkpoint's step. The first periodic record stayed beside the new
+    one: two periodic evaluations of the same weights at step 300, where one run writes one."""
+    run = tmp_path / "run"
+    proc = start_training(run, "--eval-every", "300", "--eval-episodes", "1", "--final-eval-games", "30",
+                          "--save-best", "--max-episode-steps", "200", "--progress", "lines")
+    deadline = time.monotonic() + 120
+    while not records(run, "eval.jsonl") and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)        # during the 30 confirming games
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "SIGTERM came during the confirming evaluation at step 300" in out, out + err
+    assert [(e["step"], e["kind"]) for e in records(run, "eval.jsonl")] == [(300, "periodic")]
+    out = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "400",
+                     "--final-eval-games", "2", "--progress", "lines").stdout
+    played = [(e["step"], e["kind"], e["games"]) for e in records(run, "eval.jsonl")]
+    assert played == [(300, "periodic", 1), (300, "confirming", 2), (400, "final", 2)], out
+
+
 def test_evaluations_come_at_the_first_step_past_each_multiple_of_eval_every(tmp_path):
     """3 envs take 3 steps at a time: --eval-every 200 played at 201, 402, 603, ... (each counted from the last,
     drifting by the envs' overshoot), and runs with different --num-envs were evaluated at ever further apart
@@ -952,7 +973,7 @@ def test_a_segment_begun_again_replaces_the_one_a_kill_cut_short(tmp_path):
     write_config(tmp_path, fresh)
     resumed = make_config({"preset": "smoke", "run_dir": str(tmp_path), "resume": True, "lr": 1e-5})
     record_segment(tmp_path, resumed, 200, 3.5, "refilled")   # killed before it saved past 200
-    tidy_for_resume(tmp_path, 200)
+    tidy_for_resume(tmp_path, 200, 0)
     record_segment(tmp_path, resumed, 200, 3.5, "refilled")
     segments = records(tmp_path, "segments.jsonl")
     assert [(s["step"], s["resumed"], s["changed"]) for s in segments] == \
