@@ -320,3 +320,26 @@ def test_a_batch_that_does_not_fit_beside_the_replay_is_refused_before_the_run_s
     assert not run.exists()
     killed = train([*flags, "--allow-large-replay"], join)
     assert killed.returncode == -9, (killed.returncode, killed.stderr[-500:])
+
+
+def test_a_saved_replay_that_no_longer_fits_says_how_to_resume(memory_limited, tmp_path):
+    """A run with a 60,000-transition raw replay (0.42 GB) saved with its checkpoint, resumed under a 600 MB
+    limit (a smaller board, a tighter container). The refusal said to lower --replay-size or use auto, which
+    change nothing on a resume (the saved replay fixes the capacity): the same sentence came back. It says what
+    does work, and the first of those, compression, resumes with the saved transitions."""
+    join, limit_file = memory_limited(600)
+    run = tmp_path / "r"
+    flags = ["--resume", "--run-dir", str(run), "--total-steps", "400", "--telemetry", "off"]
+    started = train(["--replay-size", "60000", "--checkpoint-replay", "--total-steps", "300", "--telemetry", "off",
+                     "--run-dir", str(run)], None)
+    assert started.returncode == 0, started.stderr
+    refused = train(flags, join)
+    assert refused.returncode == 2, refused.stderr
+    line = refused.stderr.strip()
+    assert line.startswith("error: the replay saved with the checkpoint (--checkpoint-replay) has room for 60,000 "
+                           "transitions and needs 0.42 GB but only "), line
+    assert f"in {limit_file}); resume with --replay-compress lz4 (its frames load compressed" in line, line
+    assert "or with --no-checkpoint-replay and a --replay-size that fits (about " in line and "lower" not in line
+    resumed = train([*flags, "--replay-compress", "lz4"], join)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "the replay is restored (300 transitions)" in resumed.stdout, resumed.stdout

@@ -92,19 +92,35 @@ def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[di
     memory rule lowered before its rings wrapped (``ReplayBudget``) gets the --replay-size asked for (or the
     size auto chose) allocated, where that fits now, so the rule can raise it again (``regrown``)."""
     frame_bytes = probe_frame_bytes(cfg) if cfg.replay_compress != "off" else None
-    measured = False
     if saved and cfg.checkpoint_replay:
         capacity = saved["stream_capacity"] * saved["streams"]
         replay = regrown(cfg, saved, streams, frame_shape, dtype, frame_bytes)
         if replay is not None:
             return replay, frame_bytes
-    else:
-        capacity = choose_capacity(cfg, frame_shape, dtype, frame_bytes, streams, say)
-        measured = not cfg.replay_size
+        try:
+            return new_replay(cfg, capacity, streams, frame_shape, dtype, frame_bytes,
+                              cfg.allow_large_replay), frame_bytes
+        except ReplayTooLarge as exc:
+            raise saved_replay_too_large(cfg, capacity, frame_bytes, exc) from None
+    capacity = choose_capacity(cfg, frame_shape, dtype, frame_bytes, streams, say)
     # an auto size was measured to fit a moment ago: measuring again would refuse it by what the process
     # allocated in between
     return new_replay(cfg, capacity, streams, frame_shape, dtype, frame_bytes,
-                      cfg.allow_large_replay or measured), frame_bytes
+                      cfg.allow_large_replay or not cfg.replay_size), frame_bytes
+
+
+def saved_replay_too_large(cfg, capacity: int, frame_bytes: Optional[float], exc: ReplayTooLarge) -> ReplayTooLarge:
+    """The refusal of a resume whose saved replay no longer fits (a smaller board, a tighter container): the
+    saved replay fixes the capacity, so the fixes for a new replay (a lower --replay-size, auto) changed
+    nothing, and the same sentence came back. Compression does load it (the saved frames are compressed),
+    and so does a new replay that refills."""
+    compress = ("--replay-compress lz4 (its frames load compressed, ~20x smaller), or with "
+                if frame_bytes is None and cfg.replay_device == "host" else "")
+    return ReplayTooLarge(
+        f"the replay saved with the checkpoint (--checkpoint-replay) has room for {capacity:,} transitions and "
+        f"{exc.shortage}; resume with {compress}--no-checkpoint-replay and a --replay-size that fits (about "
+        f"{exc.fits:,}; a new replay refills for --learn-start steps), or pass --allow-large-replay to allocate "
+        f"it anyway.", exc.need, exc.avail, exc.fits, exc.shortage)
 
 
 def new_replay(cfg, capacity: int, streams: int, frame_shape: tuple, dtype, frame_bytes: Optional[float],

@@ -17,11 +17,13 @@ from ..memory import memory
 
 class ReplayTooLarge(RuntimeError):
     """The asked replay does not fit in the memory available now; the message says what to do with train's
-    flags, ``need`` and ``avail`` (bytes) and ``fits`` (transitions) let another command say it with its own."""
+    flags, ``need`` and ``avail`` (bytes) and ``fits`` (transitions) let another command say it with its own,
+    and ``shortage`` is the part that says what is missing ("needs 0.42 GB but only 0.35 GB of memory is
+    available (its limit)")."""
 
-    def __init__(self, message: str, need: int = 0, avail: int = 0, fits: int = 0):
+    def __init__(self, message: str, need: int = 0, avail: int = 0, fits: int = 0, shortage: str = ""):
         super().__init__(message)
-        self.need, self.avail, self.fits = need, avail, fits
+        self.need, self.avail, self.fits, self.shortage = need, avail, fits, shortage
 
 
 META_BYTES = 1 + 4 + 1 + 1          # action, reward, terminal, first
@@ -66,12 +68,12 @@ def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = Fal
         avail, why = mine.available, mine.limited_by
     if avail and need > spare(avail) and not allow_large:
         fits = int(spare(avail) / (need / capacity))
+        shortage = (f"needs {need / 1e9:.2f} GB but only {avail / 1e9:.2f} GB of {where} is available"
+                    f"{f' ({why})' if why else ''}")
         raise ReplayTooLarge(
-            f"a replay of {capacity:,} transitions needs {need / 1e9:.2f} GB but only {avail / 1e9:.2f} GB "
-            f"of {where} is available{f' ({why})' if why else ''}; lower --replay-size (about "
-            f"{fits:,} fits), use --replay-size auto"
-            f"{' or --replay-compress lz4' if frame_bytes is None else ''}, or pass --allow-large-replay to "
-            f"allocate it anyway.", need, avail, fits)
+            f"a replay of {capacity:,} transitions {shortage}; lower --replay-size (about {fits:,} fits), use "
+            f"--replay-size auto{' or --replay-compress lz4' if frame_bytes is None else ''}, or pass "
+            f"--allow-large-replay to allocate it anyway.", need, avail, fits, shortage)
     return need
 
 
