@@ -676,7 +676,7 @@ def _size_or_auto(text: str) -> int:
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 
 
-def _typed(name: str, value: Any) -> Any:
+def typed_setting(name: str, value: Any) -> Any:
     """``value`` as the type of Config field ``name``. Flags arrive typed by argparse; a --config file or the
     API's keyword arguments can hold anything, so a string goes through the flag's own parser ("1M", "auto")
     and a value of the wrong kind is one sentence here instead of a TypeError deep in ``validate``."""
@@ -725,7 +725,7 @@ def _typed(name: str, value: Any) -> Any:
 
 def make_config(explicit: dict[str, Any]) -> Config:
     """Defaults, then the preset named in ``explicit`` (if any), then the explicit values."""
-    explicit = {k: _typed(k, v) if k in _FIELDS else v for k, v in explicit.items()}
+    explicit = {k: typed_setting(k, v) if k in _FIELDS else v for k, v in explicit.items()}
     values: dict[str, Any] = {}
     preset = explicit.get("preset")
     if preset is not None:

@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
-from .config import Config, ConfigError, config_from_json
+from .config import Config, ConfigError, config_from_json, typed_setting
 from .presets import PRESETS
 
 # what a run (and evaluate --record, plot) writes in its directory: a new run there starts without them
@@ -235,16 +235,23 @@ def config_for_resume(explicit: dict) -> dict:
             saved = config_from_json(json.dumps(load(run_dir / "checkpoints" / "latest.pt")["config"])).to_dict()
     except (ValueError, TypeError, KeyError):
         raise ConfigError(f"{path} is not a readable jetdqn config; fix or remove it.") from None
-    fixed = FIXED_ON_RESUME + (FIXED_WITH_SAVED_REPLAY if saved.get("checkpoint_replay") else ())
-    if "num_envs" in fixed and explicit.get("num_envs") == 0:
+    # compared as settings: the API's and a --config file's "auto" is the flag's 0
+    asked = {k: typed_setting(k, explicit[k]) for k in (*FIXED_ON_RESUME, *FIXED_WITH_SAVED_REPLAY,
+                                                         "checkpoint_replay") if k in explicit}
+    replay_kept = saved.get("checkpoint_replay") and asked.get("checkpoint_replay", True)
+    fixed = FIXED_ON_RESUME + (FIXED_WITH_SAVED_REPLAY if replay_kept else ())
+    if replay_kept and asked.get("num_envs") == 0:
         # auto chose the run's count at its start: the first command repeated with --resume (a container's
         # restart) asks for that choice, the only one its saved replay's streams can continue with
         explicit = {k: v for k, v in explicit.items() if k != "num_envs"}
+        del asked["num_envs"]
     for key in fixed:
-        if key in explicit and explicit[key] != saved.get(key):
+        if key in asked and asked[key] != saved.get(key):
+            why = ("the checkpoint depends on it" if key in FIXED_ON_RESUME else
+                   "its saved replay (--checkpoint-replay) has a stream per env; --no-checkpoint-replay refills a new one")
             raise ConfigError(f"--resume cannot change --{key.replace('_', '-')} (the run has {saved.get(key)!r}, "
-                              f"asked {explicit[key]!r}): the checkpoint depends on it; drop the flag, or start "
-                              "a new run in another --run-dir.")
+                              f"asked {explicit[key]!r}): {why}; drop the flag, or start a new run in another "
+                              "--run-dir.")
     if explicit.get("preset") is not None and explicit["preset"] != saved.get("preset"):
         began = f"began with {saved['preset']!r}" if saved.get("preset") else "began without one"
         raise ConfigError(f"--resume continues the run's own settings and lays no preset over them (the run {began}, "

@@ -226,17 +226,25 @@ def test_the_first_command_repeated_with_resume_keeps_the_env_count_auto_chose(t
     """A run started with --num-envs auto and --checkpoint-replay records the count auto chose; the same
     command with --resume (a container restarted with its command) asked for auto again, and with a saved
     replay (a stream per env) that was refused as a change of --num-envs ("the run has 2, asked 0"). It keeps
-    the run's count, without measuring again; a real change is still refused."""
+    the run's count, without measuring again (so does the API's num_envs="auto"); a real change is still
+    refused, unless --no-checkpoint-replay leaves the saved replay out (it was refused too, "the checkpoint
+    depends on it")."""
+    from jetdqn.rundir import config_for_resume
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--num-envs", "2",
                "--checkpoint-replay", "--total-steps", "200")   # the count auto would have written in config.json
+    assert config_for_resume({"run_dir": str(run), "resume": True, "num_envs": "auto"})["num_envs"] == 2
     resumed = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
                          "--num-envs", "auto", "--checkpoint-replay", "--total-steps", "300", "--resume")
     assert "autotune" not in resumed.stdout and "the replay is restored (200 transitions)" in resumed.stdout
     assert json.loads((run / "config.json").read_text())["num_envs"] == 2 and records(run)[-1]["step"] == 300
     changed = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--num-envs", "3", "--total-steps", "400",
                          check=False)
-    assert changed.returncode == 2 and "cannot change --num-envs (the run has 2, asked 3)" in changed.stderr
+    assert changed.returncode == 2 and "cannot change --num-envs (the run has 2, asked 3): its saved replay " \
+        "(--checkpoint-replay) has a stream per env; --no-checkpoint-replay refills a new one" in changed.stderr
+    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--num-envs", "3", "--no-checkpoint-replay",
+               "--total-steps", "400")
+    assert records(run)[-1]["step"] >= 400 and json.loads((run / "config.json").read_text())["num_envs"] == 3
 
 
 @pytest.mark.slow
