@@ -143,7 +143,8 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
     if missing or not isinstance(payload["agent"].get("online"), dict):
         raise CheckpointError(f"{path} is a jetdqn checkpoint with parts missing ({', '.join(missing) or 'agent.online'}"
                               "); point to another checkpoint.")
-    if env_name is not None and payload.get("env", "").lower() != env_name.lower():
+    from .config import game_key
+    if env_name is not None and game_key(payload.get("env", "")) != game_key(env_name):   # 'Pong' is pong
         raise CheckpointError(f"{path} was trained on {payload.get('env')!r}, not {env_name!r}; "
                               f"pass --game/--env {payload.get('env')} or another checkpoint.")
     if network is not None:

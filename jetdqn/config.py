@@ -463,6 +463,11 @@ WEEK_S = 7 * DAY_S
 seconds_limit = _number(int, lambda v: 1 <= v <= WEEK_S, f"a number of seconds from 1 to {WEEK_S:,} (a week)")
 
 
+def game_key(game: str) -> str:
+    """The ROM name a --game spells: 'Pong', ' pong ' and 'space-invaders' name pong and space_invaders."""
+    return game.strip().lower().replace("-", "_")
+
+
 NAME_MAX, PATH_MAX = 255, 4095   # bytes in one name of a path, and in a whole path, on Linux's filesystems
 TEMP_NAME_EXTRA = 10   # what a file written whole and renamed adds to its name: ".{name}.part.mp4" (video)
 

@@ -122,7 +122,7 @@ class Policy:
 
     def play_config(self, game: Optional[str] = None, env: Optional[str] = None, seed: int = 0, **more):
         """The Config to play with: the training run's preprocessing, its game unless another is named."""
-        from .config import make_config
+        from .config import game_key, make_config
         keep = ("history", "dueling", "frame_skip", "noop_max", "max_episode_steps", "terminal_on_life_loss",
                 "sticky_actions", "full_action_space", "game", "env")
         explicit = {key: self.config[key] for key in keep if self.config.get(key) is not None}
@@ -131,7 +131,7 @@ class Policy:
         elif game:
             explicit.update(game=game, env=None)
         cfg = make_config({**explicit, "seed": seed, "telemetry": "off", **more})
-        if cfg.env_name.lower() != self.env_name.lower():
+        if game_key(cfg.env_name) != game_key(self.env_name):
             raise CheckpointError(f"{self.source} was trained on {self.env_name!r}, not {cfg.env_name!r}; "
                                   f"play {self.env_name} or give another model.")
         return cfg

@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
-from .config import Config, ConfigError, config_from_json, typed_setting
+from .config import Config, ConfigError, config_from_json, game_key, typed_setting
 from .presets import PRESETS
 
 # what a run (and evaluate --record, plot) writes in its directory: a new run there starts without them
@@ -218,6 +218,19 @@ def tidy_for_resume(run_dir: Path, step: int, last_eval_step: int) -> None:
                     p.unlink()
 
 
+def same_setting(key: str, asked, saved) -> bool:
+    """Whether a resume's ``asked`` value of a setting it cannot change is the run's ``saved`` one: a game
+    however it is spelt ('Pong' started the run, 'pong' resumed it: the same ROM, which the checkpoint was
+    refused for), and --num-envs auto, which chose the run's count at its start (the first command repeated
+    with --resume, as a container restarts, asks for that choice: with a saved replay, whose streams fix
+    the count, it was refused)."""
+    if key == "game" and isinstance(asked, str) and isinstance(saved, str):
+        return game_key(asked) == game_key(saved)
+    if key == "num_envs" and asked == 0:
+        return True
+    return asked == saved
+
+
 def config_for_resume(explicit: dict) -> dict:
     """On --resume, start from the run's saved settings (config.json, or the checkpoint's copy when that is
     gone), then apply the flags given now; a change the checkpoint cannot continue with is refused. The saved
@@ -240,18 +253,15 @@ def config_for_resume(explicit: dict) -> dict:
                                                          "checkpoint_replay") if k in explicit}
     replay_kept = saved.get("checkpoint_replay") and asked.get("checkpoint_replay", True)
     fixed = FIXED_ON_RESUME + (FIXED_WITH_SAVED_REPLAY if replay_kept else ())
-    if replay_kept and asked.get("num_envs") == 0:
-        # auto chose the run's count at its start: the first command repeated with --resume (a container's
-        # restart) asks for that choice, the only one its saved replay's streams can continue with
-        explicit = {k: v for k, v in explicit.items() if k != "num_envs"}
-        del asked["num_envs"]
     for key in fixed:
-        if key in asked and asked[key] != saved.get(key):
+        if key in asked and not same_setting(key, asked[key], saved.get(key)):
             why = ("the checkpoint depends on it" if key in FIXED_ON_RESUME else
                    "its saved replay (--checkpoint-replay) has a stream per env; --no-checkpoint-replay refills a new one")
             raise ConfigError(f"--resume cannot change --{key.replace('_', '-')} (the run has {saved.get(key)!r}, "
                               f"asked {explicit[key]!r}): {why}; drop the flag, or start a new run in another "
                               "--run-dir.")
+    # what the run has stays as it was written ('Pong' resumed as 'pong' is still 'Pong' in config.json)
+    explicit = {k: v for k, v in explicit.items() if k not in fixed or k not in asked}
     if explicit.get("preset") is not None and explicit["preset"] != saved.get("preset"):
         began = f"began with {saved['preset']!r}" if saved.get("preset") else "began without one"
         raise ConfigError(f"--resume continues the run's own settings and lays no preset over them (the run {began}, "

@@ -247,6 +247,20 @@ def test_the_first_command_repeated_with_resume_keeps_the_env_count_auto_chose(t
     assert records(run)[-1]["step"] >= 400 and json.loads((run / "config.json").read_text())["num_envs"] == 3
 
 
+def test_a_game_resumed_under_another_spelling_of_its_name_goes_on(tmp_path):
+    """--game Pong and --game pong name the same ROM (a new run takes either), but a run begun as Pong was
+    refused a resume as pong ("the run has 'Pong', asked 'pong'"). It goes on, and config.json keeps the
+    run's own spelling; another game is still refused."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--game", "Pong", "--run-dir", str(run), "--telemetry", "off",
+               "--total-steps", "100")
+    run_module("jetdqn.train", "--resume", "--game", " pong", "--run-dir", str(run), "--total-steps", "200")
+    assert json.loads((run / "config.json").read_text())["game"] == "Pong" and records(run)[-1]["step"] == 200
+    other = run_module("jetdqn.train", "--resume", "--game", "breakout", "--run-dir", str(run), "--total-steps", "300",
+                       check=False)
+    assert other.returncode == 2 and "cannot change --game (the run has 'Pong', asked 'breakout')" in other.stderr
+
+
 @pytest.mark.slow
 def test_a_run_that_never_wrote_a_checkpoint_can_start_again(tmp_path):
     run = tmp_path / "run"

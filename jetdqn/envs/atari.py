@@ -10,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..config import SEED_MAX, ConfigError
+from ..config import SEED_MAX, ConfigError, game_key
 from ..cores import usable_cores
 from ..needs import broken_install
 from .base import Step, VecStep
@@ -75,7 +75,7 @@ def ale_env_id(game: str) -> str:
     """'space_invaders' -> 'ALE/SpaceInvaders-v5' (the id ale-py registers for that ROM: tic_tac_toe_3d's is
     'ALE/TicTacToe3D-v5', and the one spelt from its name, TicTacToe3d, was Gymnasium's NameNotFound
     traceback); refuses games ALE does not ship, or ships for its multi-player mode only."""
-    key = game.strip().lower().replace("-", "_")
+    key = game_key(game)
     ids = ale_game_ids()
     if key in _multi_player_only():
         raise ConfigError(f"{key} is one of the ROMs ale-py ships for its multi-player mode only "
@@ -223,7 +223,7 @@ class AleVecEnvs:
         from ale_py.vector_env import AtariVectorEnv
 
         ale_env_id(game)  # refuses an unknown game with the same sentence as the single env
-        self.game = game.strip().lower().replace("-", "_")
+        self.game = game_key(game)
         self.num_envs = num_envs
         self._env = AtariVectorEnv(self.game, num_envs=num_envs, num_threads=num_threads or min(num_envs, usable_cores()),
                                    stack_num=1, frameskip=frame_skip, maxpool=True, noop_max=noop_max,
