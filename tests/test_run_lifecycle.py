@@ -261,6 +261,31 @@ def test_a_game_resumed_under_another_spelling_of_its_name_goes_on(tmp_path):
     assert other.returncode == 2 and "cannot change --game (the run has 'Pong', asked 'breakout')" in other.stderr
 
 
+def test_a_replay_size_the_saved_replay_cannot_take_is_refused_on_resume(tmp_path):
+    """A saved replay (--checkpoint-replay) fixes the capacity: a resume with --replay-size 2000 went on with
+    the saved 200 transitions' room while config.json said 2000. It is refused before anything is written,
+    naming the way that works; the size the run was made with (1000 on 3 envs: 333 a stream) still resumes."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--replay-size", "200",
+               "--checkpoint-replay", "--total-steps", "300")
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+    refused = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--replay-size", "2000", "--total-steps",
+                         "400", check=False)
+    assert refused.returncode == 2 and refused.stderr == (
+        "error: --replay-size 2,000 cannot apply to the replay saved with the checkpoint (--checkpoint-replay), which "
+        "has room for 200 transitions and is loaded as it was saved: drop --replay-size (or give 200), or resume with "
+        "--no-checkpoint-replay for a new replay of 2,000, refilled for --learn-start steps.\n")
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
+    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--replay-size", "2000", "--no-checkpoint-replay",
+               "--total-steps", "400")
+    assert records(run)[-1]["replay_capacity"] == 2000
+    three = tmp_path / "three"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(three), "--telemetry", "off", "--num-envs", "3",
+               "--replay-size", "1000", "--checkpoint-replay", "--total-steps", "300")
+    run_module("jetdqn.train", "--resume", "--run-dir", str(three), "--total-steps", "400")
+    assert records(three)[-1]["replay_capacity"] == 999
+
+
 @pytest.mark.slow
 def test_a_run_that_never_wrote_a_checkpoint_can_start_again(tmp_path):
     run = tmp_path / "run"

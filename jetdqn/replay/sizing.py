@@ -97,6 +97,7 @@ def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[di
         replay = regrown(cfg, saved, streams, frame_shape, dtype, frame_bytes)
         if replay is not None:
             return replay, frame_bytes
+        refuse_another_size(cfg, saved)
         try:
             return new_replay(cfg, capacity, streams, frame_shape, dtype, frame_bytes,
                               cfg.allow_large_replay), frame_bytes
@@ -107,6 +108,22 @@ def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[di
     # allocated in between
     return new_replay(cfg, capacity, streams, frame_shape, dtype, frame_bytes,
                       cfg.allow_large_replay or not cfg.replay_size), frame_bytes
+
+
+def refuse_another_size(cfg, saved: dict) -> None:
+    """A --replay-size other than the one the saved replay was made for, refused before anything is written:
+    the saved replay fixes the capacity (``regrown`` raises one the memory rule lowered, nothing else), so a
+    resume with --replay-size 2000 went on at 200 while config.json said 2000."""
+    per_stream = int(saved.get("stream_allocated", saved["stream_capacity"]))
+    if not cfg.replay_size or cfg.replay_size // saved["streams"] == per_stream:   # 1000 on 3 envs: 333 each
+        return
+    allocated = per_stream * saved["streams"]
+    from ..config import ConfigError
+    capacity = saved["stream_capacity"] * saved["streams"]
+    raise ConfigError(f"--replay-size {cfg.replay_size:,} cannot apply to the replay saved with the checkpoint "
+                      f"(--checkpoint-replay), which has room for {capacity:,} transitions and is loaded as it was "
+                      f"saved: drop --replay-size (or give {allocated:,}), or resume with --no-checkpoint-replay "
+                      f"for a new replay of {cfg.replay_size:,}, refilled for --learn-start steps.")
 
 
 def saved_replay_too_large(cfg, capacity: int, frame_bytes: Optional[float], exc: ReplayTooLarge) -> ReplayTooLarge:
