@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from jetdqn.memory import memory
@@ -322,6 +323,27 @@ def test_a_batch_that_does_not_fit_beside_the_replay_is_refused_before_the_run_s
     assert killed.returncode == -9, (killed.returncode, killed.stderr[-500:])
 
 
+def test_the_refusal_of_a_saved_replay_names_the_fixes_a_resume_can_use():
+    """The sentence of the test below without its cgroup: a saved replay of 10M raw Pong transitions (70 GB)
+    refused on this machine names compression and a new replay, not a lower --replay-size (the saved one
+    fixes the capacity); a device replay, which keeps frames raw, is not told to compress."""
+    from jetdqn.config import make_config
+    from jetdqn.replay import ReplayTooLarge
+    from jetdqn.replay.sizing import make_replay
+    saved = {"streams": 1, "stream_capacity": 10_000_000, "stream_allocated": 10_000_000, "size": [10_000_000]}
+    for device, compress in (("host", True), ("cpu", False)):
+        cfg = make_config({"preset": "smoke", "replay_size": 10_000_000, "checkpoint_replay": True,
+                           "replay_device": device})
+        with pytest.raises(ReplayTooLarge) as refused:
+            make_replay(cfg, 1, (84, 84), np.uint8, saved, say=lambda _: None)
+        line = str(refused.value)
+        assert line.startswith("the replay saved with the checkpoint (--checkpoint-replay) has room for 10,000,000 "
+                               "transitions and needs 70."), line
+        assert ("resume with --replay-compress lz4 (its frames load compressed" in line) == compress, line
+        assert "--no-checkpoint-replay and a --replay-size that fits (about " in line and "lower" not in line
+
+
+@pytest.mark.slow   # ~9 s; the test above checks the sentence in make test
 def test_a_saved_replay_that_no_longer_fits_says_how_to_resume(memory_limited, tmp_path):
     """A run with a 60,000-transition raw replay (0.42 GB) saved with its checkpoint, resumed under a 600 MB
     limit (a smaller board, a tighter container). The refusal said to lower --replay-size or use auto, which
