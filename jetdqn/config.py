@@ -235,6 +235,9 @@ class Config:
             if getattr(self, name) > MAX_GAMES:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at most {MAX_GAMES:,} games, got "
                                   f"{getattr(self, name):,}.")
+        if self.replay_size > MAX_REPLAY:
+            raise ConfigError(f"--replay-size must be at most {MAX_REPLAY:,} transitions (7 TB of raw Atari frames), "
+                              f"got {self.replay_size:,}.")
         if self.history > MAX_HISTORY:   # 5e9 was an allocation traceback; 100,000 held the first update for minutes
             raise ConfigError(f"--history must be at most {MAX_HISTORY} frames (each stack holds that many frames per "
                               f"env and per sampled transition; the Nature DQN stacks 4), got {self.history:,}.")
@@ -456,6 +459,7 @@ seed = _number(int, lambda v: 0 <= v <= SEED_MAX, f"a seed from 0 to {SEED_MAX:,
 MAX_GAMES = 1_000_000   # games in one evaluation: far more than any protocol plays, and an array of scores fits
 games = _number(int, lambda v: 1 <= v <= MAX_GAMES, f"a number of games from 1 to {MAX_GAMES:,}")
 MAX_HISTORY = 64   # frames in one stack
+MAX_REPLAY = 1_000_000_000   # transitions: 7 TB of raw Atari frames; 1e20 was numpy's "Maximum allowed dimension"
 # the longest sampling interval and the longest time limit: time.sleep and poll took 2**63 s for an
 # OverflowError traceback
 DAY_S = 86_400

@@ -48,7 +48,9 @@ def test_every_preset_is_a_valid_config():
                            "as Taxi-v4"),   # without gymnasium's two-line warning above it
     (["--device", "cuda", "--total-steps", "10"], "no usable CUDA GPU"),
     (["--telemetry", "tegrastats", "--total-steps", "10"], "no 'tegrastats' on this machine"),
-    (["--replay-size", "100000000000", "--total-steps", "10"], "--allow-large-replay"),
+    (["--replay-size", "900000000", "--total-steps", "10"], "--allow-large-replay"),
+    # 1e20 with --allow-large-replay was numpy's "Maximum allowed dimension exceeded" traceback
+    (["--replay-size", "1e20", "--allow-large-replay"], "--replay-size must be at most 1,000,000,000 transitions"),
     (["--lr-cuts", "5e5"], "--lr-cuts takes STEP:LR pairs"),
     (["--lr-cuts", "1M:2.5e-5,500k:1e-5"], "--lr-cuts must list its steps in rising order"),
     (["--lr-cuts", "1M:0"], "--lr-cuts needs a positive step and a positive learning rate"),

@@ -102,6 +102,8 @@ def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[di
             return new_replay(cfg, capacity, streams, frame_shape, dtype, frame_bytes,
                               cfg.allow_large_replay), frame_bytes
         except ReplayTooLarge as exc:
+            if not exc.shortage:
+                raise   # the allocation itself failed: --allow-large-replay
             raise saved_replay_too_large(cfg, capacity, frame_bytes, exc) from None
     capacity = choose_capacity(cfg, frame_shape, dtype, frame_bytes, streams, say)
     # an auto size was measured to fit a moment ago: measuring again would refuse it by what the process
@@ -142,10 +144,26 @@ def saved_replay_too_large(cfg, capacity: int, frame_bytes: Optional[float], exc
 
 def new_replay(cfg, capacity: int, streams: int, frame_shape: tuple, dtype, frame_bytes: Optional[float],
                allow_large: bool) -> ReplayBuffer:
-    return ReplayBuffer(capacity, frame_shape, dtype, cfg.history, num_streams=streams, seed=cfg.seed,
-                        allow_large=allow_large, compress=cfg.replay_compress, frame_bytes=frame_bytes,
-                        n_step=cfg.n_step, gamma=cfg.gamma, device=cfg.replay_device, prioritized=cfg.prioritized,
-                        priority_alpha=cfg.priority_alpha, priority_beta=cfg.priority_beta)
+    """The replay, or ReplayTooLarge where the allocation itself fails: with --allow-large-replay (no check
+    against the available memory) a size the kernel refuses was numpy's MemoryError or torch's RuntimeError
+    traceback."""
+    try:
+        return ReplayBuffer(capacity, frame_shape, dtype, cfg.history, num_streams=streams, seed=cfg.seed,
+                            allow_large=allow_large, compress=cfg.replay_compress, frame_bytes=frame_bytes,
+                            n_step=cfg.n_step, gamma=cfg.gamma, device=cfg.replay_device,
+                            prioritized=cfg.prioritized, priority_alpha=cfg.priority_alpha,
+                            priority_beta=cfg.priority_beta)
+    except ReplayTooLarge:
+        raise   # the check against the available memory: a RuntimeError itself
+    except (MemoryError, RuntimeError) as exc:
+        if not isinstance(exc, MemoryError) and not any(
+                word in str(exc).lower() for word in ("allocate", "out of memory")):
+            raise
+        need = replay_bytes(capacity, frame_shape, dtype, frame_bytes, prioritized=cfg.prioritized)
+        raise ReplayTooLarge(f"a replay of {capacity:,} transitions needs {need / 1e9:,.2f} GB, which could not be "
+                             f"allocated ({'the GPU' if cfg.replay_device == 'cuda' else 'the kernel'} refused it"
+                             f"{'; --allow-large-replay skips the check against the available memory, not that' if allow_large else ''}"
+                             f"): lower --replay-size.", need) from None
 
 
 def regrown(cfg, saved: dict, streams: int, frame_shape: tuple, dtype,
