@@ -27,6 +27,7 @@ import numpy as np
 
 from . import checkpoint as ckpt
 from .config import Config
+from .memory import refused_allocation
 from .records import Progress, RunLog
 from .signals import stop_on_signals
 
@@ -46,6 +47,7 @@ class RunState:
     interrupted: Optional[str] = None  # the signal that asked the run to stop (SIGINT, SIGTERM, SIGHUP)
     reached_target: bool = False
     diverged: Optional[str] = None     # why the loss stopped the run
+    saved_at: Optional[int] = None     # the step of checkpoints/latest.pt (None: this run has not written one)
 
     def stop(self, signal_name: str) -> None:
         """A stop signal came (``signals.stop_on_signals``): the loop ends after this step; the first one names it."""
@@ -70,6 +72,7 @@ class RunState:
         self.returns.extend(counters.get("returns", []))
         self.wall_before = float(counters.get("wall_s", 0.0))
         self.last_eval_step = int(counters.get("last_eval_step", 0))
+        self.saved_at = self.step
 
 
 @dataclass
@@ -96,6 +99,27 @@ class Run:
 
 class TrainingDiverged(RuntimeError):
     """The loss is no longer a finite number; the run stopped and kept its last good checkpoint."""
+
+
+class RunOutOfMemory(RuntimeError):
+    """An allocation the system refused stopped the run (an update's batch with --allow-large-replay, which
+    skips the refusal at the start; a process that may not overcommit); its last checkpoint stays."""
+
+
+def out_of_memory(run: "Run", exc: BaseException) -> RunOutOfMemory:
+    """The sentence for ``exc``, an allocation refused at ``run``'s current step: what failed, what is kept,
+    what to do. Saving now would need memory too, and could be the next refusal."""
+    cause = exc
+    while cause.__cause__ is not None:   # the learner thread's own error, not its wrapper's
+        cause = cause.__cause__
+    what = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+    what = what.split("DefaultCPUAllocator: ")[-1][:200]
+    state, latest = run.state, run.checkpointer.latest
+    kept = (f"{latest} keeps step {state.saved_at:,}: lower --batch-size (or --replay-size), or give the run more "
+            "memory, and --resume" if state.saved_at is not None and latest.exists() else
+            "no checkpoint was written before it: lower --batch-size (or --replay-size), or give the run more "
+            "memory, and start it again")
+    return RunOutOfMemory(f"the run ran out of memory at step {state.step:,} ({what}); it stopped, and {kept}.")
 
 
 class Every:
@@ -235,6 +259,10 @@ def run_loop(run: Run) -> dict:
                         save_checkpoint(run)
             if state.step > log.step and not state.diverged:
                 summary = write_record(run, log, renderer)  # an interrupt: the record of the last steps
+        except (MemoryError, RuntimeError) as exc:   # numpy's, torch's (and the learner thread's) refusals
+            if not refused_allocation(exc):
+                raise
+            raise out_of_memory(run, exc) from None
         finally:
             learner.finish()
             run.sampler.stop()
@@ -351,6 +379,7 @@ def save_checkpoint(run: Run) -> None:
         run.state.diverged = f"training diverged (non-finite weights at step {run.state.step:,})"
     if not run.state.diverged:
         run.checkpointer.save(run.state.counters(run.schedule))
+        run.state.saved_at = run.state.step
 
 
 def resume(run: Run) -> str:

@@ -87,6 +87,19 @@ def memory(proc: str = "/proc/self", meminfo: str = "/proc/meminfo") -> Memory:
     return Memory(available=available, machine_available=avail, machine_total=total, limit=tightest)
 
 
+def refused_allocation(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from: the learner thread's failure) is an allocation the system
+    refused: numpy's MemoryError, torch's "DefaultCPUAllocator: can't allocate memory" RuntimeError, or CUDA's
+    out of memory. Where a process may not overcommit (``ulimit -v``, a board's strict overcommit, a request
+    larger than memory and swap together) an allocation fails this way; elsewhere the kernel kills instead."""
+    while exc is not None:
+        if isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and any(
+                words in str(exc).lower() for words in ("can't allocate memory", "out of memory"))):
+            return True
+        exc = exc.__cause__
+    return False
+
+
 def available_memory_bytes() -> int:
     """The memory this process may still take, in bytes (see the module's docstring)."""
     return memory().available

@@ -385,3 +385,25 @@ def test_a_replay_the_kernel_will_not_allocate_is_one_sentence_with_allow_large_
             "refused it; --allow-large-replay skips the check against the available memory, not that): lower "
             "--replay-size.\n"), refused.stderr
         assert not run.exists()
+
+
+@pytest.mark.parametrize("learner", ["inline", "async"])
+def test_an_update_the_system_will_not_allocate_stops_the_run_in_one_sentence(tmp_path, learner):
+    """--allow-large-replay skips the refusal of a --batch-size that does not fit (a machine with swap). Where an
+    allocation can fail instead of being killed for (``ulimit -v``, strict overcommit, a request past memory
+    and swap), the first update of --batch-size 1500 (~1 GB) was a RuntimeError traceback from torch's
+    allocator, or from the learner thread. It ends in one sentence, status 2, naming the checkpoint kept."""
+    import resource
+
+    def limited():   # a smoke run's address space is ~1.25 GB
+        resource.setrlimit(resource.RLIMIT_AS, (1900 << 20, 1900 << 20))
+    run = tmp_path / "r"
+    stopped = train(["--replay-size", "2000", "--batch-size", "1500", "--learn-start", "1500", "--total-steps",
+                     "2000", "--checkpoint-every", "1000", "--allow-large-replay", "--telemetry", "off",
+                     "--run-dir", str(run)] + ["--async-learner"] * (learner == "async"), limited)
+    assert stopped.returncode == 2, stopped.stderr[-2000:]
+    line = stopped.stderr.strip()
+    assert line.startswith("error: the run ran out of memory at step 1,5") and "\n" not in line, line
+    assert line.endswith(f"it stopped, and {run}/checkpoints/latest.pt keeps step 1,000: lower --batch-size (or "
+                         "--replay-size), or give the run more memory, and --resume."), line
+    assert json.loads((run / "log.jsonl").read_text().splitlines()[-1])["step"] <= 1500

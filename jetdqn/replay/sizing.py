@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..memory import available_memory_bytes, memory
+from ..memory import available_memory_bytes, memory, refused_allocation
 from .buffer import ReplayBuffer
 from .storage import Codec, ReplayTooLarge, replay_bytes, spare
 
@@ -156,8 +156,7 @@ def new_replay(cfg, capacity: int, streams: int, frame_shape: tuple, dtype, fram
     except ReplayTooLarge:
         raise   # the check against the available memory: a RuntimeError itself
     except (MemoryError, RuntimeError) as exc:
-        if not isinstance(exc, MemoryError) and not any(
-                word in str(exc).lower() for word in ("allocate", "out of memory")):
+        if not refused_allocation(exc):
             raise
         need = replay_bytes(capacity, frame_shape, dtype, frame_bytes, prioritized=cfg.prioritized)
         raise ReplayTooLarge(f"a replay of {capacity:,} transitions needs {need / 1e9:,.2f} GB, which could not be "
