@@ -255,13 +255,13 @@ def config_for_resume(explicit: dict) -> dict:
     fixed = FIXED_ON_RESUME + (FIXED_WITH_SAVED_REPLAY if replay_kept else ())
     for key in fixed:
         if key in asked and not same_setting(key, asked[key], saved.get(key)):
-            why = ("the checkpoint depends on it" if key in FIXED_ON_RESUME else
-                   "its saved replay (--checkpoint-replay) has a stream per env; --no-checkpoint-replay refills a new one")
+            why = ("the checkpoint depends on it" if key in FIXED_ON_RESUME else "its saved replay "
+                   "(--checkpoint-replay) has a stream per env; --no-checkpoint-replay refills a new one")
             raise ConfigError(f"--resume cannot change --{key.replace('_', '-')} (the run has {saved.get(key)!r}, "
                               f"asked {explicit[key]!r}): {why}; drop the flag, or start a new run in another "
                               "--run-dir.")
     # what the run has stays as it was written ('Pong' resumed as 'pong' is still 'Pong' in config.json)
-    explicit = {k: v for k, v in explicit.items() if k not in fixed or k not in asked}
+    explicit = {k: v for k, v in explicit.items() if k not in fixed}
     if explicit.get("preset") is not None and explicit["preset"] != saved.get("preset"):
         began = f"began with {saved['preset']!r}" if saved.get("preset") else "began without one"
         raise ConfigError(f"--resume continues the run's own settings and lays no preset over them (the run {began}, "

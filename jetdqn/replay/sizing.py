@@ -159,10 +159,11 @@ def new_replay(cfg, capacity: int, streams: int, frame_shape: tuple, dtype, fram
         if not refused_allocation(exc):
             raise
         need = replay_bytes(capacity, frame_shape, dtype, frame_bytes, prioritized=cfg.prioritized)
+        who = "the GPU" if cfg.replay_device == "cuda" else "the kernel"
+        skipped = ("; --allow-large-replay skips the check against the available memory, not that"
+                   if cfg.allow_large_replay else "")
         raise ReplayTooLarge(f"a replay of {capacity:,} transitions needs {need / 1e9:,.2f} GB, which could not be "
-                             f"allocated ({'the GPU' if cfg.replay_device == 'cuda' else 'the kernel'} refused it"
-                             f"{'; --allow-large-replay skips the check against the available memory, not that' if allow_large else ''}"
-                             f"): lower --replay-size.", need) from None
+                             f"allocated ({who} refused it{skipped}): lower --replay-size.", need) from None
 
 
 def regrown(cfg, saved: dict, streams: int, frame_shape: tuple, dtype,
