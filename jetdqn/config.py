@@ -732,6 +732,17 @@ def typed_setting(name: str, value: Any) -> Any:
     raise ConfigError(f"{flag} takes {what}, got {value!r}.")
 
 
+def unread_reset(values: dict[str, Any], given) -> dict[str, Any]:
+    """``values`` (a resumed run's settings with the flags given now) with each setting that only a mode
+    reads set back to its default where that mode is now off and the setting was not ``given``: a run
+    trained with --backend ray --num-actors 3, resumed with --backend local, was refused for its own saved
+    --num-actors 3 ("has no effect without --backend ray"), a flag nobody typed."""
+    typed = {k: typed_setting(k, v) if k in _FIELDS else v for k, v in values.items()}
+    view = type("Settings", (), {f: typed.get(f, _FIELDS[f].default) for f in _FIELDS})
+    return {**values, **{name: _FIELDS[name].default for name, (_needs, on) in Config._ONLY_WITH.items()
+                         if name not in given and not on(view)}}
+
+
 def make_config(explicit: dict[str, Any]) -> Config:
     """Defaults, then the preset named in ``explicit`` (if any), then the explicit values."""
     explicit = {k: typed_setting(k, v) if k in _FIELDS else v for k, v in explicit.items()}

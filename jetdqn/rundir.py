@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
-from .config import Config, ConfigError, config_from_json, game_key, typed_setting
+from .config import Config, ConfigError, config_from_json, game_key, typed_setting, unread_reset
 from .presets import PRESETS
 
 # what a run (and evaluate --record, plot) writes in its directory: a new run there starts without them
@@ -271,7 +271,7 @@ def config_for_resume(explicit: dict) -> dict:
     saved["resume"] = False
     saved["overwrite"] = False
     saved.update({k: v for k, v in explicit.items() if k != "preset"})
-    return saved
+    return unread_reset(saved, explicit)
 
 
 # Flags of one invocation, not settings of the run: a resume always differs from the segment before in them.

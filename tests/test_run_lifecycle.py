@@ -286,6 +286,23 @@ def test_a_replay_size_the_saved_replay_cannot_take_is_refused_on_resume(tmp_pat
     assert records(three)[-1]["replay_capacity"] == 999
 
 
+def test_a_resume_that_turns_a_mode_off_is_not_refused_for_the_runs_own_settings_of_that_mode(tmp_path):
+    """A run with --prioritized --priority-alpha 0.6 resumed with --no-prioritized was refused for "--priority-alpha
+    0.6 has no effect without --prioritized", a flag nobody typed: it came from config.json (so was a Ray run
+    resumed with --backend local, for its --num-actors). The run's own setting of that mode goes back to its
+    default (segments.jsonl records the change); one typed now is still refused."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--prioritized",
+               "--priority-alpha", "0.6", "--total-steps", "200")
+    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--no-prioritized", "--total-steps", "300")
+    saved = json.loads((run / "config.json").read_text())
+    assert (saved["prioritized"], saved["priority_alpha"]) == (False, 0.5) and records(run)[-1]["step"] == 300
+    assert records(run, "segments.jsonl")[-1]["changed"]["priority_alpha"] == [0.6, 0.5]
+    typed = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--priority-alpha", "0.7", "--total-steps",
+                       "400", check=False)
+    assert typed.returncode == 2 and "--priority-alpha 0.7 has no effect without --prioritized" in typed.stderr
+
+
 @pytest.mark.slow
 def test_a_run_that_never_wrote_a_checkpoint_can_start_again(tmp_path):
     run = tmp_path / "run"
