@@ -136,10 +136,10 @@ def test_a_refused_ray_run_starts_no_ray(tmp_path):
     """The local Ray started while the run's parts were built, before the replay's memory check: a replay too
     large was refused after ~10 s of Ray's start, under Ray's own warnings. Ray now starts last."""
     proc = subprocess.Popen([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--backend", "ray",
-                             "--replay-size", "3000000000", "--run-dir", str(tmp_path / "run"), "--telemetry", "off"],
+                             "--replay-size", "900000000", "--run-dir", str(tmp_path / "run"), "--telemetry", "off"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 2 and err.startswith("error: a replay of 3,000,000,000 transitions needs "), err
+    assert proc.returncode == 2 and err.startswith("error: a replay of 900,000,000 transitions needs "), err
     assert len(err.splitlines()) == 1 and not (tmp_path / "run").exists()
     assert not list(Path("/tmp/ray").glob(f"session_*_{proc.pid}")), "a local Ray was started"
 
