@@ -205,7 +205,10 @@ def run_loop(run: Run) -> dict:
     from .rundir import record_segment
     filled = resume(run) if run.payload is not None else "new"
     say_if_it_never_learns(run)
-    record_segment(run_dir=run.run_dir, cfg=cfg, step=state.step, wall_s=state.wall_s(), replay=filled)
+    segment = record_segment(run_dir=run.run_dir, cfg=cfg, step=state.step, wall_s=state.wall_s(), replay=filled)
+    if segment["changed"]:   # said, not only recorded: a resume also sets back the settings of a mode turned off
+        run.progress.line("settings changed at this resume: " + ", ".join(
+            f"--{name.replace('_', '-')} {before} -> {now}" for name, (before, now) in segment["changed"].items()))
     write_run_config(run)   # after the segment's record: it compares the settings with config.json's
     run.sampler.mark_threads("emulator", acting.emulator_threads)
     renderer = make_renderer(cfg.display_freq, f"jetdqn train: {cfg.env_name}", run.progress.note)

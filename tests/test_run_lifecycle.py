@@ -276,11 +276,14 @@ def test_a_resume_that_turns_a_mode_off_is_not_refused_for_the_runs_own_settings
     """A run with --prioritized --priority-alpha 0.6 resumed with --no-prioritized was refused for "--priority-alpha
     0.6 has no effect without --prioritized", a flag nobody typed: it came from config.json (so was a Ray run
     resumed with --backend local, for its --num-actors). The run's own setting of that mode goes back to its
-    default (segments.jsonl records the change); one typed now is still refused."""
+    default (the resume says so, and segments.jsonl records it); one typed now is still refused."""
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--prioritized",
                "--priority-alpha", "0.6", "--total-steps", "200")
-    run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--no-prioritized", "--total-steps", "300")
+    out = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--no-prioritized", "--total-steps", "300",
+                     "--progress", "lines").stdout
+    assert ("settings changed at this resume: --total-steps 200 -> 300, --prioritized True -> False, "
+            "--priority-alpha 0.6 -> 0.5, --progress auto -> lines\n") in out, out   # said, not only recorded
     saved = json.loads((run / "config.json").read_text())
     assert (saved["prioritized"], saved["priority_alpha"]) == (False, 0.5) and records(run)[-1]["step"] == 300
     assert records(run, "segments.jsonl")[-1]["changed"]["priority_alpha"] == [0.6, 0.5]
