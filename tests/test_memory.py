@@ -367,7 +367,8 @@ def test_a_saved_replay_that_no_longer_fits_says_how_to_resume(memory_limited, t
     assert "the replay is restored (300 transitions)" in resumed.stdout, resumed.stdout
 
 
-def test_a_replay_the_kernel_will_not_allocate_is_one_sentence_with_allow_large_replay(tmp_path):
+@pytest.mark.parametrize("device", ["host", pytest.param("cpu", marks=pytest.mark.slow)])
+def test_a_replay_the_kernel_will_not_allocate_is_one_sentence_with_allow_large_replay(tmp_path, device):
     """--allow-large-replay skips the check against the available memory (a machine with swap), so a size
     nothing can hold reached the allocation: numpy's MemoryError (the host replay) or torch's RuntimeError
     (--replay-device cpu) traceback. A process limited to 16 GB of address space (ulimit -v) makes the
@@ -376,15 +377,14 @@ def test_a_replay_the_kernel_will_not_allocate_is_one_sentence_with_allow_large_
 
     def limited():
         resource.setrlimit(resource.RLIMIT_AS, (16 << 30, 16 << 30))
-    for device in ("host", "cpu"):
-        run = tmp_path / device
-        refused = train(["--replay-size", "50000000", "--allow-large-replay", "--replay-device", device,
-                         "--run-dir", str(run), "--telemetry", "off"], limited)
-        assert refused.returncode == 2 and refused.stderr == (
-            "error: a replay of 50,000,000 transitions needs 353.15 GB, which could not be allocated (the kernel "
-            "refused it; --allow-large-replay skips the check against the available memory, not that): lower "
-            "--replay-size.\n"), refused.stderr
-        assert not run.exists()
+    run = tmp_path / device
+    refused = train(["--replay-size", "50000000", "--allow-large-replay", "--replay-device", device,
+                     "--run-dir", str(run), "--telemetry", "off"], limited)
+    assert refused.returncode == 2 and refused.stderr == (
+        "error: a replay of 50,000,000 transitions needs 353.15 GB, which could not be allocated (the kernel "
+        "refused it; --allow-large-replay skips the check against the available memory, not that): lower "
+        "--replay-size.\n"), refused.stderr
+    assert not run.exists()
 
 
 @pytest.mark.parametrize("learner", ["inline", pytest.param("async", marks=pytest.mark.slow)])

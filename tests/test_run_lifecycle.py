@@ -852,6 +852,22 @@ def test_a_signal_during_an_evaluation_drops_its_games_and_the_resumed_run_plays
     assert out.index("eval at step 300: ") < out.index("step       400:"), out
 
 
+def test_a_resume_drops_an_evaluation_at_its_step_that_its_checkpoint_does_not_count(tmp_path):
+    """The rule the test below checks with a real stop, in make test: at the checkpoint's step, eval.jsonl keeps
+    a periodic or confirming record only when the checkpoint counts that evaluation; a final one stays."""
+    from jetdqn.rundir import tidy_for_resume
+    evals = [{"step": 200, "kind": "periodic"}, {"step": 300, "kind": "periodic"}, {"step": 300, "kind": "final"},
+             {"step": 400, "kind": "periodic"}]
+
+    def kept(last_eval_step: int) -> list:
+        (tmp_path / "eval.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+        tidy_for_resume(tmp_path, 300, last_eval_step)
+        return [(e["step"], e["kind"]) for e in records(tmp_path, "eval.jsonl")]
+    assert kept(200) == [(200, "periodic"), (300, "final")]                       # a stop during its confirmation
+    assert kept(300) == [(200, "periodic"), (300, "periodic"), (300, "final")]   # counted: kept
+
+
+@pytest.mark.slow   # ~8 s; the test above checks the rule in make test
 def test_a_signal_during_a_confirmation_leaves_one_record_of_the_evaluation_it_followed(tmp_path):
     """--save-best confirms weights that would become the best over --final-eval-games games. A SIGTERM during
     that confirmation drops it and the periodic evaluation before it (the checkpoint counts neither), and the
