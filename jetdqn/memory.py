@@ -31,6 +31,7 @@ from typing import Optional
 from .cgroups import process_dirs
 
 NO_LIMIT = 1 << 62   # v1 writes "no limit" as the largest page-aligned counter (9223372036854771712)
+ONEDNN_SHORT = 256 << 20   # room to reserve below which oneDNN's failure is taken for a refused allocation
 
 
 @dataclass(frozen=True)
@@ -91,13 +92,57 @@ def refused_allocation(exc: BaseException) -> bool:
     """Whether ``exc`` (or what it was raised from: the learner thread's failure) is an allocation the system
     refused: numpy's MemoryError, torch's "DefaultCPUAllocator: can't allocate memory" RuntimeError, or CUDA's
     out of memory. Where a process may not overcommit (``ulimit -v``, a board's strict overcommit, a request
-    larger than memory and swap together) an allocation fails this way; elsewhere the kernel kills instead."""
+    larger than memory and swap together) an allocation fails this way; elsewhere the kernel kills instead.
+
+    oneDNN (torch's CPU convolutions) reports its own failed allocation as "could not create a primitive",
+    which it also says of a layer it cannot run; that counts only while this process has almost no room left
+    to reserve (``allocation_room``): under ``ulimit -v 1900M`` it came from an update's backward pass with
+    188 KB of address space left, once in a few runs, where the others failed in torch's allocator."""
     while exc is not None:
         if isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and any(
                 words in str(exc).lower() for words in ("can't allocate memory", "out of memory"))):
             return True
+        if isinstance(exc, RuntimeError) and "could not create a primitive" in str(exc):
+            room = allocation_room()
+            if room is not None and room < ONEDNN_SHORT:
+                return True
         exc = exc.__cause__
     return False
+
+
+def allocation_room(status: str = "/proc/self/status", meminfo: str = "/proc/meminfo") -> Optional[int]:
+    """Bytes this process may still reserve where an allocation can be refused rather than killed for: its
+    address space under ``ulimit -v`` (RLIMIT_AS less VmSize), and under strict overcommit
+    (vm.overcommit_memory 2) the machine's CommitLimit less Committed_AS; the smaller where both hold. None
+    where neither holds: there the kernel grants reservations and kills when pages run out."""
+    import resource
+    rooms = []
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    fields = read_kb_fields(status) if limit != resource.RLIM_INFINITY else {}
+    if "VmSize" in fields:
+        rooms.append(limit - fields["VmSize"])
+    try:
+        strict = Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "2"
+    except OSError:
+        strict = False
+    fields = read_kb_fields(meminfo) if strict else {}
+    if "CommitLimit" in fields and "Committed_AS" in fields:
+        rooms.append(fields["CommitLimit"] - fields["Committed_AS"])
+    return max(0, min(rooms)) if rooms else None
+
+
+def read_kb_fields(path: str) -> dict[str, int]:
+    """A /proc file of "Name:  value kB" lines as bytes by name ({} when it cannot be read)."""
+    fields = {}
+    try:
+        for line in Path(path).read_text().splitlines():
+            name, _, value = line.partition(":")
+            parts = value.split()
+            if parts and parts[0].isdigit():
+                fields[name] = int(parts[0]) * 1024
+    except OSError:
+        pass
+    return fields
 
 
 def available_memory_bytes() -> int:
@@ -107,14 +152,8 @@ def available_memory_bytes() -> int:
 
 def machine_memory(meminfo: str = "/proc/meminfo") -> tuple[int, int]:
     """(MemTotal, MemAvailable) in bytes; (0, 0) when they cannot be read."""
-    fields = {}
-    try:
-        for line in Path(meminfo).read_text().splitlines():
-            name, _, value = line.partition(":")
-            parts = value.split()
-            if parts and parts[0].isdigit():
-                fields[name] = int(parts[0]) * 1024
-    except OSError:   # not Linux: psutil's count, where it is installed
+    fields = read_kb_fields(meminfo)
+    if not fields:   # not Linux: psutil's count, where it is installed
         try:
             import psutil
             vm = psutil.virtual_memory()
