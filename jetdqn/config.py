@@ -823,9 +823,10 @@ def ends_on_ctrl_c(main):
     def wrapped(*args, **kwargs):
         import signal
         from .needs import stopped_while_starting
+        from .signals import interrupt_outside_imports
         paths_print_as_named()
-        if signal.getsignal(signal.SIGINT) is stopped_while_starting:   # set while torch was importing
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if signal.getsignal(signal.SIGINT) in (stopped_while_starting, signal.default_int_handler):
+            signal.signal(signal.SIGINT, interrupt_outside_imports)   # KeyboardInterrupt, after any import
         try:
             return main(*args, **kwargs)
         except KeyboardInterrupt:

@@ -30,6 +30,9 @@ def stopped_while_starting(signum, frame) -> None:
     that unwinds, so a new run directory is removed as after a refusal (SIGTERM's default action ended the
     process silently, status 143, leaving the directory with its lock file in it)."""
     import signal
+    from .signals import after_the_import
+    if after_the_import(signum, frame):   # an extension module's import cannot be unwound: after it
+        return
     print(f"stopped by {'Ctrl-C' if signum == signal.SIGINT else signal.Signals(signum).name}", file=sys.stderr)
     raise SystemExit(128 + signum)
 

@@ -133,6 +133,30 @@ def reclaim_stop_signals() -> None:
         signal.signal(s, handler)
 
 
+def after_the_import(signum: int, frame) -> bool:
+    """Whether a stop signal that would end the command by an exception came during an import (``frame``, the
+    main thread's, is inside importlib); then it is sent again in 20 ms, and the handler lets the import
+    finish. An exception raised in an extension module's initialisation cannot unwind it: a SIGTERM sent as
+    a run printed "starting 64 emulators" landed in ale-py's import ~6 times in 15 (at 1-3 ms) and the
+    process died of SIGSEGV or SIGABRT after its "stopped by SIGTERM" line, leaving its new run directory
+    behind. A stop then waits for the import (torch's: about a second)."""
+    while frame is not None and not frame.f_code.co_filename.startswith("<frozen importlib"):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    again = threading.Timer(0.02, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
+    return True
+
+
+def interrupt_outside_imports(signum, frame) -> None:
+    """Python's Ctrl-C (a KeyboardInterrupt) once no import is under way (``after_the_import``): the SIGINT
+    handler of a command's ``main`` (``config.ends_on_ctrl_c``)."""
+    if not after_the_import(signum, frame):
+        raise KeyboardInterrupt
+
+
 def exit_on_stop() -> None:
     """For a command with nothing to save (``jetdqn.bench``, ``jetdqn.evaluate``): SIGTERM and SIGHUP end it as
     Ctrl-C does, by an exception, so that ``finally`` blocks run and ``subprocess.run`` kills the child it
@@ -142,6 +166,8 @@ def exit_on_stop() -> None:
     outlive_the_terminal()
 
     def on_signal(signum, frame):
+        if after_the_import(signum, frame):
+            return
         print(f"stopped by {signal.Signals(signum).name}", file=sys.stderr)
         raise SystemExit(128 + signum)
     if threading.current_thread() is threading.main_thread():
