@@ -140,7 +140,7 @@ def after_the_import(signum: int, frame) -> bool:
     a run printed "starting 64 emulators" landed in ale-py's import ~6 times in 15 (at 1-3 ms) and the
     process died of SIGSEGV or SIGABRT after its "stopped by SIGTERM" line, leaving its new run directory
     behind. A stop then waits for the import (torch's: about a second)."""
-    while frame is not None and not frame.f_code.co_filename.startswith("<frozen importlib"):
+    while frame is not None and not frame.f_globals.get("__name__", "").startswith("importlib._bootstrap"):
         frame = frame.f_back
     if frame is None:
         return False
