@@ -822,15 +822,22 @@ def ends_on_ctrl_c(main):
     @functools.wraps(main)
     def wrapped(*args, **kwargs):
         import signal
+        import threading
         from .needs import stopped_while_starting
         from .signals import interrupt_outside_imports
         paths_print_as_named()
-        if signal.getsignal(signal.SIGINT) in (stopped_while_starting, signal.default_int_handler):
-            signal.signal(signal.SIGINT, interrupt_outside_imports)   # KeyboardInterrupt, after any import
+        before = signal.getsignal(signal.SIGINT)
+        ours = (threading.current_thread() is threading.main_thread()
+                and before in (stopped_while_starting, signal.default_int_handler))
+        if ours:   # KeyboardInterrupt as Python's handler raises it, but after any import under way
+            signal.signal(signal.SIGINT, interrupt_outside_imports)
         try:
             return main(*args, **kwargs)
         except KeyboardInterrupt:
             print("stopped by Ctrl-C", file=sys.stderr)
             raise SystemExit(130) from None
+        finally:   # a main called in-process (a test, a script) leaves its caller's Ctrl-C as it was
+            if ours and signal.getsignal(signal.SIGINT) is interrupt_outside_imports:
+                signal.signal(signal.SIGINT, before)
     return wrapped
 

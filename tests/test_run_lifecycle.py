@@ -584,6 +584,26 @@ def test_a_stop_signal_during_an_import_ends_the_command_after_the_import(tmp_pa
         128 + sig, f"stopped by {said}\n", "module imported\nafter the import\n"), child
 
 
+def test_a_commands_main_called_in_process_leaves_its_callers_ctrl_c_and_runs_in_any_thread():
+    """The Ctrl-C handler a command's ``main`` takes (KeyboardInterrupt after any import under way) is put back
+    when it returns, and a ``main`` called from a thread that is not the main one, where a handler cannot be
+    set, runs without one: setting it there was a ValueError."""
+    import threading
+
+    from jetdqn.config import ends_on_ctrl_c
+
+    @ends_on_ctrl_c
+    def main():
+        return signal.getsignal(signal.SIGINT)
+    before = signal.getsignal(signal.SIGINT)
+    assert main().__name__ == "interrupt_outside_imports" and signal.getsignal(signal.SIGINT) is before
+    got = []
+    thread = threading.Thread(target=lambda: got.append(main()))
+    thread.start()
+    thread.join()
+    assert got == [before]
+
+
 def test_more_envs_than_learn_start_waits_for_a_batch_it_can_sample(tmp_path):
     """16 envs and --learn-start 8: after the first reset every env's stream holds one frame and no transition.
     Learning used to begin there and end the run in "ValueError: the replay holds no valid transition yet";
