@@ -836,6 +836,15 @@ def ends_on_ctrl_c(main):
         except KeyboardInterrupt:
             print("stopped by Ctrl-C", file=sys.stderr)
             raise SystemExit(130) from None
+        except (MemoryError, RuntimeError, ImportError, OSError) as exc:   # a run's loop says its own (RunOutOfMemory)
+            from .memory import refused_allocation, refused_to_load, refused_what, reservation_limit
+            if not (refused_allocation(exc) or refused_to_load(exc)):   # a library whose segments could not map
+                raise
+            limit = reservation_limit()
+            less = ", or ask for less (a smaller --replay-size or --num-envs)" if main.__module__.endswith(".train") else ""
+            print(f"error: out of memory: the system refused this command an allocation ({refused_what(exc)})"
+                  f"{'; ' + limit if limit else ''}: give it more memory{less}.", file=sys.stderr)
+            raise SystemExit(2) from None
         finally:   # a main called in-process (a test, a script) leaves its caller's Ctrl-C as it was
             if ours and signal.getsignal(signal.SIGINT) is interrupt_outside_imports:
                 signal.signal(signal.SIGINT, before)

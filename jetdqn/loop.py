@@ -27,7 +27,7 @@ import numpy as np
 
 from . import checkpoint as ckpt
 from .config import Config
-from .memory import refused_allocation
+from .memory import refused_allocation, refused_what
 from .records import Progress, RunLog
 from .signals import stop_on_signals
 
@@ -109,11 +109,7 @@ class RunOutOfMemory(RuntimeError):
 def out_of_memory(run: "Run", exc: BaseException) -> RunOutOfMemory:
     """The sentence for ``exc``, an allocation refused at ``run``'s current step: what failed, what is kept,
     what to do. Saving now would need memory too, and could be the next refusal."""
-    cause = exc
-    while cause.__cause__ is not None:   # the learner thread's own error, not its wrapper's
-        cause = cause.__cause__
-    what = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-    what = what.split("DefaultCPUAllocator: ")[-1][:200]
+    what = refused_what(exc)
     state, latest = run.state, run.checkpointer.latest
     kept = (f"{latest} keeps step {state.saved_at:,}: lower --batch-size (or --replay-size), or give the run more "
             "memory, and --resume" if state.saved_at is not None and latest.exists() else

@@ -110,6 +110,38 @@ def refused_allocation(exc: BaseException) -> bool:
     return False
 
 
+def refused_what(exc: BaseException) -> str:
+    """What a refused allocation says, in a few words for a sentence: the deepest cause's first line, less
+    torch's "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: " preamble."""
+    while exc.__cause__ is not None:   # the learner thread's own error, not its wrapper's
+        exc = exc.__cause__
+    what = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return what.split("DefaultCPUAllocator: ")[-1][:200]
+
+
+def refused_to_load(exc: BaseException) -> bool:
+    """Whether an import failed because the system refused the memory to load it: a shared library's
+    segments that ``ulimit -v`` leaves no room to map ("failed to map segment from shared object"), or
+    Python's MemoryError compiling a module (both measured importing torch, cv2 under RLIMIT_AS)."""
+    return isinstance(exc, MemoryError) or any(words in str(exc).lower() for words in (
+        "failed to map segment", "cannot allocate memory"))
+
+
+def reservation_limit() -> str:
+    """The limit on what this process may reserve, for a sentence about a refusal ('' where none holds):
+    ``ulimit -v`` (RLIMIT_AS), or the kernel's strict overcommit."""
+    import resource
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit != resource.RLIM_INFINITY:
+        return f"this process may reserve {limit >> 20:,} MB of address space (ulimit -v {limit >> 10})"
+    try:
+        if Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "2":
+            return "the kernel's strict overcommit (vm.overcommit_memory 2) limits what processes may reserve"
+    except OSError:
+        pass
+    return ""
+
+
 def allocation_room(status: str = "/proc/self/status", meminfo: str = "/proc/meminfo") -> Optional[int]:
     """Bytes this process may still reserve where an allocation can be refused rather than killed for: its
     address space under ``ulimit -v`` (RLIMIT_AS less VmSize), and under strict overcommit

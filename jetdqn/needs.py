@@ -78,7 +78,7 @@ def need_packages(command: bool) -> None:
     (``stop_quietly_while_starting``)."""
     if command:
         stop_quietly_while_starting()
-    message = missing_packages()
+    message = missing_packages() or torch_that_does_not_import()
     if message is None:
         return
     if command:
@@ -111,26 +111,49 @@ def missing_packages() -> str | None:
     return None
 
 
-def broken_install(module: str, exc: BaseException, needed_for: str) -> str | None:
+def torch_that_does_not_import() -> str | None:
+    """The sentence for a torch that is installed and fails to import (None when it imports: every caller of
+    ``need_packages`` imports it next). On a Jetson that is the usual first error, a wheel built for another
+    JetPack: "ImportError: libcudnn.so.8: cannot open shared object file"; it was a traceback out of every
+    command. Under ``ulimit -v`` torch's libraries may not even map ("failed to map segment")."""
+    try:
+        importlib.import_module("torch")
+    except Exception as exc:   # ImportError, OSError from a library's loader, MemoryError
+        return broken_install("torch", exc, "jetdqn", fix=(
+            "reinstall it for this Python: on x86 `pip install torch==2.13.0` (the CPU wheel) or `make install`; on "
+            "a Jetson the torch wheel for this board's JetPack, or the L4T container (README, Jetson)"))
+    return None
+
+
+def broken_install(module: str, exc: BaseException, needed_for: str, fix: str = "") -> str | None:
     """The sentence for an optional package (``module``, which ``needed_for`` needs) that is installed and
     still fails to import, with the error it gave; None where it is not installed (the caller's own
     sentence then says how to install it). The usual cause on a board is a package built for another
     NumPy (JetPack's apt OpenCV beside pip's NumPy 2; matplotlib 3.10 beside NumPy 1.23: "Matplotlib
     requires numpy>=1.25"), and telling its owner to pip install what is already there hid the reason."""
-    if not _importable(module):
-        return None
-    top = module.split(".")[0]
     from importlib import metadata
-    try:
-        names = metadata.packages_distributions().get(top) or [top]
-    except Exception:   # a damaged record of another package must not hide this one's sentence
-        names = [top]
-    found = next((f"{name} {version}" for name in names if (version := installed_version(name))), top)
+
+    from .memory import refused_to_load, reservation_limit
     said = (str(exc).strip().splitlines() or [""])[0]
-    numpy = installed_version("numpy")
-    hint = f"; NumPy here is {numpy}" if "numpy" in said.lower() and numpy and numpy not in said else ""
+    found, hint = module.split(".")[0], ""
+    if refused_to_load(exc):   # it was found and began to load, but the system would not give it the memory
+        limit = reservation_limit()   # (nothing more is read: with no memory left, that could fail too)
+        fix = "the system refused the memory to load it: " + (
+            f"{limit}; raise that limit, then start again" if limit else "free some memory, then start again")
+    elif not _importable(module):
+        return None
+    else:
+        try:
+            names = metadata.packages_distributions().get(found) or [found]
+            found = next((f"{name} {version}" for name in names if (version := installed_version(name))), found)
+            numpy = installed_version("numpy")
+            hint = f"; NumPy here is {numpy}" if "numpy" in said.lower() and numpy and numpy not in said else ""
+        except Exception:   # a damaged record of another package must not hide this one's sentence
+            pass
+    error = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+    fix = fix or "reinstall it for this Python's packages"
     return (f"{needed_for} needs {module}, and {found} is installed but does not import in this Python "
-            f"({type(exc).__name__}: {said}{hint}); reinstall it for this Python's packages.")
+            f"({error}{hint}); {fix}.")
 
 
 def _importable(module: str) -> bool:

@@ -433,3 +433,40 @@ print(rows)
         assert rows["none"] == (None, False, True)
     assert 90 * MB < rows["short"][0] <= 100 * MB and rows["short"][1:] == (True, True), rows
     assert rows["roomy"][0] > 3 << 30 and rows["roomy"][1:] == (False, True), rows
+
+
+def test_a_command_refused_memory_before_its_loop_ends_in_one_sentence_naming_the_limit(tmp_path):
+    """Under ``ulimit -v`` (set on many shared clusters) an allocation outside a run's loop was a traceback: the
+    network's first layer (torch's allocator), Python's MemoryError, or a library whose segments could not be
+    mapped ("failed to map segment from shared object": cv2, ale-py). A real RLIMIT_AS, 10 MB above what the
+    process holds once torch, ale-py and cv2 are loaded (and OpenMP's threads started: their creation under
+    the limit aborts in libgomp, which no sentence can follow); the run's directory is not left."""
+    child = subprocess.run([sys.executable, "-c", f"""
+import resource, sys
+import ale_py, cv2, torch
+torch.ones(256, 256) @ torch.ones(256, 256)
+from jetdqn import train
+from jetdqn.memory import read_kb_fields
+room = read_kb_fields("/proc/self/status")["VmSize"] + (10 << 20)
+resource.setrlimit(resource.RLIMIT_AS, (room, resource.getrlimit(resource.RLIMIT_AS)[1]))
+sys.exit(train.main(["--preset", "smoke", "--total-steps", "300", "--telemetry", "off", "--progress", "off",
+                     "--run-dir", {str(tmp_path / "run")!r}]))
+"""], env=env(), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    line = child.stderr.strip()
+    assert child.returncode == 2 and "\n" not in line, child.stderr[-2000:]
+    assert line.startswith("error: out of memory: the system refused this command an allocation ("), line
+    assert re.search(r"\); this process may reserve [\d,]+ MB of address space \(ulimit -v \d+\): give it more "
+                     r"memory, or ask for less \(a smaller --replay-size or --num-envs\)\.$", line), line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_package_whose_libraries_could_not_be_mapped_is_not_called_a_broken_install():
+    """cv2 under ``ulimit -v 700M`` failed its import with "libQt5Test...so: failed to map segment from shared
+    object", and the sentence said to reinstall it: the install was whole, the memory was refused."""
+    from jetdqn.needs import broken_install
+    exc = ImportError("libQt5Test-2553f470.so.5.15.19: failed to map segment from shared object")
+    said = broken_install("cv2", exc, "one Atari env stepped in Python")
+    assert said.startswith("one Atari env stepped in Python needs cv2, and cv2 is installed but does not import in "
+                           "this Python (ImportError: libQt5Test-2553f470.so.5.15.19: failed to map segment from "
+                           "shared object); the system refused the memory to load it: "), said
+    assert "reinstall" not in said and said.endswith(", then start again."), said

@@ -210,3 +210,27 @@ def test_a_python_older_than_3_10_is_named_in_one_sentence(tmp_path):
         else:
             assert parse.returncode == 2 and parse.stderr.endswith(
                 "; `python -m jetdqn.telemetry` runs from Python 3.8.\n"), parse.stderr
+
+
+@pytest.mark.parametrize("command", [["-m", "jetdqn.train", "--preset", "smoke"], ["-m", "jetdqn", "evaluate", "runs/pong"],
+                                     ["-m", "jetdqn.bench", "pong"], ["-c", "import jetdqn; jetdqn.train"]])
+def test_a_torch_that_does_not_import_is_one_sentence_that_says_why(tmp_path, command):
+    """The first error on many a Jetson: a torch wheel built for another JetPack, whose import fails with
+    "ImportError: libcudnn.so.8: cannot open shared object file". It was that traceback out of every command.
+    A torch package whose import fails that way stands first on the path here."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        'raise ImportError("libcudnn.so.8: cannot open shared object file: No such file or directory")\n')
+    proc = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])})
+    line = proc.stderr.strip().splitlines()[-1]
+    if command[0] == "-c":   # the library: its own exception, with the same sentence
+        assert proc.returncode == 1 and line.startswith("jetdqn.needs.MissingPackages: jetdqn needs torch, and "), line
+    else:
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and line.startswith(
+            "error: jetdqn needs torch, and torch"), proc.stderr
+    assert line.endswith(
+        " is installed but does not import in this Python (ImportError: libcudnn.so.8: cannot open shared object "
+        "file: No such file or directory); reinstall it for this Python: on x86 `pip install torch==2.13.0` (the "
+        "CPU wheel) or `make install`; on a Jetson the torch wheel for this board's JetPack, or the L4T container "
+        "(README, Jetson)."), line
