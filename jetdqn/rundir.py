@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
-from .config import Config, ConfigError, config_from_json, game_key, typed_setting, unread_reset
+from .config import Config, ConfigError, config_from_json, game_key, make_config, typed_setting, unread_reset
 from .presets import PRESETS
 
 # what a run (and evaluate --record, plot) writes in its directory: a new run there starts without them
@@ -270,8 +270,28 @@ def config_for_resume(explicit: dict) -> dict:
         saved.pop("preset", None)  # a preset since renamed: every value it gave is in `saved` already
     saved["resume"] = False
     saved["overwrite"] = False
+    as_saved = dict(saved)
     saved.update({k: v for k, v in explicit.items() if k != "preset"})
-    return unread_reset(saved, explicit)
+    try:
+        resumed = unread_reset(saved, explicit)
+        make_config(resumed)
+    except ConfigError as exc:   # a value edited by hand: named as the flag's, for a flag nobody typed
+        if not refused_alone(as_saved, str(exc)):
+            raise
+        source = path if path.exists() else run_dir / "checkpoints" / "latest.pt"
+        raise ConfigError(f"{source}, the run's saved settings: {exc} Fix it there, or give that setting now as "
+                          "a flag.") from None
+    return resumed
+
+
+def refused_alone(saved: dict, refusal: str) -> bool:
+    """Whether the run's own saved settings, without any flag given now, are refused with ``refusal``: then
+    the fault is in config.json (a hand edit), not in what was typed."""
+    try:
+        make_config(unread_reset(saved, {}))
+    except ConfigError as exc:
+        return str(exc) == refusal
+    return False
 
 
 # Flags of one invocation, not settings of the run: a resume always differs from the segment before in them.

@@ -604,6 +604,32 @@ def test_a_commands_main_called_in_process_leaves_its_callers_ctrl_c_and_runs_in
     assert got == [before]
 
 
+def test_a_hand_edited_config_json_is_named_when_a_resume_refuses_its_value(tmp_path):
+    """A value edited by hand into a run's config.json ("lr": "abc", "gamma": 1.5) was refused on --resume as
+    if typed: "--lr takes a number, got 'abc'", to a user who had typed no --lr. The sentence names the file;
+    nothing is written; the flag given now mends it (and config.json then records it)."""
+    run = tmp_path / "run"
+    common = ["--run-dir", str(run), "--telemetry", "off", "--progress", "off"]
+    run_module("jetdqn.train", "--env", "CartPole-v1", "--total-steps", "200", "--learn-start", "100",
+               "--eval-episodes", "0", "--final-eval-games", "0", *common)
+    config = json.loads((run / "config.json").read_text())
+    for key, value, said in (("lr", "abc", "--lr takes a number, got 'abc'."),
+                             ("gamma", 1.5, "--gamma must be in (0, 1], got 1.5.")):
+        (run / "config.json").write_text(json.dumps({**config, key: value}))
+        before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+        refused = run_module("jetdqn.train", "--resume", "--total-steps", "300", *common, check=False)
+        assert refused.returncode == 2 and refused.stderr == (
+            f"error: {run}/config.json, the run's saved settings: {said} Fix it there, or give that setting now as "
+            "a flag.\n"), refused.stderr
+        assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
+    (run / "config.json").write_text(json.dumps(config))
+    typed = run_module("jetdqn.train", "--resume", "--total-steps", "300", "--lr", "-1", *common, check=False)
+    assert typed.stderr == "error: --lr must be positive, got -1.0.\n"   # a flag's own fault stays the flag's
+    (run / "config.json").write_text(json.dumps({**config, "gamma": 1.5}))
+    run_module("jetdqn.train", "--resume", "--total-steps", "300", "--gamma", "0.99", *common)
+    assert json.loads((run / "config.json").read_text())["gamma"] == 0.99
+
+
 def test_more_envs_than_learn_start_waits_for_a_batch_it_can_sample(tmp_path):
     """16 envs and --learn-start 8: after the first reset every env's stream holds one frame and no transition.
     Learning used to begin there and end the run in "ValueError: the replay holds no valid transition yet";
