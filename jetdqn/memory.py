@@ -134,12 +134,17 @@ def reservation_limit() -> str:
     limit = resource.getrlimit(resource.RLIMIT_AS)[0]
     if limit != resource.RLIM_INFINITY:
         return f"this process may reserve {limit >> 20:,} MB of address space (ulimit -v {limit >> 10})"
-    try:
-        if Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "2":
-            return "the kernel's strict overcommit (vm.overcommit_memory 2) limits what processes may reserve"
-    except OSError:
-        pass
+    if strict_overcommit():
+        return "the kernel's strict overcommit (vm.overcommit_memory 2) limits what processes may reserve"
     return ""
+
+
+def strict_overcommit() -> bool:
+    """vm.overcommit_memory 2: every reservation counts against CommitLimit, and past it an allocation fails."""
+    try:
+        return Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "2"
+    except OSError:
+        return False
 
 
 def allocation_room(status: str = "/proc/self/status", meminfo: str = "/proc/meminfo") -> Optional[int]:
@@ -153,11 +158,7 @@ def allocation_room(status: str = "/proc/self/status", meminfo: str = "/proc/mem
     fields = read_kb_fields(status) if limit != resource.RLIM_INFINITY else {}
     if "VmSize" in fields:
         rooms.append(limit - fields["VmSize"])
-    try:
-        strict = Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "2"
-    except OSError:
-        strict = False
-    fields = read_kb_fields(meminfo) if strict else {}
+    fields = read_kb_fields(meminfo) if strict_overcommit() else {}
     if "CommitLimit" in fields and "Committed_AS" in fields:
         rooms.append(fields["CommitLimit"] - fields["Committed_AS"])
     return max(0, min(rooms)) if rooms else None
