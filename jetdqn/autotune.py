@@ -18,6 +18,7 @@ import torch
 
 from .config import Config
 from .cores import usable_cores
+from .runtime import cuda_usable
 
 
 def measure(cfg: Config, num_envs: int, threads: int, seconds: float = 1.5) -> tuple[float, float]:
@@ -34,7 +35,7 @@ def measure(cfg: Config, num_envs: int, threads: int, seconds: float = 1.5) -> t
     trial = dataclasses.replace(cfg, num_envs=num_envs, async_learner=False, compile=False, cuda_graphs=False)
     envs = make_envs(trial, cfg.seed, num_envs, vector=num_envs > 1 or cfg.is_atari)
     agent = DQNAgent(trial, (cfg.history, *envs.frame_shape), envs.n_actions, torch.device(
-        "cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu"))
+        "cuda" if cfg.device != "cpu" and cuda_usable() else "cpu"))
     rng = np.random.default_rng(0)
     shape = (cfg.batch_size, cfg.history, *envs.frame_shape)
     obs = rng.integers(0, 255, shape, dtype=np.uint8) if len(envs.frame_shape) == 2 else rng.random(shape, np.float32)
@@ -124,7 +125,7 @@ def resolve_auto(cfg: Config, log: Callable[[str], None] = print,
         return cfg, None
     if not cfg.is_atari:
         return dataclasses.replace(cfg, num_envs=max(cfg.num_envs, 1), threads=max(cfg.threads, 0)), None
-    if cfg.num_envs == 0 and cfg.device != "cpu" and torch.cuda.is_available():
+    if cfg.num_envs == 0 and cfg.device != "cpu" and cuda_usable():
         return gpu_split(cfg, log)
     asked = [f"--{n} auto" for n, auto in (("num-envs", cfg.num_envs == 0), ("threads", cfg.threads == -1)) if auto]
     log(f"autotune: {' and '.join(asked)} (0 means auto for --num-envs): measuring this machine's split")
@@ -139,7 +140,7 @@ def native_bf16(cfg: Config) -> tuple[str, str]:
     AVX512-BF16 Xeon without AMX: 10.9 s per 1000 steps in bf16, 7.6 s in fp32; with AMX bf16 was 1.8x
     faster than fp32). On CUDA it is compute capability 8.0 and newer (Ampere: Orin, A100, H100);
     Maxwell and Pascal (TX1, Nano, TX2) have no bf16 units."""
-    return bf16_hardware(cfg.device != "cpu" and torch.cuda.is_available())
+    return bf16_hardware(cfg.device != "cpu" and cuda_usable())
 
 
 def bf16_hardware(cuda: bool, machine: str = "") -> tuple[str, str]:

@@ -13,7 +13,9 @@ import platform
 import random
 import re
 import shutil
+import warnings
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -33,16 +35,29 @@ class Runtime:
 
 
 def pick_device(requested: str) -> torch.device:
+    """--device: cuda where asked and usable (else one sentence why), auto the GPU only where this torch can run
+    on it (the run's log says why not: ``gpu_unusable``)."""
     if requested == "cpu":
         return torch.device("cpu")
     if requested == "cuda":
+        unusable = gpu_unusable()
+        if unusable:
+            raise ConfigError(f"--device cuda: {unusable}; or use --device cpu.")
         if not torch.cuda.is_available():
-            jetson = jetson_gpu_unreachable()
-            raise ConfigError(f"--device cuda: {jetson}; or use --device cpu." if jetson else
-                              "--device cuda was asked for but this machine has no usable CUDA GPU "
+            raise ConfigError("--device cuda was asked for but this machine has no usable CUDA GPU "
                               "(torch.cuda.is_available() is False); use --device cpu or auto.")
         return torch.device("cuda")
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device("cuda" if cuda_usable() else "cpu")
+
+
+def cuda_usable() -> bool:
+    """A GPU that torch sees and has kernels for: what ``--device auto`` and the benchmark's CUDA rows go by."""
+    return torch.cuda.is_available() and gpu_unusable() is None
+
+
+def gpu_unusable() -> Optional[str]:
+    """Why this machine's GPU is out of this torch's reach, and what to do, or None (no GPU is not a reason)."""
+    return jetson_gpu_unreachable() or gpu_without_kernels()
 
 
 def jetson_gpu_unreachable() -> Optional[str]:
@@ -68,12 +83,76 @@ def jetson_gpu_unreachable() -> Optional[str]:
             "(README: Jetson)")
 
 
+ARCH = re.compile(r"(sm|compute)_(\d+)([a-z]?)$")
+
+
+def has_code_for(capability: tuple[int, int], arch_list: list[str]) -> Optional[bool]:
+    """Whether a torch built for ``arch_list`` (``torch.cuda.get_arch_list()``) carries code a GPU of this compute
+    capability runs; None where the list says nothing. NVIDIA's rule: a cubin for X.y (sm_Xy) runs on X.z where
+    z >= y, an arch-specific one (sm_90a) on its own capability only, and PTX (compute_Xy) is compiled when
+    loaded for any GPU at least as new. torch's own check (``torch.cuda._check_cubins``) takes any cubin of the
+    same major, and so passes a V100 (sm_70) under a build whose oldest is sm_75, which then fails."""
+    major, minor = capability
+    found = False
+    for arch in arch_list:
+        m = ARCH.match(arch)
+        if not m:
+            continue
+        found = True
+        kind, version, suffix = m.group(1), int(m.group(2)), m.group(3)
+        built = (version // 10, version % 10)
+        if suffix == "a":
+            if built == (major, minor):
+                return True
+        elif kind == "sm" and built[0] == major and built[1] <= minor:
+            return True
+        elif kind == "compute" and built <= (major, minor):
+            return True
+    return False if found else None
+
+
+@lru_cache(maxsize=1)
+def gpu_without_kernels() -> Optional[str]:
+    """Where torch sees a GPU it has no kernels for: what it is and what to do; else None. Without this the run
+    starts, torch warns once ("... is not compatible with the current PyTorch installation") and the first
+    kernel ends it in a traceback ("no kernel image is available for execution on the device"). PyTorch's
+    CUDA 12.8 builds dropped Maxwell and Pascal (sm_50, sm_61: the GTX 10 series), its 2.11 ones Volta (V100,
+    sm_70) too (docs/facts.md); a Jetson needs NVIDIA's wheel built for its own GPU (Orin is sm_87)."""
+    if not torch.cuda.is_available() or not torch.version.cuda:
+        return None
+    try:
+        with warnings.catch_warnings():   # torch's own warning says less than the sentence below
+            warnings.simplefilter("ignore")
+            index = torch.cuda.current_device()
+            capability = torch.cuda.get_device_capability(index)
+            name = torch.cuda.get_device_name(index)
+        arch_list = torch.cuda.get_arch_list()
+    except RuntimeError:   # the GPU would not start: torch's own error, where it is used, says why
+        return None
+    return without_kernels(name, capability, arch_list, jetson=Path("/etc/nv_tegra_release").exists())
+
+
+def without_kernels(name: str, capability: tuple[int, int], arch_list: list[str], jetson: bool) -> Optional[str]:
+    """The sentence for a GPU (``name``, its compute capability) that a torch built for ``arch_list`` has no code
+    for, or None where it has."""
+    if has_code_for(capability, arch_list) is not False:
+        return None
+    sm = f"sm_{capability[0]}{capability[1]}"
+    built = [(int(m.group(2)) // 10, int(m.group(2)) % 10) for m in map(ARCH.match, arch_list) if m]
+    which = ("a newer CUDA build of PyTorch's, such as cu128, has newer GPUs" if tuple(capability) > max(built) else
+             "an older CUDA build of PyTorch's, such as cu126, keeps older GPUs")
+    fix = ("install NVIDIA's torch wheel for this JetPack (README: Jetson)" if jetson
+           else f"install a torch built for {sm} (https://pytorch.org/get-started/locally/: {which})")
+    return (f"this GPU ({name}, {sm}) has no kernels in torch {torch.__version__}, which is built for "
+            f"{' '.join(arch_list)}: {fix}")
+
+
 def torch_info() -> dict:
     """torch's version and what it sees of CUDA and cuDNN (for benchmark headers)."""
-    cuda = torch.cuda.is_available()
+    cuda = cuda_usable()
     return {"torch": torch.__version__, "cuda": cuda,
             "gpu": torch.cuda.get_device_name(0) if cuda else
-            jetson_gpu_unreachable() or "none (torch.cuda.is_available() is False)",
+            gpu_unusable() or "none (torch.cuda.is_available() is False)",
             "cudnn": torch.backends.cudnn.version() if cuda else None}
 
 
@@ -106,8 +185,8 @@ def apply(cfg: Config) -> Runtime:
     """Apply cfg's runtime switches to this process and say what they did."""
     device = pick_device(cfg.device)
     if cfg.replay_device == "cuda" and device.type != "cuda":
-        jetson = jetson_gpu_unreachable() if cfg.device == "auto" else None   # the preset pong-gpu on a board
-        raise ConfigError(f"--replay-device cuda: {jetson}; or use --replay-device host." if jetson else
+        unusable = gpu_unusable() if cfg.device == "auto" else None   # the preset pong-gpu on a board
+        raise ConfigError(f"--replay-device cuda: {unusable}; or use --replay-device host." if unusable else
                           "--replay-device cuda keeps the replay in GPU memory, and this run has no CUDA device "
                           f"(--device {cfg.device}); use --replay-device host or cpu.")
     cores = this_process_cores()
@@ -152,7 +231,7 @@ def apply(cfg: Config) -> Runtime:
         "num_envs": cfg.num_envs,
         "async_learner": cfg.async_learner,
     }
-    unreachable = jetson_gpu_unreachable() if not cuda and cfg.device == "auto" else None
+    unreachable = gpu_unusable() if not cuda and cfg.device == "auto" else None
     if unreachable:
         report["gpu_unreachable"] = unreachable
     asked = {"cudnn_benchmark": cfg.cudnn_benchmark, "cudnn_fastest": cfg.cudnn_fastest,

@@ -836,6 +836,39 @@ def test_a_jetson_whose_torch_cannot_use_its_gpu_says_so(tmp_path):
     assert "Jetson" not in plain and "gpu_unreachable" not in (tmp_path / "plain" / "config.json").read_text()
 
 
+def test_a_gpu_this_torch_has_no_kernels_for_is_named_with_what_to_install():
+    """A GPU torch sees but has no kernels for (a GTX 1080 or a V100 under a CUDA 12.8 build, an RTX 5090 under
+    a CUDA 12.6 one, a Xavier under Orin's wheel) started the run, and the first kernel ended it in "no kernel
+    image is available for execution on the device". The arch lists are the real ones (docs/facts.md); this
+    machine's torch has no CUDA, so what `--device cuda` and auto do with the sentence runs on a GPU only."""
+    import torch
+    from jetdqn.runtime import cuda_usable, gpu_without_kernels, has_code_for, pick_device, without_kernels
+    cu126 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]          # torch 2.11.0+cu126
+    cu128 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]                 # torch 2.11.0+cu128
+    for capability, builds in [((6, 1), cu126), ((7, 0), cu126), ((8, 9), cu128), ((8, 7), cu128), ((12, 0), cu128),
+                               ((9, 0), ["sm_90a"]), ((7, 2), ["sm_72", "sm_87"]), ((9, 0), ["sm_80", "compute_80"])]:
+        assert has_code_for(capability, builds) is True, (capability, builds)
+    # a V100 under cu128 too: sm_75's cubin does not run on 7.0, whatever torch's own same-major check says
+    for capability, builds in [((6, 1), cu128), ((7, 0), cu128), ((12, 0), cu126), ((10, 0), ["sm_90a"]),
+                               ((7, 2), ["sm_87"]), ((8, 0), ["sm_86"]), ((7, 5), ["sm_80", "compute_80"])]:
+        assert has_code_for(capability, builds) is False, (capability, builds)
+    assert has_code_for((8, 7), []) is None   # a build that does not say: nothing is refused
+    version = torch.__version__
+    assert without_kernels("NVIDIA GeForce GTX 1080", (6, 1), cu128, jetson=False) == (
+        f"this GPU (NVIDIA GeForce GTX 1080, sm_61) has no kernels in torch {version}, which is built for sm_75 sm_80 "
+        "sm_86 sm_90 sm_100 sm_120: install a torch built for sm_61 (https://pytorch.org/get-started/locally/: an "
+        "older CUDA build of PyTorch's, such as cu126, keeps older GPUs)")
+    assert without_kernels("NVIDIA GeForce RTX 5090", (12, 0), cu126, jetson=False).endswith(
+        "install a torch built for sm_120 (https://pytorch.org/get-started/locally/: a newer CUDA build of "
+        "PyTorch's, such as cu128, has newer GPUs)")
+    assert without_kernels("Xavier", (7, 2), ["sm_87"], jetson=True) == (
+        f"this GPU (Xavier, sm_72) has no kernels in torch {version}, which is built for sm_87: install NVIDIA's "
+        "torch wheel for this JetPack (README: Jetson)")
+    assert without_kernels("Orin", (8, 7), ["sm_87"], jetson=True) is None
+    if not torch.cuda.is_available():
+        assert gpu_without_kernels() is None and not cuda_usable() and pick_device("auto").type == "cpu"
+
+
 @pytest.mark.slow
 def test_the_benchmark_on_a_jetson_whose_torch_cannot_use_its_gpu_says_so_in_its_header(tmp_path):
     """The benchmark half of the test above (12 s of the fast suite's time): its table's header names it."""

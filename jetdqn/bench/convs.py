@@ -21,7 +21,8 @@ def bench_convs(args) -> int:
             n = body(torch.zeros(1, 1, h, w)).shape[1]
         return nn.Sequential(body, nn.Linear(n, 256), nn.ReLU(), nn.Linear(256, 6))
 
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    from ..runtime import cuda_usable
+    devices = ["cpu"] + (["cuda"] if cuda_usable() else [])
     rows = []
     for c1, c2 in [(20, 40), (40, 80), (80, 160)]:
         for down in (2, 4):

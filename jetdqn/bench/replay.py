@@ -53,7 +53,8 @@ def measure(mode: str, frames_file: str, transitions: int, batches: int = 200) -
     # device-cpu / device-cuda: the frames in one torch tensor (--replay-device), raw
     device = mode.split("-", 1)[1] if mode.startswith("device-") else "host"
     compress = mode if device == "host" else "off"
-    if device == "cuda" and not torch.cuda.is_available():
+    from ..runtime import cuda_usable
+    if device == "cuda" and not cuda_usable():
         return {"mode": mode, "error": "needs a CUDA device", "machine": True}
     data = np.load(frames_file)
     frames, first = data["frames"], data["first"]
