@@ -150,9 +150,9 @@ def without_kernels(name: str, capability: tuple[int, int], arch_list: list[str]
 def torch_info() -> dict:
     """torch's version and what it sees of CUDA and cuDNN (for benchmark headers)."""
     cuda = cuda_usable()
-    return {"torch": torch.__version__, "cuda": cuda,
-            "gpu": torch.cuda.get_device_name(0) if cuda else
-            gpu_unusable() or "none (torch.cuda.is_available() is False)",
+    unusable = None if cuda else gpu_unusable()
+    return {"torch": torch.__version__, "cuda": cuda, "gpu_unusable": unusable,
+            "gpu": torch.cuda.get_device_name(0) if cuda else unusable or "none (torch.cuda.is_available() is False)",
             "cudnn": torch.backends.cudnn.version() if cuda else None}
 
 

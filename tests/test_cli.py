@@ -882,6 +882,9 @@ def test_the_benchmark_on_a_jetson_whose_torch_cannot_use_its_gpu_says_so_in_its
     said = "; GPU: this Jetson's GPU is out of torch's reach (L4T R36.4.3; torch "
     assert bench.returncode == 0 and said in bench.stdout, bench.stdout[:2000] + bench.stderr[-2000:]
     assert said in next((tmp_path / "bench").glob("*.md")).read_text()
+    # its CUDA rows say there is a GPU this torch cannot use, not that there is none
+    assert "- No display, with cudnn: not run: this torch cannot use the GPU here (the header says why)\n" in \
+        bench.stdout, bench.stdout[:2000]
 
 
 def test_progress_off_hides_the_progress_but_not_what_the_user_must_know(tmp_path):

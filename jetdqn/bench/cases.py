@@ -27,11 +27,14 @@ class Case:
         return any(w in self.name.lower() or w == self.key for w in words)
 
     def skip_reason(self, cuda: bool, has_ray: bool, display_reason: Optional[str], run_all: bool,
-                    no_bf16: Optional[str] = None) -> Optional[str]:
+                    no_bf16: Optional[str] = None, gpu_unusable: Optional[str] = None) -> Optional[str]:
         """Why this row cannot run here ("not run: ..."), or None. ``no_bf16``: why this machine's bf16 would
-        be emulated (``autotune.bf16_hardware``), None where it computes bf16 natively."""
+        be emulated (``autotune.bf16_hardware``), None where it computes bf16 natively. ``gpu_unusable``: why
+        torch cannot use the GPU this machine has (``runtime.gpu_unusable``; the header gives it whole)."""
         if self.needs_ray and not has_ray:
             return "not run: Ray is not installed (pip install jetdqn[ray])"
+        if self.needs_cuda and not cuda and gpu_unusable:
+            return "not run: this torch cannot use the GPU here (the header says why)"
         if self.needs_cuda and not cuda:
             return "not run: no CUDA device" + (" (cuDNN needs one)" if self.cudnn_row else "")
         if self.needs_bf16 and no_bf16 and not run_all:
