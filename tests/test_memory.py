@@ -387,6 +387,14 @@ def test_a_replay_the_kernel_will_not_allocate_is_one_sentence_with_allow_large_
     assert not run.exists()
 
 
+def torch_import_address_space() -> int:
+    """The address space (bytes) a Python holds once torch is imported: a child's VmSize."""
+    child = subprocess.run([sys.executable, "-c", "import torch; from jetdqn.memory import read_kb_fields; "
+                            "print(read_kb_fields('/proc/self/status')['VmSize'])"],
+                           env=env(), cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
+    return int(child.stdout)
+
+
 @pytest.mark.parametrize("learner", ["inline", pytest.param("async", marks=pytest.mark.slow)])
 def test_an_update_the_system_will_not_allocate_stops_the_run_in_one_sentence(tmp_path, learner):
     """--allow-large-replay skips the refusal of a --batch-size that does not fit (a machine with swap). Where an
@@ -394,9 +402,12 @@ def test_an_update_the_system_will_not_allocate_stops_the_run_in_one_sentence(tm
     and swap), the first update of --batch-size 1500 (~1 GB) was a RuntimeError traceback from torch's
     allocator, or from the learner thread. It ends in one sentence, status 2, naming the checkpoint kept."""
     import resource
+    # 1,900 MB with the CPU torch (its import reserves ~630 MB, a smoke run ~1.25 GB); a CUDA build's libraries
+    # reserve ~3.2 GB of address space on import, GPU or not (torch 2.5.1+cu124), so the limit is counted from it
+    limit = torch_import_address_space() + (1270 << 20)
 
-    def limited():   # a smoke run's address space is ~1.25 GB
-        resource.setrlimit(resource.RLIMIT_AS, (1900 << 20, 1900 << 20))
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     run = tmp_path / "r"
     stopped = train(["--replay-size", "2000", "--batch-size", "1500", "--learn-start", "1500", "--total-steps",
                      "2000", "--checkpoint-every", "1000", "--allow-large-replay", "--telemetry", "off",
