@@ -134,8 +134,14 @@ class WarmPython:
         return subprocess.CompletedProcess([module, *args], answer["returncode"], answer["stdout"], answer["stderr"])
 
     def close(self) -> None:
+        """End the warm process; one that does not end within 30 s is killed with its session, so that the
+        run's summary is printed and not a TimeoutExpired traceback in its place (seen under torch 2.3)."""
         self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
 
 
 _warm: list = []

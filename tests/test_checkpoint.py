@@ -54,6 +54,31 @@ def test_a_resumed_run_learns_at_the_rate_it_was_given(tmp_path):
     assert config["lr"] == 2e-5 and config["resumed_from_step"] == 200
 
 
+def test_a_checkpoint_from_a_torch_that_steps_adam_another_way_resumes_in_this_torchs_way():
+    """torch before 2.4 has no fused Adam on a CPU (JetPack 6.0's NVIDIA wheel is 2.3), so there the optimiser
+    steps foreach, and its saved state says so. torch restores a group's flags with the state: a checkpoint
+    carried to a newer torch stepped the old way, and one carried back asked torch 2.3 for the fused CPU step
+    it refuses, at the first update. The state such a run saves is this one's with its flags."""
+    from jetdqn.config import make_config
+    from jetdqn.learn import DQNAgent
+    from test_fastpath import _pong_batch
+
+    def agent():
+        torch.manual_seed(0)
+        return DQNAgent(make_config({"game": "pong", "amp": "off"}), (4, 84, 84), 6, torch.device("cpu"))
+    state = agent().state_dict()
+    for group in state["optimizer"]["param_groups"]:
+        group.update(fused=None, foreach=True)   # what torch 2.3 writes for the same run
+    resumed = agent()
+    own = {k: resumed.optimizer.param_groups[0][k] for k in ("fused", "foreach")}
+    resumed.load_state_dict(state)
+    assert {k: resumed.optimizer.param_groups[0][k] for k in ("fused", "foreach")} == own, own
+    before = [w.detach().clone() for w in resumed.online.parameters()]
+    obs, nxt, actions = (torch.from_numpy(x) for x in _pong_batch(32))
+    resumed.train_step(obs, actions, torch.linspace(-1, 1, 32), torch.full((32,), 0.99), nxt)
+    assert any(not torch.equal(w, b) for w, b in zip(resumed.online.parameters(), before))   # it stepped
+
+
 @pytest.mark.slow   # test_overwrite_with_a_bad_flag_keeps_the_old_run and test_one_process_per_run_dir stay in make test
 def test_a_run_directory_is_never_overwritten_by_accident(tmp_path):
     run = tmp_path / "run"

@@ -82,7 +82,22 @@ def make_optimizer(cfg: Config, params, capturable: bool) -> torch.optim.Optimiz
         # for all tensors (torch's CPU default is a Python loop over them).
         return torch.optim.RMSprop(params, centered=True, foreach=True, **optimizer_settings(cfg), **extra)
     # fused Adam: one pass over the parameters (0.7 ms vs 5.7 ms per step on a 2-core CPU)
-    return torch.optim.Adam(params, fused=True, **optimizer_settings(cfg), **extra)
+    params = list(params)   # a second try must see them too
+    try:
+        return torch.optim.Adam(params, fused=True, **optimizer_settings(cfg), **extra)
+    except RuntimeError as exc:
+        # torch before 2.4 fuses Adam on CUDA only (JetPack 6.0's NVIDIA wheel is 2.3): on a CPU it refused
+        # ("`fused=True` requires all the params to be ... of supported devices") and no run could start
+        if "fused=True" not in str(exc):
+            raise
+        return torch.optim.Adam(params, foreach=True, **optimizer_settings(cfg), **extra)
+
+
+def kernels_of(optimizer: torch.optim.Optimizer) -> dict:
+    """How ``optimizer`` was built to step (fused, foreach), which its saved state carries too: a checkpoint
+    from a torch that fuses Adam on a CPU, resumed on one that does not, would ask for the fused step."""
+    group = optimizer.param_groups[0]
+    return {k: group[k] for k in ("fused", "foreach") if k in group}
 
 
 def epsilon_greedy(greedy, obs: np.ndarray, eps, rng: np.random.Generator, n_actions: int) -> np.ndarray:
@@ -232,12 +247,14 @@ class DQNAgent:
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(state.get("target", state["online"]))
         if "optimizer" in state:
+            kernels = kernels_of(self.optimizer)
             self.optimizer.load_state_dict(state["optimizer"])
             capturable = self.cfg.cuda_graphs and self.device.type == "cuda"
             for group in self.optimizer.param_groups:
                 # torch restores the saved run's lr and eps with the state: `--resume --lr X` means X, as
                 # config.json says; and state saved by a run without (or with) CUDA graphs
-                group.update(optimizer_settings(self.cfg), capturable=capturable)
+                # and this torch's own way of stepping, not the saving one's
+                group.update(optimizer_settings(self.cfg), capturable=capturable, **kernels)
         if self.accel.scaler is not None and "scaler" in state:
             self.accel.scaler.load_state_dict(state["scaler"])
         self.updates = int(state.get("updates", 0))
