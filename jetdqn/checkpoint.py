@@ -126,7 +126,7 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
         except OSError as cannot:
             from .disk import why_not_read
             raise CheckpointError(f"{path} cannot be read ({why_not_read(cannot)}).") from None
-        reason = _why_unloadable(source, exc)
+        reason = why_unloadable(source, exc)
         if not (path.suffix.lower() in CHECKPOINT_SUFFIXES or path.parent.name == "checkpoints"):
             # another kind of file given by mistake (a log, /dev/null): it was "delete it"
             raise CheckpointError(f"{path} is not a checkpoint ({reason}); give a checkpoint (.pt), a model "
@@ -163,7 +163,7 @@ def _network_words(spec: dict) -> str:
             f"{'dueling' if dueling else 'plain'} head")
 
 
-def _why_unloadable(source, exc: Exception) -> str:
+def why_unloadable(source, exc: Exception) -> str:
     """What is wrong with a file torch.load refused (its path, or a pipe's bytes), in the file's terms.
     torch's own messages lead with advice for the wrong case (re-run with weights_only=False, which is what
     lets a checkpoint run code)."""
@@ -174,6 +174,9 @@ def _why_unloadable(source, exc: Exception) -> str:
         return "it is not a whole zip archive, which torch.save writes: cut short, or another kind of file"
     text = str(exc)
     if text.startswith("Weights only load failed"):
+        if "WeightsUnpickler error: " in text:   # torch before 2.4: one line, the reason after the advice
+            return "it holds objects a safe load refuses: " + _first_words(
+                text.split("WeightsUnpickler error: ", 1)[1], 120)
         boilerplate = ("Weights only load failed", "Please file an issue", "Check the documentation")
         said = [line.strip() for line in text.splitlines()
                 if line.strip() and not line.strip().startswith(boilerplate)]

@@ -137,6 +137,7 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
     exporter and the checker get bytes, never the path: their native code takes only UTF-8 paths, and a
     folder whose name is not (a Latin-1 name from an old drive) was a TypeError traceback."""
     import io
+    import inspect
     import os
     import warnings
 
@@ -157,10 +158,13 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")   # the TorchScript exporter's deprecation notice
             with _NativeOutputHeld() as held:
+                # the TorchScript exporter, which 2.9 and later ask for by name; torch before 2.5 has only it
+                # and no ``dynamo`` argument (a TypeError: JetPack 6.0's NVIDIA wheel is 2.3)
+                which = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
                 try:
                     torch.onnx.export(net, (example,), exported, input_names=["frames"], output_names=["q_values"],
                                       dynamic_axes={"frames": {0: "batch"}, "q_values": {0: "batch"}},
-                                      opset_version=opset, dynamo=False)
+                                      opset_version=opset, **which)
                 except (RuntimeError, ValueError) as exc:
                     if "opset" not in str(exc).lower():
                         held.release()

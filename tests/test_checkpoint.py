@@ -155,3 +155,10 @@ def test_a_checkpoint_cannot_run_code(tmp_path):
     with pytest.raises(ckpt.CheckpointError, match="a safe load refuses: .*posix.system"):
         ckpt.load(path)
     assert not (tmp_path / "pwned").exists()
+    # torch before 2.4 (JetPack 6.0's NVIDIA wheel is 2.3) says it on one line, its advice first: the words
+    # torch 2.3.1 gave for this file
+    said = ("Weights only load failed. Re-running `torch.load` with `weights_only` set to `False` will likely "
+            "succeed, but it can result in arbitrary code execution.Do it only if you get the file from a trusted "
+            "source. WeightsUnpickler error: Unsupported class posix.system")
+    assert ckpt.why_unloadable(path, RuntimeError(said)) == ("it holds objects a safe load refuses: Unsupported "
+                                                              "class posix.system")
