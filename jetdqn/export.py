@@ -159,7 +159,7 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
             warnings.simplefilter("ignore")   # the TorchScript exporter's deprecation notice
             with _NativeOutputHeld() as held:
                 # the TorchScript exporter, which 2.9 and later ask for by name; torch before 2.5 has only it
-                # and no ``dynamo`` argument (a TypeError: JetPack 6.0's NVIDIA wheel is 2.3)
+                # and no ``dynamo`` argument (a TypeError: a board's NVIDIA wheel may be that old)
                 which = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
                 try:
                     torch.onnx.export(net, (example,), exported, input_names=["frames"], output_names=["q_values"],

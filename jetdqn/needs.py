@@ -20,6 +20,12 @@ import sys
 DECLARED = (("numpy", "numpy", "1.21"), ("gymnasium", "gymnasium", "1.2"), ("ale_py", "ale-py", "0.12.1"),
             ("psutil", "psutil", "5.9"), ("lz4", "lz4", "4.0"), ("safetensors", "safetensors", "0.4"))
 
+# The oldest torch jetdqn's tests have passed with (docs/facts.md); JetPack 6.1 and 6.2's NVIDIA wheel is 2.5.
+TORCH_OLDEST = "2.3"
+TORCH_TOO_OLD = ("jetdqn needs torch {oldest} or newer, and this Python ({python}) has torch {found}: on x86 run "
+                 "`pip install torch==2.13.0` (the CPU wheel) or `make install`; on a Jetson NVIDIA's torch wheel "
+                 "for JetPack 6, or the L4T container (README, Jetson).")
+
 TORCH_MISSING = ("jetdqn needs PyTorch, which is not installed in this Python ({python}): on x86 run "
                  "`pip install torch==2.13.0` (the CPU wheel) or `make install`; on a Jetson use JetPack's "
                  "torch wheel or the L4T container (README, Jetson).")
@@ -103,8 +109,12 @@ def missing_packages() -> str | None:
         install = " ".join(f"'{spec}'" for _, spec in wanted)
         others = (f"{', '.join(why for why, _ in wanted)}: run `pip install {install}` (or `pip install -e .` in "
                   f"the jetdqn checkout)")
-    if not _importable("torch"):
-        torch = TORCH_MISSING.format(python=sys.executable)
+    found = _torch_build() if _importable("torch") else ""
+    if not _importable("torch") or (found and _numbers(found) < _numbers(TORCH_OLDEST)):
+        # an older torch is not tried: torch 2.3 alone lacked three things jetdqn uses (fused Adam on a
+        # CPU, the exporter's choice, the refusal's words), each a traceback mid-command until fixed
+        torch = (TORCH_TOO_OLD.format(oldest=TORCH_OLDEST, python=sys.executable, found=found) if found else
+                 TORCH_MISSING.format(python=sys.executable))
         return f"{torch[:-1]}; it also needs {others}." if others else torch
     if others:
         return f"jetdqn needs packages this Python ({sys.executable}) lacks: {others}."

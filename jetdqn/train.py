@@ -55,7 +55,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not type(exc).__module__.startswith(("torch._dynamo", "torch._inductor")):
             raise
         # torch.compile's own failures (most often: no working C++ compiler for the CPU kernels)
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+        # torch 2.3 puts the reason on the line after "backend='inductor' raised:"
+        first = (" ".join(lines[:2]) if lines[0].endswith(":") else lines[0])[:160]
         fail(f"--compile failed while compiling the update ({first}); check the C++ compiler (g++, or $CXX) "
              "or run without --compile.")
     # a resume with nothing to train says why on a progress line; with --progress off this line must say it

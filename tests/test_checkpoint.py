@@ -55,7 +55,7 @@ def test_a_resumed_run_learns_at_the_rate_it_was_given(tmp_path):
 
 
 def test_a_checkpoint_from_a_torch_that_steps_adam_another_way_resumes_in_this_torchs_way():
-    """torch before 2.4 has no fused Adam on a CPU (JetPack 6.0's NVIDIA wheel is 2.3), so there the optimiser
+    """torch before 2.4 has no fused Adam on a CPU (a board's NVIDIA wheel may be that old), so there the optimiser
     steps foreach, and its saved state says so. torch restores a group's flags with the state: a checkpoint
     carried to a newer torch stepped the old way, and one carried back asked torch 2.3 for the fused CPU step
     it refuses, at the first update. The state such a run saves is this one's with its flags."""
@@ -155,7 +155,7 @@ def test_a_checkpoint_cannot_run_code(tmp_path):
     with pytest.raises(ckpt.CheckpointError, match="a safe load refuses: .*posix.system"):
         ckpt.load(path)
     assert not (tmp_path / "pwned").exists()
-    # torch before 2.4 (JetPack 6.0's NVIDIA wheel is 2.3) says it on one line, its advice first: the words
+    # torch before 2.4 (a board's NVIDIA wheel may be that old) says it on one line, its advice first: the words
     # torch 2.3.1 gave for this file
     said = ("Weights only load failed. Re-running `torch.load` with `weights_only` set to `False` will likely "
             "succeed, but it can result in arbitrary code execution.Do it only if you get the file from a trusted "

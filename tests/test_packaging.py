@@ -212,6 +212,22 @@ def test_a_python_older_than_3_10_is_named_in_one_sentence(tmp_path):
                 "; `python -m jetdqn.telemetry` runs from Python 3.8.\n"), parse.stderr
 
 
+@pytest.mark.parametrize("command", [["-m", "jetdqn.train", "--preset", "smoke"], ["-m", "jetdqn", "bench", "pong"]])
+def test_a_torch_older_than_jetdqn_was_tested_with_is_one_sentence(tmp_path, command):
+    """torch 2.3 (older than JetPack 6.1's NVIDIA wheel, 2.5) lacked three things jetdqn used, each a traceback
+    in the middle of a command until fixed; older ones were never tried. A torch package that says it is 2.2.2 (its
+    torch/version.py, as a wheel's) stands first on the path here; its import would fail if it were tried."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text('raise ImportError("an old torch was imported")\n')
+    (tmp_path / "torch" / "version.py").write_text("__version__ = '2.2.2+cu121'\n")
+    proc = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])})
+    assert proc.returncode == 2 and proc.stderr == (
+        f"error: jetdqn needs torch 2.3 or newer, and this Python ({sys.executable}) has torch 2.2.2+cu121: on x86 "
+        "run `pip install torch==2.13.0` (the CPU wheel) or `make install`; on a Jetson NVIDIA's torch wheel for "
+        "JetPack 6, or the L4T container (README, Jetson).\n"), proc.stderr
+
+
 @pytest.mark.parametrize("command", [["-m", "jetdqn.train", "--preset", "smoke"], ["-m", "jetdqn", "evaluate", "runs/pong"],
                                      ["-m", "jetdqn.bench", "pong"], ["-c", "import jetdqn; jetdqn.train"]])
 def test_a_torch_that_does_not_import_is_one_sentence_that_says_why(tmp_path, command):

@@ -86,7 +86,7 @@ def make_optimizer(cfg: Config, params, capturable: bool) -> torch.optim.Optimiz
     try:
         return torch.optim.Adam(params, fused=True, **optimizer_settings(cfg), **extra)
     except RuntimeError as exc:
-        # torch before 2.4 fuses Adam on CUDA only (JetPack 6.0's NVIDIA wheel is 2.3): on a CPU it refused
+        # torch before 2.4 fuses Adam on CUDA only (a board's NVIDIA wheel may be that old): on a CPU it refused
         # ("`fused=True` requires all the params to be ... of supported devices") and no run could start
         if "fused=True" not in str(exc):
             raise
