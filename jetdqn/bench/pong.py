@@ -41,9 +41,8 @@ def bench_pong(args) -> int:
     no_display = display_reason() if any(c.needs_display for c in cases) else None
     has_ray = importlib.util.find_spec("ray") is not None
     for case in cases:
-        why = case.skip_reason(info["cuda"], has_ray, no_display, args.all, no_bf16,
-                               info.get("gpu_unusable")) or case.window_reason(args.learn_start, args.warmup_steps, args.steps,
-                                                              args.extra_flags)
+        why = (case.skip_reason(info["cuda"], has_ray, no_display, args.all, no_bf16, info.get("gpu_unusable"))
+               or case.window_reason(args.learn_start, args.warmup_steps, args.steps, args.extra_flags))
         if why:
             skipped[case] = why
             print(f"- {case.name}: {why}", flush=True)
