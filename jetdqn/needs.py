@@ -20,7 +20,7 @@ import sys
 DECLARED = (("numpy", "numpy", "1.21"), ("gymnasium", "gymnasium", "1.2"), ("ale_py", "ale-py", "0.12.1"),
             ("psutil", "psutil", "5.9"), ("lz4", "lz4", "4.0"), ("safetensors", "safetensors", "0.4"))
 
-# The oldest torch jetdqn's tests have passed with (docs/facts.md); JetPack 6.1 and 6.2's NVIDIA wheel is 2.5.
+# The oldest torch jetdqn's tests have passed with (docs/facts.md); JetPack 6.1's NVIDIA wheel is 2.5.
 TORCH_OLDEST = "2.3"
 TORCH_TOO_OLD = ("jetdqn needs torch {oldest} or newer, and this Python ({python}) has torch {found}: on x86 run "
                  "`pip install torch==2.13.0` (the CPU wheel) or `make install`; on a Jetson NVIDIA's torch wheel "
