@@ -109,11 +109,12 @@ def missing_packages() -> str | None:
         install = " ".join(f"'{spec}'" for _, spec in wanted)
         others = (f"{', '.join(why for why, _ in wanted)}: run `pip install {install}` (or `pip install -e .` in "
                   f"the jetdqn checkout)")
-    found = _torch_build() if _importable("torch") else ""
-    if not _importable("torch") or (found and _numbers(found) < _numbers(TORCH_OLDEST)):
-        # an older torch is not tried: torch 2.3 alone lacked three things jetdqn uses (fused Adam on a
-        # CPU, the exporter's choice, the refusal's words), each a traceback mid-command until fixed
-        torch = (TORCH_TOO_OLD.format(oldest=TORCH_OLDEST, python=sys.executable, found=found) if found else
+    found = _torch_build() if _importable("torch") else None   # '' where its version cannot be read
+    # an older torch is not tried: torch 2.3 alone lacked three things jetdqn uses (fused Adam on a CPU, the
+    # exporter's choice, the refusal's words), each a traceback mid-command until fixed
+    too_old = bool(found) and _numbers(found) < _numbers(TORCH_OLDEST)
+    if found is None or too_old:
+        torch = (TORCH_TOO_OLD.format(oldest=TORCH_OLDEST, python=sys.executable, found=found) if too_old else
                  TORCH_MISSING.format(python=sys.executable))
         return f"{torch[:-1]}; it also needs {others}." if others else torch
     if others:
