@@ -17,17 +17,19 @@
 #                                      saves its checkpoint and replay; an evaluation under way is dropped, so
 #                                      the save is not kept past bounded's 20 s by the H100's 9-21 s of
 #                                      evaluation); RESUME=1 continues it in a later call.
-#                                      On an H100 1.35M steps took 521 s (2026-11-27). The preset stops at a
-#                                      mean of 18 confirmed over 30 games; on the CPU, 8 envs got there at
-#                                      800k steps (seed 0: benchmarks/results/pong-eps05), 1.1M and 1.0M (seeds
-#                                      1 and 2, the preset's own math: pong-gpu-cpu-seed1, -seed2), so budget
-#                                      for 1.1M. With 15 minutes of device time, the start included, one
-#                                      call (timeout_s 600) of RUN_DIR=/tmp/pg PONG_SECONDS=540 ... pong
-#                                      --num-envs 8 (15 envs took 300k steps more on the CPU:
-#                                      pong-eps05-15envs), then on the warm machine
-#                                      streams, and SPEED_SECONDS=40 PROFILE_SECONDS=0 ... speed (the loop that
-#                                      draws before acting, not yet timed on a GPU); if the run had not stopped,
-#                                      RESUME=1 PONG_SECONDS=200 ... pong first (a resume keeps its flags)
+#                                      On an H200 (2026-11-30, results/cuda-h200/2026-11-30-pong) the machine's
+#                                      start took 51 s; one call (timeout_s 600) of RUN_DIR=/tmp/pg
+#                                      PONG_SECONDS=540 ... pong --num-envs 8 reached 1.34M steps, and at once
+#                                      on the warm machine (it goes back 30 s after a call) RESUME=1
+#                                      PONG_SECONDS=205 ... pong --num-envs 8 (timeout_s 270; a resume keeps
+#                                      its flags and restores the replay in 7 s) reached 1.8M: 716 s in all,
+#                                      evaluations 19% of it. That used the 15 minutes of device time. Its
+#                                      30-game confirmations read 16.57 and 17.97: the plateau at eps 0.05 is
+#                                      ~17.9, so one run passes about as often as not. The CPU rehearsals (8
+#                                      envs: seeds 0-2, pong-eps05, pong-gpu-cpu-seed1, -seed2) got there at
+#                                      0.8-1.1M. Still never run on a GPU: streams' 25 s window of a real run,
+#                                      SPEED_SECONDS=40 ... speed with 15 envs (the loop that draws before
+#                                      acting; the H200 run timed it with 8)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2   # the repository root: tests/, benchmarks/ and .whl/ are found from there
 case "${1:-}" in
