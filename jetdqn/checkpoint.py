@@ -143,18 +143,23 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
     if missing or not isinstance(payload["agent"].get("online"), dict):
         raise CheckpointError(f"{path} is a jetdqn checkpoint with parts missing ({', '.join(missing) or 'agent.online'}"
                               "); point to another checkpoint.")
-    from .config import game_key
-    if env_name is not None and game_key(payload.get("env", "")) != game_key(env_name):   # 'Pong' is pong
-        raise CheckpointError(f"{path} was trained on {payload.get('env')!r}, not {env_name!r}; "
-                              f"pass --game/--env {payload.get('env')} or another checkpoint.")
-    if network is not None:
-        theirs = payload.get("network", {})
-        if theirs.get("shapes") != network.get("shapes") or theirs.get("class") != network.get("class"):
-            raise CheckpointError(
-                f"{path} holds a different network ({_network_words(theirs)}) than this run builds "
-                f"({_network_words(network)}); use the same --game/--env, --history and --dueling as the run "
-                "that wrote it.")
+    refuse_a_misfit(path, payload.get("env", ""), payload.get("network", {}), env_name, network)
     return payload
+
+
+def refuse_a_misfit(path: Path, env: str, theirs: dict, env_name: Optional[str], network: Optional[dict]) -> None:
+    """CheckpointError where weights saved for ``env`` with the network ``theirs`` do not fit the env and network
+    at hand (None: not checked): torch's own load_state_dict error lists every mismatched tensor instead."""
+    from .config import game_key
+    if env_name is not None and game_key(env) != game_key(env_name):   # 'Pong' is pong
+        raise CheckpointError(f"{path} was trained on {env!r}, not {env_name!r}; "
+                              f"pass --game/--env {env} or another checkpoint.")
+    if network is not None and (theirs.get("shapes") != network.get("shapes")
+                                or theirs.get("class") != network.get("class")):
+        raise CheckpointError(
+            f"{path} holds a different network ({_network_words(theirs)}) than this run builds "
+            f"({_network_words(network)}); use the same --game/--env, --history and --dueling as the run "
+            "that wrote it.")
 
 
 def _network_words(spec: dict) -> str:

@@ -23,7 +23,7 @@ class ConfigError(ValueError):
     """A setting a user gave is wrong; the message is one sentence that says what to do."""
 
 
-PATH_FIELDS = ("run_dir", "tegrastats_path")   # the settings that name a file or folder
+PATH_FIELDS = ("run_dir", "tegrastats_path", "init_weights")   # the settings that name a file or folder
 # settings whose empty value would quietly mean their default (an unset shell variable: --ray-address
 # "$HEAD" started a local cluster instead of joining one, --env "$ENV" trained Pong)
 NOT_EMPTY = (*PATH_FIELDS, "ray_address", "env")
@@ -171,6 +171,11 @@ class Config:
                                               "is turned off).")
     run_dir: Optional[str] = _f(None, "Run directory (default runs/<game>-<seed>).")
     resume: bool = _f(False, "Continue the run in --run-dir from its last checkpoint.")
+    init_weights: Optional[str] = _f(None, "Start a new run's network (online and target) from trained weights: "
+                                           "a model.pt, model.safetensors or run directory of the same game and "
+                                           "network (trained on a bigger GPU, say, and fine-tuned on a board). "
+                                           "The optimizer, replay, epsilon and step count start fresh; a "
+                                           "--resume continues from its own checkpoint instead.")
     overwrite: bool = _f(False, "Delete what --run-dir holds and start over.")
     allow_large_replay: bool = _f(False, "Allocate the replay even when it exceeds the available memory, and "
                                          "keep its capacity while it fills; a --batch-size that does not fit "

@@ -174,6 +174,12 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
     if cfg.resume:  # read early: a saved replay fixes the capacity
         payload = ckpt.load(run_dir / "checkpoints" / "latest.pt", env_name=cfg.env_name,
                             network=agent.network_spec(), map_location=rt.device)
+    elif cfg.init_weights:   # before the run directory is touched: a file that does not fit changes nothing
+        from .policy import starting_weights
+        weights, source, step = starting_weights(Path(cfg.init_weights), cfg.env_name, agent.network_spec())
+        agent.load_weights(weights)
+        agent.sync_target()
+        progress.line(f"the network starts from {source}" + (f" (weights of step {step:,})" if step else ""))
     replay, frame_bytes = make_replay(cfg, acting.num_streams, acting.frame_shape, acting.frame_dtype,
                                       (payload or {}).get("replay"), progress.line)
     if not cfg.allow_large_replay:   # the batches beside the replay: an update the kernel kills, unsaid
@@ -349,9 +355,11 @@ def say_if_it_never_learns(run: Run) -> None:
     lower = "--learn-start"
     if a_batch > learn_from:
         why, lower = f"a replay holding a --batch-size {cfg.batch_size:,} batch, past {why}", "--batch-size"
+    written = ("no better than the checkpoint" if run.payload is not None else
+               "those of --init-weights" if cfg.init_weights else "untrained")
     run.progress.note(f"this run makes no update: its first would come at step {first:,} ({why}, then "
                       f"--train-freq {cfg.train_freq}), past --total-steps {cfg.total_steps:,}, so the weights it "
-                      f"writes are {'no better than the checkpoint' if run.payload is not None else 'untrained'}; "
+                      f"writes are {written}; "
                       f"lower {lower} or raise --total-steps")
 
 

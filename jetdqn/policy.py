@@ -223,6 +223,21 @@ def read_model(path: Path) -> tuple[dict, dict]:
                                         "config": payload.get("config", {}), **({} if step is None else {"step": step})}
 
 
+def starting_weights(path: Path, env_name: str, network: dict) -> tuple[dict, Path, Optional[int]]:
+    """--init-weights: (the online weights, the file they came from, their step if known) of a model file or run
+    directory, refused in one sentence where they were trained on another game or hold another network than
+    the run builds. Read before the run directory is touched, so a wrong file leaves it as it was."""
+    path = model_of(path)
+    if not path.exists():   # a missing .safetensors was "its JSON spec is missing"
+        raise CheckpointError(f"--init-weights: there is no {path}; give a model.pt, model.safetensors or a run "
+                              "directory.")
+    weights, spec_doc = read_model(path)
+    from .checkpoint import refuse_a_misfit
+    refuse_a_misfit(path, spec_doc.get("env", ""), spec_doc.get("network", {}), env_name, network)
+    step = spec_doc.get("step")
+    return weights, path, step if isinstance(step, int) else None
+
+
 def read_spec(path: Path) -> dict:
     """The JSON written beside a safetensors export (format, env, network, config)."""
     if not path.exists():

@@ -31,7 +31,8 @@ RUN_FOLDERS = {"checkpoints": ("latest.pt", "replay", ".latest.pt.tmp-*"), "tens
 # what a start cut short before its first checkpoint leaves (with segments.jsonl): redone without --overwrite
 CUT_SHORT = ("config.json", "log.jsonl", "eval.jsonl", "segments.jsonl", "checkpoints", "tensorboard")
 # Settings a resumed run cannot change: the checkpoint's network, optimiser state and game depend on them.
-FIXED_ON_RESUME = ("game", "env", "history", "dueling", "optimizer", "frame_skip", "full_action_space")
+FIXED_ON_RESUME = ("game", "env", "history", "dueling", "optimizer", "frame_skip", "full_action_space",
+                   "init_weights")   # a resume's network comes from its checkpoint, never again from these
 # With --checkpoint-replay the saved replay has one stream per env: these fix the number of streams too.
 FIXED_WITH_SAVED_REPLAY = ("backend", "num_envs", "num_actors")
 

@@ -88,6 +88,44 @@ def test_a_run_directory_is_never_overwritten_by_accident(tmp_path):
     run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100", "--overwrite"))
 
 
+def test_a_new_run_starts_from_another_runs_weights(tmp_path):
+    """--init-weights: a new run's online and target networks begin as the given model's (a model trained on a
+    bigger GPU, fine-tuned on a board), with its own fresh counters; a resume keeps to its checkpoint."""
+    trained, tuned = tmp_path / "trained", tmp_path / "tuned"
+    run_module("jetdqn.train", *smoke_args(trained, "--total-steps", "300"))
+    out = run_module("jetdqn.train", *smoke_args(tuned, "--total-steps", "100", "--learn-start", "1000",
+                                                  "--init-weights", str(trained)))
+    assert f"the network starts from {trained / 'model.pt'} (weights of step 300)" in out.stdout
+    assert "so the weights it writes are those of --init-weights" in out.stdout + out.stderr
+    given = ckpt.load(trained / "model.pt")["agent"]["online"]
+    started = ckpt.load(tuned / "checkpoints" / "latest.pt")
+    assert started["counters"]["step"] == 100 and started["agent"]["updates"] == 0
+    for net in ("online", "target"):
+        assert all(torch.equal(given[k], started["agent"][net][k]) for k in given), net
+    assert json.loads((tuned / "config.json").read_text())["init_weights"] == str(trained)
+    other = run_module("jetdqn.train", "--resume", "--run-dir", str(tuned), "--init-weights",
+                       str(tuned / "model.pt"), check=False)
+    assert other.returncode == 2 and other.stderr.startswith("error: --resume cannot change --init-weights")
+
+
+def test_weights_that_do_not_fit_leave_the_run_directory_as_it_was(tmp_path):
+    """Weights of another network or game, or none at the path, are refused in one sentence before the run
+    directory is touched: an --overwrite of a finished run keeps that run."""
+    trained, kept = tmp_path / "trained", tmp_path / "kept"
+    run_module("jetdqn.train", *smoke_args(trained, "--total-steps", "100"))
+    run_module("jetdqn.train", *smoke_args(kept, "--total-steps", "100"))
+    def files():   # the run's own files (.lock holds the PID of whichever command holds the directory)
+        return sorted((p.name, p.stat().st_mtime_ns) for p in kept.rglob("*") if p.name != ".lock")
+    before = files()
+    cases = [(["--dueling"], "holds a different network"), (["--game", "breakout"], "trained on 'pong', not 'breakout'"),
+             (["--init-weights", str(tmp_path / "none.safetensors")], "--init-weights: there is no ")]
+    for extra, words in cases:
+        given = [] if "--init-weights" in extra else ["--init-weights", str(trained / "model.safetensors")]
+        proc = run_module("jetdqn.train", *smoke_args(kept, "--overwrite", *given, *extra), check=False)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
+    assert files() == before
+
+
 def test_kill_during_saves_leaves_a_loadable_checkpoint(tmp_path):
     """kill -9 a run that checkpoints every 50 steps, several times; the last good checkpoint always loads."""
     run = tmp_path / "run"
