@@ -25,7 +25,9 @@
 #                                      its flags and restores the replay in 7 s) reached 1.8M: 716 s in all,
 #                                      evaluations 19% of it. That used the 15 minutes of device time. Its
 #                                      30-game confirmations read 16.57 and 17.97: the plateau at eps 0.05 is
-#                                      ~17.9, so one run passes about as often as not. The CPU rehearsals (8
+#                                      ~17.9, so one run passes about as often as not (250k more steps from its
+#                                      weights, with or without a rate cut, did not lift it:
+#                                      results/pong-finetune-2026-11-30). The CPU rehearsals (8
 #                                      envs: seeds 0-2, pong-eps05, pong-gpu-cpu-seed1, -seed2) got there at
 #                                      0.8-1.1M. Still never run on a GPU: streams' 25 s window of a real run,
 #                                      SPEED_SECONDS=40 ... speed with 15 envs (the loop that draws before
