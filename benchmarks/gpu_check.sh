@@ -26,8 +26,9 @@
 #                                      evaluations 19% of it. That used the 15 minutes of device time. Its
 #                                      30-game confirmations read 16.57 and 17.97: the plateau at eps 0.05 is
 #                                      ~17.9, so one run passes about as often as not (250k more steps from its
-#                                      weights, with or without a rate cut, did not lift it:
-#                                      results/pong-finetune-2026-11-30). The CPU rehearsals (8
+#                                      weights, with or without a rate cut, did not lift it; with --n-step 5
+#                                      they scored 18.08 over 90 against 17.78: results/pong-finetune-2026-11-30,
+#                                      so the next run can add --n-step 5). The CPU rehearsals (8
 #                                      envs: seeds 0-2, pong-eps05, pong-gpu-cpu-seed1, -seed2) got there at
 #                                      0.8-1.1M. Still never run on a GPU: streams' 25 s window of a real run,
 #                                      SPEED_SECONDS=40 ... speed with 15 envs (the loop that draws before
