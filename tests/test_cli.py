@@ -164,6 +164,7 @@ def test_a_path_too_long_for_the_os_is_refused_by_name(tmp_path):
     assert what_to_do(refused.value) == "give the run directory a shorter name"
 
 
+@pytest.mark.slow   # 9-19 s; make test stays under 10 minutes on a slow day of the 2-core VM
 def test_a_run_another_user_keeps_to_itself_is_said_to_be_out_of_reach(tmp_path):
     """A run written by a container's root into a folder of mode 700, or with files of mode 600, played by the
     board's user: play, evaluate and export were OSError tracebacks from pathlib's exists(), a model.pt was
@@ -761,6 +762,7 @@ def test_a_path_that_starts_with_a_tilde_is_the_home_folder(tmp_path, monkeypatc
     assert jetdqn.load(Path("~/a.safetensors")).trained_steps == 200
 
 
+@pytest.mark.slow   # 9-19 s; make test stays under 10 minutes on a slow day of the 2-core VM
 def test_a_folder_whose_name_is_not_utf8(tmp_path):
     """A Latin-1 name (an old drive's ``café`` as byte 0xe9) reaches Python as surrogates. Under any locale but
     C and POSIX (a Jetson's en_US.UTF-8) stdout refused them: the run trained, then died of its "done" line

@@ -180,6 +180,7 @@ def test_a_capacity_lowered_for_another_process_goes_back_up_when_that_process_e
     assert records[-1]["replay_capacity"] == 8_000 and records[-1]["replay_transitions"] == 8_000, records[-1]
 
 
+@pytest.mark.slow   # 9-19 s; make test stays under 10 minutes on a slow day of the 2-core VM
 def test_a_replay_saved_at_a_lowered_capacity_is_raised_again_after_a_resume(memory_limited, tmp_path):
     """A run stopped while its replay was lowered (the other process still there, the ring not wrapped) saves
     that replay; resumed once the memory is back, it gets the 8,000 asked for allocated, loads the saved

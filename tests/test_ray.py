@@ -112,6 +112,7 @@ def test_a_run_joins_a_cluster_that_ray_start_began(tmp_path):
             current.unlink()
 
 
+@pytest.mark.slow   # 9-19 s; make test stays under 10 minutes on a slow day of the 2-core VM
 def test_a_run_without_ray_address_starts_its_own_ray_beside_a_cluster_that_ray_start_left(tmp_path):
     """``ray start`` records its cluster in /tmp/ray/ray_current_cluster (and a killed one leaves it), and
     ray.init(address=None) joins that cluster: a run without --ray-address then died of a ValueError

@@ -904,6 +904,7 @@ def test_a_truncated_replay_chunk_is_one_sentence_and_the_run_goes_on_without_it
     assert records(run)[-1]["step"] == 400
 
 
+@pytest.mark.slow   # 9-19 s; make test stays under 10 minutes on a slow day of the 2-core VM
 def test_a_signal_during_an_evaluation_drops_its_games_and_the_resumed_run_plays_it(tmp_path):
     """docker stop gives a run 60 s (run.sh's --stop-timeout) to save, and 30 evaluation games took 25-58 s
     in the committed 2-core runs: a SIGTERM that comes while they are played drops them unscored, the run
@@ -1042,6 +1043,7 @@ def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Read-only file system" in proc.stderr
 
 
+@pytest.mark.slow   # 9-19 s; make test stays under 10 minutes on a slow day of the 2-core VM
 def test_a_first_checkpoint_whose_replay_does_not_fit_keeps_the_weights(small_disk):
     """--checkpoint-replay writes every chunk of the replay at the first checkpoint, its largest write. When
     that filled the disk (an SD card), the run stopped with nothing to resume: every step before it was lost.
