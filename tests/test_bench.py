@@ -299,7 +299,11 @@ def test_a_killed_benchmark_takes_its_running_case_with_it(tmp_path):
             break
         time.sleep(0.2)
     assert case is not None and bench.poll() is None
-    time.sleep(2)   # training, its signal handlers in place
+    # the case's run directory made (it is still importing torch before that: 2 s were not enough on a slow
+    # day of the 2-core VM), then 2 s more: training, its signal handlers in place
+    while time.monotonic() < deadline and not list(tmp.glob("jetdqn-bench-pong-*/baseline-0")):
+        time.sleep(0.2)
+    time.sleep(2)
     bench.kill()
     bench.wait()
     try:
