@@ -384,6 +384,7 @@ def test_a_setting_its_mode_does_not_read_is_refused_not_ignored():
         make_config(settings)
 
 
+@pytest.mark.slow   # 10-13 s; make test stays under 10 minutes on a slow day of the 2-core VM
 def test_torchs_openmp_threads_spin_briefly_unless_told_otherwise(tmp_path):
     """libgomp's idle threads spin 300,000 turns: beside another session's busy process every bench row went
     28-40x slower on 2 cores (benchmarks/results/openmp-wait-2026-11-29). ``import jetdqn`` sets

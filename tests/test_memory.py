@@ -123,6 +123,7 @@ def train_beside_a_hog(args: list[str], join, limit_file: Path, leave_mb: int, e
     return lines
 
 
+@pytest.mark.slow   # 10-13 s; make test stays under 10 minutes on a slow day of the 2-core VM
 def test_memory_taken_by_another_process_while_the_replay_fills_lowers_its_capacity(memory_limited, tmp_path):
     """Another process in the container takes all but 40 MB of the room once the run has started (the room as
     jetdqn counts it: the limit less what the cgroup holds, its mapped libraries included). The replay's

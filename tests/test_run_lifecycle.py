@@ -782,6 +782,7 @@ def test_overwrite_removes_what_a_run_writes_and_nothing_beside_it(tmp_path):
     assert torch.load(sd_card / "latest.pt", weights_only=True)["counters"]["step"] == 200
 
 
+@pytest.mark.slow   # 10-13 s; make test stays under 10 minutes on a slow day of the 2-core VM
 def test_a_recording_cut_short_says_so_and_leaves_the_old_video(tmp_path):
     """A file-size limit (ulimit -f, standing for a disk that fills) kills ffmpeg before it finishes the file.
     The games' summary is still printed, and then one sentence says the video could not be finished, with exit
