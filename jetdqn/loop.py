@@ -525,6 +525,8 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
         if cfg.run_dir is None:
             cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
         progress = progress or Progress(cfg.total_steps, cfg.progress)
+        if lock.unlocked:
+            progress.note(f"{lock.unlocked}.")
         if cfg.resume:
             done = trained_already(cfg, run_dir, progress)
             if done is not None:

@@ -12,6 +12,7 @@ an OS lock on ``.lock``, which the kernel releases when the process ends, kill -
 from __future__ import annotations
 
 import datetime
+import errno
 import fcntl
 import json
 import os
@@ -37,13 +38,23 @@ FIXED_ON_RESUME = ("game", "env", "history", "dueling", "optimizer", "frame_skip
 FIXED_WITH_SAVED_REPLAY = ("backend", "num_envs", "num_actors")
 
 
+# flock's errors on a filesystem that keeps no locks: NFS without its lock manager (ENOLCK), some FUSE and
+# network filesystems (EOPNOTSUPP, ENOSYS). There a run goes on without the lock, and says so.
+NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS)
+
+
 class RunDirLock:
-    """An exclusive flock on RUN_DIR/.lock, holding the owner's PID for the message a second process gets."""
+    """An exclusive flock on RUN_DIR/.lock, holding the owner's PID for the message a second process gets.
+
+    Where the filesystem keeps no locks, ``unlocked`` says why and the run goes on without one: refusing
+    would leave a board whose runs live on an NFS share without a way to train at all, and the lock only
+    guards against a second jetdqn started there by mistake."""
 
     def __init__(self, run_dir: Path, created: tuple[Path, ...] = ()):
         self.path = Path(run_dir) / ".lock"
         self.created = created   # folders made for this start, deepest first: a start refused leaves no trace
         self.new_file = not self.path.exists()   # nor a .lock in a folder that had none
+        self.unlocked: Optional[str] = None
         while True:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -52,6 +63,14 @@ class RunDirLock:
                 owner = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "?"
                 os.close(self.fd)
                 raise ConfigError(in_use(run_dir, owner)) from None
+            except OSError as exc:
+                if exc.errno not in NO_LOCKS:
+                    os.close(self.fd)
+                    raise
+                self.unlocked = (f"{run_dir} is on a filesystem that keeps no file locks ({exc.strerror}), so this "
+                                 "run cannot stop a second jetdqn process from using it at the same time; "
+                                 "start only one there")
+                break
             if self._still_named():
                 break
             os.close(self.fd)   # a refused start removed the file between our open and our lock: take the new one
@@ -102,6 +121,8 @@ def held_by(run_dir: Path):
         return None
     except BlockingIOError:
         return os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+    except OSError:   # no locks kept there (NO_LOCKS), or none to be had: RunDirLock says which
+        return None
     finally:
         os.close(fd)   # drops the shared lock, if taken
 

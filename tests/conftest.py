@@ -34,6 +34,34 @@ def run_without(package: str, module: str, *args: str, timeout: float = 300) -> 
                           timeout=timeout)
 
 
+# installs a seccomp filter (libseccomp, through ctypes) that answers every flock(2) with errno argv[1], then
+# execs python with the rest of argv: the filter outlives exec, so the whole command runs on a kernel that
+# refuses file locks, as an NFS mount does when its lock manager cannot be reached (ENOLCK)
+_NO_FLOCK = r"""
+import ctypes, os, sys
+try:
+    lib = ctypes.CDLL("libseccomp.so.2")
+except OSError:
+    sys.exit(97)
+lib.seccomp_init.restype = ctypes.c_void_p
+ctx = ctypes.c_void_p(lib.seccomp_init(ctypes.c_uint32(0x7FFF0000)))   # SCMP_ACT_ALLOW
+call = lib.seccomp_syscall_resolve_name(b"flock")
+errno_action = ctypes.c_uint32(0x00050000 | int(sys.argv[1]))        # SCMP_ACT_ERRNO(errno)
+if not ctx.value or call < 0 or lib.seccomp_rule_add(ctx, errno_action, call, 0) or lib.seccomp_load(ctx):
+    sys.exit(97)
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+def run_where_flock_fails(errno_code: int, args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python ARGS`` in a process whose every flock(2) fails with ``errno_code`` (the kernel's answer, by a
+    seccomp filter); skipped where no filter can be loaded (no libseccomp)."""
+    proc = subprocess.run([sys.executable, "-c", _NO_FLOCK, str(errno_code), *args], cwd=ROOT,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"}, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode == 97:
+        pytest.skip("no seccomp filter can be loaded here (libseccomp.so.2)")
+    return proc
+
 # the first line of a JetPack 6.2 board's /etc/nv_tegra_release (L4T R36.4.3), as `cat` shows it there
 L4T_RELEASE = "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 UTC 2025"
 

@@ -1,6 +1,7 @@
 """A run survives what a user or the machine does to it: real training processes sent real signals, killed
 with -9, started twice on one run dir, resumed with changed flags, fed bad numbers."""
 
+import errno
 import json
 import os
 import signal
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from jetdqn import checkpoint as ckpt
-from conftest import ROOT, as_from_a_terminal, fill, run_module
+from conftest import ROOT, as_from_a_terminal, fill, run_module, run_where_flock_fails
 
 
 def start_training(run: Path, *extra: str, nohup: bool = False) -> subprocess.Popen:
@@ -170,6 +171,26 @@ def test_one_process_per_run_dir(tmp_path):
     again = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "1", check=False)
     assert again.returncode == 0, again.stderr                # the kernel dropped the first process's lock
 
+
+def test_a_run_dir_on_a_filesystem_without_locks_trains_and_says_so(tmp_path):
+    """NFS whose lock manager cannot be reached answers flock with ENOLCK (a kernel answer here, by a seccomp
+    filter): the run trains and resumes there, saying once per start that it holds no lock; any other error
+    from flock refuses the directory in one sentence."""
+    run = tmp_path / "on nfs"
+    train = ["-m", "jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off"]
+    said = (f"{run} is on a filesystem that keeps no file locks (No locks available), so this run cannot stop a "
+            "second jetdqn process from using it at the same time; start only one there.")
+    first = run_where_flock_fails(errno.ENOLCK, train)
+    assert first.returncode == 0 and "Traceback" not in first.stderr, first.stderr
+    assert (first.stdout + first.stderr).splitlines().count(said) == 1, (first.stdout, first.stderr)
+    assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == 300
+    again = run_where_flock_fails(errno.ENOLCK, train[:-2] + ["--resume", "--total-steps", "400"])
+    assert again.returncode == 0 and (again.stdout + again.stderr).splitlines().count(said) == 1, again.stderr
+    assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == 400
+    broken = run_where_flock_fails(errno.EIO, train[:-2] + ["--resume", "--total-steps", "500"])
+    assert broken.returncode == 2 and broken.stderr == (f"error: cannot use {run} as the run directory "
+                                                        "(Input/output error); give a directory you can write to.\n")
+    assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == 400
 
 def test_kill_9_then_resume_keeps_the_records_in_order(tmp_path):
     """kill -9 between checkpoints: the records past the checkpoint, a torn line and a torn save's temporary
