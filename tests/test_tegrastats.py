@@ -1,6 +1,7 @@
 """tegrastats parsing on the 33 real lines of ../shared/data/tegrastats/samples.txt, and the live reader."""
 
 import json
+import signal
 import stat
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jetdqn.telemetry.tegrastats import NotTegrastats, TegrastatsReader, parse_line, wait_for_samples
-from conftest import ROOT, TEGRASTATS_SAMPLES, run_module
+from conftest import ROOT, TEGRASTATS_SAMPLES, as_from_a_terminal, children_running, run_module
 
 # Per line, in file order, read off the line by hand:
 # (cores, first two core loads, GR3D %, GPU MHz, RAM used, RAM total, swap used, EMC %, timestamp,
@@ -266,6 +267,27 @@ def test_telemetry_watch_reads_a_tegrastats_at_its_path_and_names_its_own_flags(
                                                           "this machine (it ships with Jetson Linux); use --source "
                                                           "auto or procfs, or --tegrastats-path.\n")
 
+
+def test_telemetry_watch_stopped_by_sigterm_says_so_and_takes_its_tegrastats_with_it(tegrastats_lines, tmp_path):
+    """`kill PID` (SIGTERM) of a watch ended it in silence with its tegrastats left running, orphaned; now it
+    ends as Ctrl-C's siblings do: one line, status 143, and the tegrastats it started already gone."""
+    import psutil
+    script = fake_tegrastats(tmp_path, [tegrastats_lines[20]])
+    watch = subprocess.Popen([sys.executable, "-m", "jetdqn.telemetry", "watch", "--source", "tegrastats",
+                              "--tegrastats-path", str(script), "--interval", "5"], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
+    try:
+        deadline = time.monotonic() + 60
+        while not children_running(watch.pid, str(script)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        [board] = children_running(watch.pid, str(script))
+        time.sleep(1)   # past the sampler's first sample: watching, not starting
+        watch.send_signal(signal.SIGTERM)
+        out, err = watch.communicate(timeout=30)
+    finally:
+        watch.kill()
+    assert watch.returncode == 128 + signal.SIGTERM and err == "stopped by SIGTERM\n", (out, err)
+    assert not board.is_running() or board.status() == psutil.STATUS_ZOMBIE
 
 def test_bench_pong_reads_a_tegrastats_at_its_path_and_refuses_a_missing_one_before_its_cases(tegrastats_lines,
                                                                                                  tmp_path):

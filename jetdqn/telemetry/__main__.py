@@ -196,14 +196,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = p.parse_args(argv)
     if args.cmd == "parse":
         return cmd_parse(args)
+    from ..signals import exit_on_stop
     if args.cmd == "watch":
         from ..config import ConfigError
+        exit_on_stop()   # SIGTERM ended watch in silence, and its sampler's tegrastats outlived it
         try:
             return cmd_watch(args)
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    from ..signals import exit_on_stop
     exit_on_stop()   # as jetdqn.plot: a SIGTERM mid-write leaves the earlier PNG, no .part file
     from ..needs import MissingPackages
     try:
