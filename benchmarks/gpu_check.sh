@@ -26,13 +26,13 @@
 #                                      evaluations 19% of it. That used the 15 minutes of device time. Its
 #                                      30-game confirmations read 16.57 and 17.97: the plateau at eps 0.05 is
 #                                      ~17.9, so one run passes about as often as not (250k more steps from its
-#                                      weights, with or without a rate cut, did not lift it; with --n-step 5
-#                                      they scored 18.08 over 90 against 17.78: results/pong-finetune-2026-11-30;
-#                                      from the first step --n-step 5 was slower: 13.57 at 1.1M,
-#                                      results/pong-gpu-n5-cpu). So the next run: the 540 s call as above,
-#                                      then RESUME=1 RUN_DIR=/tmp/pg PONG_SECONDS=205 OUT=/tmp/o bash
-#                                      benchmarks/gpu_check.sh pong --num-envs 8 --n-step 5 (a resume takes
-#                                      --n-step as a change; segments.jsonl records it). The CPU rehearsals (8
+#                                      weights, with or without a rate cut or --n-step 5, did not lift it: over
+#                                      two seeds --n-step 5 scored 17.78 per 180 games against 17.90 without,
+#                                      results/pong-finetune-2026-11-30; from the first step --n-step 5 was
+#                                      slower: 13.57 at 1.1M, results/pong-gpu-n5-cpu). So the next run is the
+#                                      two calls above unchanged (OUT=/tmp/o, with benchmarks/results moved out
+#                                      of the tree so that it and .whl stay under the 64 MiB a call carries);
+#                                      its note gives every confirmation and a 90-game score. The CPU rehearsals (8
 #                                      envs: seeds 0-2, pong-eps05, pong-gpu-cpu-seed1, -seed2) got there at
 #                                      0.8-1.1M. Still never run on a GPU: streams' 25 s window of a real run,
 #                                      SPEED_SECONDS=40 ... speed with 15 envs (the loop that draws before
