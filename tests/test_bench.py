@@ -278,6 +278,7 @@ def test_a_stopped_benchmark_takes_its_running_case_with_it(tmp_path):
     assert not case.is_running() or case.status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.slow
 def test_a_killed_benchmark_takes_its_running_case_with_it(tmp_path):
     """SIGKILL (kill -9, timeout -s KILL) gives the bench no time to end its case: the case went on training,
     orphaned, on the cores the next benchmark measured on. The kernel now sends it SIGTERM (it saves, ends).
@@ -354,6 +355,7 @@ def test_a_case_past_its_time_limit_is_a_failed_row_and_the_benchmark_goes_on(tm
                                  for r in ran), ran
 
 
+@pytest.mark.slow
 def test_rows_are_not_a_percentage_of_a_baseline_that_did_not_run(tmp_path):
     """Without the baseline row (no X server, or --cases without it) the first row measured took its place:
     jetdqn's plain path read "100 % of baseline". Its cell is "-" now."""

@@ -802,6 +802,7 @@ def test_a_folder_whose_name_is_not_utf8(tmp_path):
         assert not (folder / "tb").exists()
 
 
+@pytest.mark.slow
 def test_a_jetson_whose_torch_cannot_use_its_gpu_says_so(tmp_path):
     """`pip install torch` on a board gets PyPI's wheel, which does not use a Jetson's integrated GPU: every
     run, and the benchmark, went to the CPU without a word (--device auto), and --device cuda said "this

@@ -304,6 +304,7 @@ def test_no_cgroup_files_mean_the_machines_memory(tmp_path):
     assert mine.limit is None and mine.available == 3_000_000 * 1024 and mine.limited_by == ""
 
 
+@pytest.mark.slow
 def test_a_batch_that_does_not_fit_beside_the_replay_is_refused_before_the_run_starts(memory_limited, tmp_path):
     """--batch-size 1500 on Pong: ~1.07 GB while it learns (0.72 MB a row). Under a 600 MB limit the run used to
     fill its replay and be killed at its first update, without a word; it is refused at the start. With

@@ -523,6 +523,7 @@ def test_a_dropped_ssh_session_saves_the_run_and_finishes_the_video(tmp_path):
     assert code == 128 + signal.SIGHUP, code
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_play_and_evaluate_in_one_line_with_status_130(tmp_path):
     """Ctrl-C used to end play and evaluate with a KeyboardInterrupt traceback, and docker stop's SIGTERM
     killed play with its video unfinished (48 bytes). Play ends the game at its step, prints the games it
