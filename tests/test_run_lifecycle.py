@@ -172,6 +172,7 @@ def test_one_process_per_run_dir(tmp_path):
     assert again.returncode == 0, again.stderr                # the kernel dropped the first process's lock
 
 
+@pytest.mark.slow
 def test_a_run_dir_on_a_filesystem_without_locks_trains_and_says_so(tmp_path):
     """NFS whose lock manager cannot be reached answers flock with ENOLCK (a kernel answer here, by a seccomp
     filter): the run trains and resumes there, saying once per start that it holds no lock; any other error
@@ -679,6 +680,7 @@ def test_a_batch_larger_than_learn_start_begins_learning_without_a_burst_of_upda
     assert all(r["replay_ratio"] == 1.0 for r in records[1:])
 
 
+@pytest.mark.slow
 def test_the_benchmark_scripts_refuse_what_they_cannot_use(tmp_path):
     """log_summary.py on a folder that is not a run was a FileNotFoundError traceback; outside_eval.py with
     --games 0 printed a mean of nan over 0 games and exited 0. Each mistake below is one line and exit 2."""
