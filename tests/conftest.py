@@ -62,6 +62,7 @@ def run_where_flock_fails(errno_code: int, args: list[str], timeout: float = 300
         pytest.skip("no seccomp filter can be loaded here (libseccomp.so.2)")
     return proc
 
+
 # the first line of a JetPack 6.2 board's /etc/nv_tegra_release (L4T R36.4.3), as `cat` shows it there
 L4T_RELEASE = "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 UTC 2025"
 
