@@ -180,6 +180,10 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
         agent.load_weights(weights)
         agent.sync_target()
         progress.line(f"the network starts from {source}" + (f" (weights of step {step:,})" if step else ""))
+        if cfg.eps_start > cfg.eps_end and cfg.eps_decay_steps > 0:   # a fine-tune that plays at random, unsaid
+            progress.note(f"epsilon starts at {cfg.eps_start:g} (--eps-start) and falls to {cfg.eps_end:g} by step "
+                          f"{cfg.eps_decay_steps:,}, so until then many actions are random rather than these "
+                          f"weights'; --eps-start {cfg.eps_end:g} acts with them from the first step")
     replay, frame_bytes = make_replay(cfg, acting.num_streams, acting.frame_shape, acting.frame_dtype,
                                       (payload or {}).get("replay"), progress.line)
     if not cfg.allow_large_replay:   # the batches beside the replay: an update the kernel kills, unsaid

@@ -97,6 +97,9 @@ def test_a_new_run_starts_from_another_runs_weights(tmp_path):
                                                   "--init-weights", str(trained)))
     assert f"the network starts from {trained / 'model.pt'} (weights of step 300)" in out.stdout
     assert "so the weights it writes are those of --init-weights" in out.stdout + out.stderr
+    # smoke's epsilon falls from 1 over 1,000 steps: the start says a fine-tune plays at random until then
+    assert ("epsilon starts at 1 (--eps-start) and falls to 0.01 by step 1,000, so until then many actions are "
+            "random rather than these weights'; --eps-start 0.01 acts with them from the first step") in out.stdout
     given = ckpt.load(trained / "model.pt")["agent"]["online"]
     started = ckpt.load(tuned / "checkpoints" / "latest.pt")
     assert started["counters"]["step"] == 100 and started["agent"]["updates"] == 0
