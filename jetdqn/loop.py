@@ -202,14 +202,15 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
                ckpt.Checkpointer(run_dir, cfg, agent, replay, rng), RunState(), payload, facts, mirror)
 
 
-def run_loop(run: Run) -> dict:
-    """Train to --total-steps (or an interrupt, or --target-return); returns the last record and outcome."""
+def run_loop(run: Run, filled: str) -> dict:
+    """Train to --total-steps (or an interrupt, or --target-return); returns the last record and outcome.
+    ``filled``: what ``resume`` made of the replay ("new" for a new run). Called inside ``train``'s
+    stop_on_signals: a stop from here on is noted, and the run saves at its step."""
     from .display import make_renderer
     from .learn.learners import make_learner
 
     cfg, state, acting, agent, replay = run.cfg, run.state, run.acting, run.agent, run.replay
     from .rundir import record_segment
-    filled = resume(run) if run.payload is not None else "new"
     say_if_it_never_learns(run)
     segment = record_segment(run_dir=run.run_dir, cfg=cfg, step=state.step, wall_s=state.wall_s(), replay=filled)
     if segment["changed"]:   # said, not only recorded: a resume also sets back the settings of a mode turned off
@@ -222,66 +223,65 @@ def run_loop(run: Run) -> dict:
     learner.start()
     run.sampler.mark_threads("learner", learner.threads)
     summary: dict = {}
-    with stop_on_signals(state.stop, hold=True):   # until the last save (and after a stop): a second one waits
-        try:
-            # resets the envs (or starts the Ray actors, whose wait gives up once the run is stopping)
-            acting.start(agent, state.step, lambda: state.interrupted is not None)
-            # the first record's CPU times count from here, as its interval does (the resets are not in it)
-            run.sampler.start()
-            state.t_start = time.monotonic()
-            log = RunLog(run.run_dir / "log.jsonl", cfg.log_every, cfg.total_steps, run.progress, run.sampler,
-                         run.clock, state.step, agent.updates, state.episodes)
-            checkpoints = Every(cfg.checkpoint_every, state.step)
-            next_cut = follow_lr_cuts(run, None)
-            reached = False
-            if evaluation_due(cfg, state):   # one a stop dropped: played at the checkpoint's step, on its weights
+    try:
+        # resets the envs (or starts the Ray actors, whose wait gives up once the run is stopping)
+        acting.start(agent, state.step, lambda: state.interrupted is not None)
+        # the first record's CPU times count from here, as its interval does (the resets are not in it)
+        run.sampler.start()
+        state.t_start = time.monotonic()
+        log = RunLog(run.run_dir / "log.jsonl", cfg.log_every, cfg.total_steps, run.progress, run.sampler,
+                     run.clock, state.step, agent.updates, state.episodes)
+        checkpoints = Every(cfg.checkpoint_every, state.step)
+        next_cut = follow_lr_cuts(run, None)
+        reached = False
+        if evaluation_due(cfg, state):   # one a stop dropped: played at the checkpoint's step, on its weights
+            with log.timed("evaluating"):
+                reached = evaluate_or_stop(run)
+        while not reached and state.step < cfg.total_steps and not (state.interrupted or state.diverged):
+            exp = acting.receive(state.step)     # the envs' results, per-stream bookkeeping
+            if exp is None:
+                break                            # Ray: the stop took the actors too; the run saves at its step
+            exp.store(replay)                    # each frame once, in its env's stream
+            state.count(exp.steps, exp.returns)
+            log.games_ended(exp.returns)
+            earned = run.schedule.earned(state.step, replay.sampleable, agent.updates)
+            learner.draw(earned)                 # this step's batches, while a GPU runs the last step's updates
+            acting.send_next(state.step)         # act (after those updates), the envs step meanwhile
+            acting.show(renderer, state.step)    # 1 of every --display-freq frames
+            if next_cut is not None and state.step >= next_cut:
+                next_cut = follow_lr_cuts(run, next_cut)
+            learner.learn(state.step, earned)
+            acting.after_learning(agent.updates)  # Ray: new weights to the actors now and then
+            if run.progress.mode == "bar":
+                run.progress.update(state.step, log.rate(state.step), state.returns[-1] if state.returns
+                                    else None, acting.epsilon(state.step))
+            if log.due(state.step):
+                summary = write_record(run, log, renderer)
+                run.budget.fit(replay, run.progress.note)
+            if evaluation_due(cfg, state):
                 with log.timed("evaluating"):
                     reached = evaluate_or_stop(run)
-            while not reached and state.step < cfg.total_steps and not (state.interrupted or state.diverged):
-                exp = acting.receive(state.step)     # the envs' results, per-stream bookkeeping
-                if exp is None:
-                    break                            # Ray: the stop took the actors too; the run saves at its step
-                exp.store(replay)                    # each frame once, in its env's stream
-                state.count(exp.steps, exp.returns)
-                log.games_ended(exp.returns)
-                earned = run.schedule.earned(state.step, replay.sampleable, agent.updates)
-                learner.draw(earned)                 # this step's batches, while a GPU runs the last step's updates
-                acting.send_next(state.step)         # act (after those updates), the envs step meanwhile
-                acting.show(renderer, state.step)    # 1 of every --display-freq frames
-                if next_cut is not None and state.step >= next_cut:
-                    next_cut = follow_lr_cuts(run, next_cut)
-                learner.learn(state.step, earned)
-                acting.after_learning(agent.updates)  # Ray: new weights to the actors now and then
-                if run.progress.mode == "bar":
-                    run.progress.update(state.step, log.rate(state.step), state.returns[-1] if state.returns
-                                        else None, acting.epsilon(state.step))
-                if log.due(state.step):
-                    summary = write_record(run, log, renderer)
-                    run.budget.fit(replay, run.progress.note)
-                if evaluation_due(cfg, state):
-                    with log.timed("evaluating"):
-                        reached = evaluate_or_stop(run)
-                    if reached:
-                        break  # --target-return reached
-                if checkpoints.due(state.step):
-                    with log.timed("checkpointing"):
-                        save_checkpoint(run)
-            if state.step > log.step and not state.diverged:
-                summary = write_record(run, log, renderer)  # an interrupt: the record of the last steps
-        except (MemoryError, RuntimeError) as exc:   # numpy's, torch's (and the learner thread's) refusals
-            if not refused_allocation(exc):
-                raise
-            raise out_of_memory(run, exc) from None
-        finally:
-            learner.finish()
-            run.sampler.stop()
-            acting.close()
-            shown = renderer.shown if renderer is not None else 0
-            if renderer is not None:
-                renderer.close()
-        finish(run, log)
-        if run.mirror is not None:
-            run.mirror.close()
+                if reached:
+                    break  # --target-return reached
+            if checkpoints.due(state.step):
+                with log.timed("checkpointing"):
+                    save_checkpoint(run)
+        if state.step > log.step and not state.diverged:
+            summary = write_record(run, log, renderer)  # an interrupt: the record of the last steps
+    except (MemoryError, RuntimeError) as exc:   # numpy's, torch's (and the learner thread's) refusals
+        if not refused_allocation(exc):
+            raise
+        raise out_of_memory(run, exc) from None
+    finally:
+        learner.finish()
+        run.sampler.stop()
+        acting.close()
+        shown = renderer.shown if renderer is not None else 0
+        if renderer is not None:
+            renderer.close()
+    finish(run, log)
+    if run.mirror is not None:
+        run.mirror.close()
     # run_wall_s: the last record's wall_s plus what came after it (the final evaluation, the last save)
     return {**summary, "run_dir": str(run.run_dir), "frames_shown": shown, "interrupted": state.interrupted,
             "reached_target": state.reached_target, "last_eval": state.last_eval, "steps_done": state.step,
@@ -537,9 +537,14 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
                 return done
         cfg, tuned = resolve_auto(cfg, progress.line, progress.note)
         run = build_run(cfg, run_dir, progress, tuned)
-        if not cfg.resume:
-            start_fresh(run_dir)  # only now: every setting was checked and the run's parts are built
-        started = True
-        return run_loop(run)
+        filled = resume(run) if run.payload is not None else "new"   # a stop here leaves the checkpoint as it was
+        # The loop's handlers from the run's first write on: a stop between that write and the loop ended the
+        # process by its exception (Ctrl-C) or exit (SIGTERM, SIGHUP), leaving a new run's directory with its
+        # config and segment but no checkpoint, which a --resume refused and a new start called taken.
+        with stop_on_signals(run.state.stop, hold=True):   # until the last save (and after a stop): a second one waits
+            if not cfg.resume:
+                start_fresh(run_dir)  # only now: every setting was checked and the run's parts are built
+            started = True
+            return run_loop(run, filled)
     finally:
         lock.release(started)
