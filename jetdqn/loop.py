@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import shlex
+import signal
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -526,9 +527,15 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
     """Train per cfg (the library entry point); returns the last log record plus the run's outcome."""
     from .autotune import resolve_auto
     from .rundir import claim_run_dir, start_fresh
-    run_dir, lock = claim_run_dir(cfg)
-    started = False
+    started, stops = False, []
+    # A stop while the directory is made and locked waits until the lock is held here, then ends the start
+    # as anywhere before the loop (one line, the new directory removed): arriving between the mkdir and
+    # this try, it left the directory behind.
+    with stop_on_signals(stops.append):
+        run_dir, lock = claim_run_dir(cfg)
     try:
+        if stops:
+            signal.raise_signal(signal.Signals[stops[0]])   # the start's own handler, now that release() will run
         if cfg.run_dir is None:
             cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
         progress = progress or Progress(cfg.total_steps, cfg.progress)
@@ -543,7 +550,7 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
         filled = resume(run) if run.payload is not None else "new"   # a stop here leaves the checkpoint as it was
         # The loop's handlers from the run's first write on: a stop between that write and the loop ended the
         # process by its exception (Ctrl-C) or exit (SIGTERM, SIGHUP), leaving a new run's directory with its
-        # config and segment but no checkpoint, which a --resume refused and a new start called taken.
+        # config and segment but no checkpoint, which a --resume refused.
         with stop_on_signals(run.state.stop, hold=True):   # until the last save (and after a stop): a second one waits
             if not cfg.resume:
                 start_fresh(run_dir)  # only now: every setting was checked and the run's parts are built

@@ -584,25 +584,45 @@ def test_a_stop_while_a_run_starts_ends_it_in_one_line_and_leaves_no_run_directo
         assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == 0
         return
     assert (proc.returncode, err) == (130, "stopped by Ctrl-C\n"), (proc.returncode, err)
-    assert not run.exists()
+    assert not run.exists(), (sorted(str(p.relative_to(run)) for p in run.rglob("*")), out)
+
+
+def start_stopped_at(tmp_path: Path, run: Path, sig: int, module: str, name: str) -> subprocess.CompletedProcess:
+    """``jetdqn train --preset smoke`` that sends itself ``sig`` right after ``module.name`` has run: a stop
+    landing at that moment every time, as a user's lands there now and then."""
+    driver = (f"import os, sys\nfrom jetdqn.needs import stop_quietly_while_starting\nstop_quietly_while_starting()\n"
+              f"import {module} as where\ndone = where.{name}\n"
+              f"def then_stopped(*args, **kw):\n    out = done(*args, **kw)\n    os.kill(os.getpid(), {int(sig)})\n"
+              f"    return out\nwhere.{name} = then_stopped\nfrom jetdqn.train import main\n"
+              f"sys.exit(main(['--preset', 'smoke', '--run-dir', {str(run)!r}, '--telemetry', 'off']))\n")
+    return subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1",
+                               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+
+
+def test_a_stop_as_the_run_directory_is_made_and_locked_leaves_no_directory(tmp_path):
+    """A stop between the new run directory's mkdir and the start's try/finally that removes it (its lock
+    being taken) ended the start in its line but left the directory with its .lock (the slow start test above
+    failed with its directory left in 2 of 2 runs of the whole slow set; what it held was not kept, so this
+    is the likeliest of the windows, not a proven one). Such a stop now waits for the lock, then ends the
+    start as anywhere before the loop."""
+    for sig, said in ((signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")):
+        run = tmp_path / "runs" / said
+        proc = start_stopped_at(tmp_path, run, sig, "jetdqn.rundir", "claim_run_dir")
+        assert (proc.returncode, proc.stderr) == (128 + sig, f"stopped by {said}\n"), (proc.returncode, proc.stderr)
+        assert not (tmp_path / "runs").exists()
 
 
 def test_a_stop_as_a_new_run_writes_its_first_files_saves_it_at_step_0(tmp_path):
     """Between a new run's first files (checkpoints/, segments.jsonl, config.json) and its loop, Ctrl-C ended
     the process by its exception and SIGTERM by the starting handler's exit: "stopped by Ctrl-C", status
-    130, and a directory with no checkpoint, which --resume refused and a new start called taken (1 Ctrl-C in
+    130, and a directory with no checkpoint, which --resume refused (a new start took it over; 1 Ctrl-C in
     4 sent 1.8 s into `jetdqn train --preset smoke` here). The run's stop handlers now come before its first
     write, so such a stop saves the run at step 0 and it resumes. The process sends itself the signal as its
     segment record is written, to land in that moment every time."""
     for sig, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
         run = tmp_path / name
-        driver = (f"import os, sys\nfrom jetdqn.needs import stop_quietly_while_starting\n"
-                  f"stop_quietly_while_starting()\nimport jetdqn.rundir as rundir\nwritten = rundir.record_segment\n"
-                  f"def then_stopped(**kw):\n    out = written(**kw)\n    os.kill(os.getpid(), {int(sig)})\n"
-                  f"    return out\nrundir.record_segment = then_stopped\nfrom jetdqn.train import main\n"
-                  f"sys.exit(main(['--preset', 'smoke', '--run-dir', {str(run)!r}, '--telemetry', 'off']))\n")
-        proc = subprocess.run([sys.executable, "-c", driver], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = start_stopped_at(tmp_path, run, sig, "jetdqn.rundir", "record_segment")
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, (sig, proc.returncode, proc.stderr)
         assert f"stopped by {name} at step 0; checkpoint saved, continue with --resume" in proc.stdout, proc.stdout
         assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == 0
