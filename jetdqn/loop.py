@@ -203,18 +203,15 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
                ckpt.Checkpointer(run_dir, cfg, agent, replay, rng), RunState(), payload, facts, mirror)
 
 
-def run_loop(run: Run, filled: Optional[str] = None) -> dict:
+def run_loop(run: Run, filled: str) -> dict:
     """Train to --total-steps (or an interrupt, or --target-return); returns the last record and outcome.
-    ``filled``: what ``resume`` made of the replay ("new" for a new run), when the caller resumed the run
-    already (``train`` does, before its stop handlers). Called inside ``train``'s stop_on_signals: a stop
-    from here on is noted, and the run saves at its step."""
+    ``filled``: what ``resume`` made of the replay ("new" for a new run; ``train`` resumes before its stop
+    handlers). Called inside ``train``'s stop_on_signals: a stop from here on is noted, and the run saves."""
     from .display import make_renderer
     from .learn.learners import make_learner
 
     cfg, state, acting, agent, replay = run.cfg, run.state, run.acting, run.agent, run.replay
     from .rundir import record_segment
-    if filled is None:
-        filled = resume(run) if run.payload is not None else "new"
     say_if_it_never_learns(run)
     segment = record_segment(run_dir=run.run_dir, cfg=cfg, step=state.step, wall_s=state.wall_s(), replay=filled)
     if segment["changed"]:   # said, not only recorded: a resume also sets back the settings of a mode turned off

@@ -60,7 +60,7 @@ def test_training_clips_rewards_for_learning_and_keeps_raw_scores(tmp_path):
                        "telemetry": "off"})
     run_dir, lock = claim_run_dir(cfg)
     run = build_run(cfg, run_dir, Progress(cfg.total_steps, "off"))
-    run_loop(run)
+    run_loop(run, "new")
     lock.release()
     rewards = run.replay.rewards[0, :len(run.replay)]
     assert rewards.max() == 1.0 and set(np.unique(rewards)) <= {0.0, 1.0}   # Space Invaders pays 5-30 a hit
