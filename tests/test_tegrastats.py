@@ -1,4 +1,4 @@
-"""tegrastats parsing on the 33 real lines of ../shared/data/tegrastats/samples.txt, and the live reader."""
+"""tegrastats parsing on the 33 real lines of tests/data/tegrastats-samples.txt, and the live reader."""
 
 import json
 import signal
