@@ -36,9 +36,11 @@ def test_bench_pong_tiny(xvfb, tmp_path):
     assert base["status"] == third["status"] == plain["status"] == "ok"
     # each row is its own measurement: frames drawn follow the display setting
     assert base["frames_drawn"] == 100 and third["frames_drawn"] in (33, 34) and plain["frames_drawn"] == 0
-    shown = f"| {plain['name']} | {plain['s_per_1000_steps']:.2f} ± 0.00 | " \
+    # one run a row (--repeats 1): no spread is shown for it ("± 0.00" read as runs that agreed exactly)
+    shown = f"| {plain['name']} | {plain['s_per_1000_steps']:.2f} (one run) | " \
             f"{100 * plain['s_per_1000_steps'] / base['s_per_1000_steps']:.0f} |"   # against the baseline row
-    assert shown in md and f"| {base['name']} | {base['s_per_1000_steps']:.2f} ± 0.00 | 100 |" in md, md
+    assert shown in md and f"| {base['name']} | {base['s_per_1000_steps']:.2f} (one run) | 100 |" in md, md
+    assert base["spread"] is None and "±" not in md.split("| Test case")[1], md
     assert base["updates_per_s"] > 0 and base["s_per_1000_steps"] > 0
     import torch
     if not torch.cuda.is_available():

@@ -106,7 +106,8 @@ def table(rows: list[dict], info: dict, args) -> str:
             continue
         s = r["s_per_1000_steps"]
         cells.append([
-            r["name"], f"{s:.2f} ± {r['spread']:.2f}", f"{100 * s / base_s:.0f}" if base_s else "-",
+            r["name"], f"{s:.2f} ± {r['spread']:.2f}" if r["spread"] is not None else f"{s:.2f} (one run)",
+            f"{100 * s / base_s:.0f}" if base_s else "-",
             _n(r["env_steps_per_s"], "{:.0f}"), _n(r.get("acting_env_steps_per_s"), "{:.0f}"),
             _n(r["updates_per_s"]), _n(r["frames_drawn"], "{:.0f}"),
             _n(r["cpu_avg"], "{:.0f}"), _n(r["cpu_max"], "{:.0f}"), _n(r["gpu_load"], "{:.0f}"),
@@ -149,8 +150,8 @@ def header(info: dict, args) -> str:
                  f"{args.learn_start} steps of acting, {args.warmup_steps} training steps not timed "
                  f"(compiling, warming up), then {args.steps} measured training steps (the display, "
                  f"where a row has one, opens with them); "
-                 f"median of {args.repeats} runs, each in its own process, in rounds of one run per case (± is the spread; Ray rows: one run, "
-                 f"as each starts a local Ray); env steps/s before learning: the {args.learn_start} steps of "
+                 f"median of {args.repeats} runs, each in its own process, in rounds of one run per case (± is the spread, slowest run less fastest; Ray "
+                 f"rows: one run, as each starts a local Ray); env steps/s before learning: the {args.learn_start} steps of "
                  f"acting (epsilon ~1, so mostly random actions; `jetdqn.bench acting` times greedy acting)")
     return "\n".join(parts)
 
@@ -174,7 +175,7 @@ def write_chart(rows: list[dict], path: Path, title: str) -> Optional[Path]:
     names = [r["name"].replace(": ", ":\n", 1) for r in ok]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 1.2 + 0.9 * len(ok)))
     y = range(len(ok))
-    ax1.barh(y, [r["s_per_1000_steps"] for r in ok], xerr=[r["spread"] / 2 for r in ok], color="tab:gray")
+    ax1.barh(y, [r["s_per_1000_steps"] for r in ok], xerr=[(r["spread"] or 0) / 2 for r in ok], color="tab:gray")
     ax1.set_yticks(list(y), names, fontsize=8)
     ax1.invert_yaxis()
     ax1.set_xlabel("seconds per 1000 training steps (lower is better)")

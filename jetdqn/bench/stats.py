@@ -21,7 +21,8 @@ def summarise(case: Case, runs: list[dict]) -> dict:
         vals = [r[key] for r in ok if r.get(key) is not None]
         out[key] = statistics.median(vals) if vals else None
         if key == "s_per_1000_steps":
-            out["spread"] = (max(vals) - min(vals)) if len(vals) > 1 else 0.0
+            # None from one run: a spread of 0.00 read as a time measured exactly alike again and again
+            out["spread"] = (max(vals) - min(vals)) if len(vals) > 1 else None
     beside = [r["others_cpu"] for r in ok if r.get("others_cpu") is not None]
     out["others_cpu"] = max(beside) if beside else None   # the worst run: its time is in the median's company
     out["cudnn_applied"] = ok[0].get("cudnn_applied")
