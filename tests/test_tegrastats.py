@@ -62,6 +62,18 @@ def test_every_sample_line_parses_to_its_expected_values(tegrastats_lines):
         assert got == exp, f"line {n}: {line[:90]}"
 
 
+def test_the_copied_lines_are_the_shared_ones():
+    """tests/data holds a copy of the team's shared samples (a clone alone tested none of them); where a checkout
+    has shared/ beside it, a line added or changed there shows here, so the copy and EXPECTED grow with it."""
+    shared = ROOT.parent / "shared" / "data" / "tegrastats" / "samples.txt"
+    if not shared.exists():
+        pytest.skip(f"no {shared} beside this checkout to compare the copy with")
+
+    def lines(path):
+        return [l for l in path.read_text().splitlines() if l.strip() and not l.startswith("#")]
+    assert lines(TEGRASTATS_SAMPLES) == lines(shared)
+
+
 def test_format_details(tegrastats_lines):
     orin_jp5 = parse_line(tegrastats_lines[0])
     assert "NC" not in orin_jp5.power_mw and orin_jp5.power_mw["VDD_GPU_SOC"] == 4368
