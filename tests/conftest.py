@@ -197,9 +197,14 @@ def as_from_a_terminal() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+def sample_lines(path: Path) -> list[str]:
+    """A samples file's tegrastats lines: neither blank nor a comment (a line's board and source)."""
+    return [l for l in path.read_text().splitlines() if l.strip() and not l.startswith("#")]
+
+
 @pytest.fixture
 def tegrastats_lines() -> list[str]:
-    return [l.rstrip("\n") for l in TEGRASTATS_SAMPLES.read_text().splitlines() if l.strip() and not l.startswith("#")]
+    return sample_lines(TEGRASTATS_SAMPLES)
 
 
 def writable_cgroup(controller: str) -> tuple[Path, str] | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jetdqn.telemetry.tegrastats import NotTegrastats, TegrastatsReader, parse_line, wait_for_samples
-from conftest import ROOT, TEGRASTATS_SAMPLES, as_from_a_terminal, children_running, run_module
+from conftest import ROOT, TEGRASTATS_SAMPLES, as_from_a_terminal, children_running, run_module, sample_lines
 
 # Per line, in file order, read off the line by hand:
 # (cores, first two core loads, GR3D %, GPU MHz, RAM used, RAM total, swap used, EMC %, timestamp,
@@ -68,10 +68,7 @@ def test_the_copied_lines_are_the_shared_ones():
     shared = ROOT.parent / "shared" / "data" / "tegrastats" / "samples.txt"
     if not shared.exists():
         pytest.skip(f"no {shared} beside this checkout to compare the copy with")
-
-    def lines(path):
-        return [l for l in path.read_text().splitlines() if l.strip() and not l.startswith("#")]
-    assert lines(TEGRASTATS_SAMPLES) == lines(shared)
+    assert sample_lines(TEGRASTATS_SAMPLES) == sample_lines(shared)
 
 
 def test_format_details(tegrastats_lines):
