@@ -29,7 +29,9 @@
 #                                      weights, with or without a rate cut, --n-step 5 or --batch-size 64, did
 #                                      not lift it: over two seeds --n-step 5 scored 17.78 per 180 games against
 #                                      17.90 without, batch 64 16.81 per 90, --prioritized 17.68 and
-#                                      --target-update 8000 17.82 per 90,
+#                                      --target-update 8000 17.82 per 90, the mean of
+#                                      the last 100k steps' weights 17.79 per 270 against
+#                                      the last weights' 17.66,
 #                                      results/pong-finetune-2026-11-30; from the first step --n-step 5 was
 #                                      slower: 13.57 at 1.1M, results/pong-gpu-n5-cpu). So the next run is the
 #                                      two calls above unchanged (OUT=/tmp/o, with benchmarks/results moved out
