@@ -225,6 +225,7 @@ def test_loop_profile_puts_the_loops_time_in_its_phases(tmp_path):
     assert share["emulators (waiting for recv)"] > 0 and share["the loop's own Python"] < 0.5
 
 
+@pytest.mark.slow   # ~13 s; bench pong's tiny run stays in make test
 def test_bench_replay_tiny_times_the_host_and_the_device_replay(tmp_path):
     """Each storage mode fills its own buffer in a process of its own and samples it; the device modes are
     --replay-device's tensor store, and device-cuda says it needs a GPU where there is none. The frames the

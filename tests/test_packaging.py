@@ -156,6 +156,7 @@ def test_pip_install_from_the_clone_into_a_fresh_venv(tmp_path):
         assert proc.returncode == 2 and proc.stderr.startswith(SENTENCE), (module, proc.stderr)
 
 
+@pytest.mark.slow   # ~20 s (a venv and a pip resolve); make test keeps the board's run line and --device cuda
 def test_make_install_on_a_jetson_without_torch_does_not_fetch_pypis(bare_python, tmp_path):
     """With no torch in the board's Python, make install pip-installed PyPI's torch into .venv: a build that
     does not use a Jetson's GPU (JetPack 6), so every run and benchmark then went to the CPU. It now stops,
