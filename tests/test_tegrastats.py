@@ -298,6 +298,7 @@ def test_telemetry_watch_stopped_by_sigterm_says_so_and_takes_its_tegrastats_wit
     assert watch.returncode == 128 + signal.SIGTERM and err == "stopped by SIGTERM\n", (out, err)
     assert not board.is_running() or board.status() == psutil.STATUS_ZOMBIE
 
+
 @pytest.mark.slow   # ~11 s; the parser and the live reader on the real lines stay in make test
 def test_bench_pong_reads_a_tegrastats_at_its_path_and_refuses_a_missing_one_before_its_cases(tegrastats_lines,
                                                                                                  tmp_path):
