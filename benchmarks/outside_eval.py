@@ -54,6 +54,16 @@ def network(weights: dict[str, torch.Tensor]) -> nn.Module:
     return q.eval()
 
 
+def deepmind_env(ale_id: str, sticky_actions: float = 0.0) -> gym.Env:
+    """ALE through gymnasium with DeepMind's preprocessing: up to 30 no-ops, 4-frame skip with max-pooling,
+    84x84 grey, full games (a lost life does not end one), rewards unclipped."""
+    gym.register_envs(ale_py)
+    env = gym.make(ale_id, frameskip=1, repeat_action_probability=sticky_actions, full_action_space=False,
+                   max_num_frames_per_episode=108_000)
+    return gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True,
+                                           terminal_on_life_loss=False, scale_obs=False)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("weights", help="a .safetensors file written by jetdqn (model.safetensors, best.safetensors)")
@@ -83,11 +93,9 @@ def main() -> int:
         print(f"{args.weights} does not hold a Nature CNN's weights (features.*, head.adv.*).", file=sys.stderr)
         return 2
     torch.set_num_threads(2)
-    gym.register_envs(ale_py)
     name = "".join(part.capitalize() for part in args.game.split("_"))
     try:
-        env = gym.make(f"ALE/{name}-v5", frameskip=1, repeat_action_probability=args.sticky_actions,
-                       full_action_space=False, max_num_frames_per_episode=108_000)
+        env = deepmind_env(f"ALE/{name}-v5", args.sticky_actions)
     except gym.error.Error:
         print(f"ALE has no game {args.game!r} (ALE/{name}-v5); give its snake_case name, e.g. pong or space_invaders.",
               file=sys.stderr)
@@ -97,8 +105,6 @@ def main() -> int:
         print(f"{args.weights} holds a network for {actions} actions and {args.game} has {env.action_space.n}; give "
               "the --game it was trained on.", file=sys.stderr)
         return 2
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True,
-                                          terminal_on_life_loss=False, scale_obs=False)
     rng = np.random.default_rng(args.seed)
     returns = []
     for game in range(args.games):

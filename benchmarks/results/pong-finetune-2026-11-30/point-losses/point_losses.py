@@ -12,24 +12,18 @@ import sys
 from collections import deque
 from pathlib import Path
 
-import ale_py
-import gymnasium as gym
 import numpy as np
 import torch
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from outside_eval import network  # noqa: E402
+from outside_eval import deepmind_env, network  # noqa: E402
 
 q = network(load_file(sys.argv[1]))
 games = int(sys.argv[2]) if len(sys.argv) > 2 else 30
 seed = int(sys.argv[3]) if len(sys.argv) > 3 else 100
 torch.set_num_threads(2)
-gym.register_envs(ale_py)
-env = gym.wrappers.AtariPreprocessing(
-    gym.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.0, full_action_space=False,
-             max_num_frames_per_episode=108_000),
-    noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True, terminal_on_life_loss=False, scale_obs=False)
+env = deepmind_env("ALE/Pong-v5")
 rng = np.random.default_rng(seed)
 off, rewards, returns = [], [], []   # per step over all games: a random action unlike the greedy one; reward
 for game in range(games):
