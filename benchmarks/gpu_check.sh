@@ -33,7 +33,8 @@
 #                                      the last 100k steps' weights 17.79 per 270 against
 #                                      the last weights' 17.66,
 #                                      results/pong-finetune-2026-11-30; from the first step --n-step 5 was
-#                                      slower: 13.57 at 1.1M, results/pong-gpu-n5-cpu). So the next run is the
+#                                      slower: 13.57 at 1.1M, results/pong-gpu-n5-cpu, and so was
+#                                      --target-eps 0.05: 15.97 at 1.1M, results/pong-gpu-teps-cpu). So the next run is the
 #                                      two calls above unchanged (OUT=/tmp/o, with benchmarks/results moved out
 #                                      of the tree so that it and .whl stay under the 64 MiB a call carries);
 #                                      its note gives every confirmation and a 90-game score. The CPU rehearsals (8
