@@ -1,47 +1,30 @@
 #!/usr/bin/env bash
-# What is run on a CUDA machine to check and time jetdqn's GPU paths (see benchmarks/results/cuda-*).
-# Wheels for the Python modules missing there go in .whl/ (the device machine has torch but no internet):
-# `make gpu-wheels` makes them where pip has an index, in this checkout's versions, for the Python there
-# (GPU_PYTHON, default 3.12: the H200 and H100 of 2026-11-26/27).
-#   benchmarks/gpu_check.sh            CUDA tests, path checks, bench replay's device-cuda row, speed window +
-#                                      profile, the bench pong GPU rows
-#   benchmarks/gpu_check.sh speed [FLAGS]  only the speed window (SPEED_SECONDS of pong-gpu) and the profile
-#                                      (speed --learner-stream: if it hangs, its stacks go to speed-stacks.txt)
-#   benchmarks/gpu_check.sh profile [FLAGS]  only the profile (PROFILE_SECONDS of pong-gpu; SPEED_SECONDS=0 in speed
-#                                      skips the window, PROFILE_SECONDS=0 the profile)
-#   benchmarks/gpu_check.sh streams   --learner-stream alone (~1.5 min): its two CUDA tests (the update and
-#                                      acting graphs on streams of their own) and the device replay's test of
-#                                      storing and drawing without waiting for the GPU, then a SPEED_SECONDS
-#                                      (25) window
-#   benchmarks/gpu_check.sh pong [FLAGS]  the pong-gpu learning run, stopped by SIGTERM after PONG_SECONDS (it
-#                                      saves its checkpoint and replay; an evaluation under way is dropped, so
-#                                      the save is not kept past bounded's 20 s by the H100's 9-21 s of
-#                                      evaluation); RESUME=1 continues it in a later call.
-#                                      On an H200 (2026-11-30, results/cuda-h200/2026-11-30-pong) the machine's
-#                                      start took 51 s; one call (timeout_s 600) of RUN_DIR=/tmp/pg
-#                                      PONG_SECONDS=540 ... pong --num-envs 8 reached 1.34M steps, and at once
-#                                      on the warm machine (it goes back 30 s after a call) RESUME=1
-#                                      PONG_SECONDS=205 ... pong --num-envs 8 (timeout_s 270; a resume keeps
-#                                      its flags and restores the replay in 7 s) reached 1.8M: 716 s in all,
-#                                      evaluations 19% of it. That used the 15 minutes of device time. Its
-#                                      30-game confirmations read 16.57 and 17.97: the plateau at eps 0.05 is
-#                                      ~17.9, so one run passes about as often as not (250k more steps from its
-#                                      weights, with or without a rate cut, --n-step 5 or --batch-size 64, did
-#                                      not lift it: over two seeds --n-step 5 scored 17.78 per 180 games against
-#                                      17.90 without, batch 64 16.81 per 90, --prioritized 17.68 and
-#                                      --target-update 8000 17.82 per 90, the mean of
-#                                      the last 100k steps' weights 17.79 per 270 against
-#                                      the last weights' 17.66,
-#                                      results/pong-finetune-2026-11-30; from the first step --n-step 5 was
-#                                      slower: 13.57 at 1.1M, results/pong-gpu-n5-cpu, and so was
-#                                      --target-eps 0.05: 15.97 at 1.1M, results/pong-gpu-teps-cpu). So the next run is the
-#                                      two calls above unchanged (OUT=/tmp/o, with benchmarks/results moved out
-#                                      of the tree so that it and .whl stay under the 64 MiB a call carries);
-#                                      its note gives every confirmation and a 90-game score. The CPU rehearsals (8
-#                                      envs: seeds 0-2, pong-eps05, pong-gpu-cpu-seed1, -seed2) got there at
-#                                      0.8-1.1M. Still never run on a GPU: streams' 25 s window of a real run,
-#                                      SPEED_SECONDS=40 ... speed with 15 envs (the loop that draws before
-#                                      acting; the H200 run timed it with 8)
+# What is run on a CUDA machine to check and time jetdqn's GPU paths (results in benchmarks/results/cuda-*).
+# The device machine has torch but no internet: the other Python modules come from .whl/, which
+# `make gpu-wheels` fills where pip has an index (this checkout's versions, for GPU_PYTHON, default 3.12).
+#   gpu_check.sh                  CUDA tests, path checks, bench replay's device-cuda row, CartPole on CUDA,
+#                                 the speed window and the profile, bench pong's GPU rows
+#   gpu_check.sh speed [FLAGS]    the speed window (SPEED_SECONDS of pong-gpu, default 60) and the loop's
+#                                 profile (PROFILE_SECONDS, default 50); 0 skips either. A window that hangs
+#                                 leaves its threads' stacks in speed-stacks.txt
+#   gpu_check.sh profile [FLAGS]  the profile alone
+#   gpu_check.sh streams          --learner-stream alone (~1.5 min): its CUDA tests, then a 25 s window
+#   gpu_check.sh pong [FLAGS]     the pong-gpu run in RUN_DIR, stopped by SIGTERM after PONG_SECONDS (it saves
+#                                 its checkpoint and replay; an evaluation under way is dropped); RESUME=1
+#                                 continues it in a later call on the same, still warm, machine
+# What they write goes to OUT (default benchmarks/results/cuda).
+#
+# The issue's Pong bar (18 over 30 games within 15 minutes) fits one session's 15 minutes of device time
+# as on the H200 of 2026-11-30 (results/cuda-h200/2026-11-30-pong; the machine's start took 51 s):
+#   call 1, timeout_s 600:
+#     RUN_DIR=/tmp/pg PONG_SECONDS=540 OUT=/tmp/o bash benchmarks/gpu_check.sh pong --num-envs 8
+#   call 2 at once (the machine goes back 30 s after a call), timeout_s 270:
+#     RESUME=1 RUN_DIR=/tmp/pg PONG_SECONDS=205 OUT=/tmp/o bash benchmarks/gpu_check.sh pong --num-envs 8
+# Both carry [".whl"], with benchmarks/results moved out of the tree during the calls (a call carries
+# 64 MiB). The learner's plateau at eps 0.05 is ~17.9, so one 30-game confirmation passes about as often
+# as not: the note gives every confirmation and a 90-game score of the last weights. What was tried against
+# the plateau: README, "Learn Pong, and the learning curve". Never run on a GPU yet: `streams`' window of a
+# real run, and `SPEED_SECONDS=40 PROFILE_SECONDS=0 ... speed` with 15 envs.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2   # the repository root: tests/, benchmarks/ and .whl/ are found from there
 case "${1:-}" in
