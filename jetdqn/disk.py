@@ -4,7 +4,7 @@ Every failed write used to end in "(<strerror>); is the disk full or read-only?"
 for ENOSPC and EROFS, and a wrong lead for the others a board owner meets: a container running as a user
 who may not write the mounted run directory (EACCES), a checkpoint with its replay past a file-size limit
 (EFBIG: ``ulimit -f``, or a USB stick formatted vfat, which holds at most 4 GiB per file), a card that
-fails the write (EIO). No torch import here: ``telemetry plot`` runs on JetPack 5's Python 3.8.
+fails the write (EIO), a folder removed under a run or one that takes no files at all (ENOENT: /proc). No torch import here: ``telemetry plot`` runs on JetPack 5's Python 3.8.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ def why_not_written(exc: BaseException) -> str:
         return f"{said}: the disk failed the write (dmesg may say why)"
     if exc.errno == errno.ENAMETOOLONG:   # past NAME_MAX (255 bytes) or PATH_MAX: the name, not the disk
         return f"{said}: a file or folder name holds at most 255 bytes"
+    if exc.errno == errno.ENOENT:   # a folder that went away, or one that takes no new files (/proc, /sys)
+        folder = os.path.dirname(os.path.abspath(exc.filename)) if isinstance(exc.filename, str) else None
+        if folder:
+            return f"{said}: {folder} takes no new files" if os.path.isdir(folder) else f"{said}: {folder} is gone"
     return f"{said}; is the disk full or read-only?"
 
 
@@ -81,6 +85,8 @@ def what_to_do(exc: BaseException, where: str = "the run directory") -> str:
         return f"let user {user()} write {where} (or run as its owner)"
     if number == errno.ENAMETOOLONG:
         return f"give {where} a shorter name"
+    if number == errno.ENOENT:
+        return f"put {where} in a folder that is there and takes files"
     if number == errno.EFBIG:
         return f"raise ulimit -f, or move {where} to a filesystem that holds larger files (ext4)"
     return f"free some space (or make {where} writable)"

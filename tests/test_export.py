@@ -456,6 +456,16 @@ def test_an_export_that_does_not_fit_is_one_sentence_and_keeps_the_file_before(s
         out.unlink()
 
 
+def test_an_export_into_a_folder_that_takes_no_files_says_so_not_disk_full():
+    """/proc is there and takes no new files (ENOENT on create): the sentence asked "is the disk full or
+    read-only?", a wrong lead; it names the folder now."""
+    committed = ROOT / "benchmarks" / "results" / "pong-eps05" / "run"
+    out = Path("/proc") / f"jetdqn-test-{os.getpid()}.safetensors"
+    proc = run_module("jetdqn.export", "--checkpoint", str(committed), "--safetensors", str(out), check=False)
+    assert proc.returncode == 2 and proc.stderr == (f"error: could not write {out} (No such file or directory: "
+                                                    "/proc takes no new files).\n"), proc.stderr
+
+
 def _limited(argv: list, max_file_bytes: int, cwd: Path) -> subprocess.CompletedProcess:
     """``argv`` under a file-size limit (``ulimit -f``): Python ignores SIGXFSZ, so a write past it is EFBIG."""
     import resource
