@@ -4,7 +4,8 @@ Every failed write used to end in "(<strerror>); is the disk full or read-only?"
 for ENOSPC and EROFS, and a wrong lead for the others a board owner meets: a container running as a user
 who may not write the mounted run directory (EACCES), a checkpoint with its replay past a file-size limit
 (EFBIG: ``ulimit -f``, or a USB stick formatted vfat, which holds at most 4 GiB per file), a card that
-fails the write (EIO), a folder removed under a run or one that takes no files at all (ENOENT: /proc). No torch import here: ``telemetry plot`` runs on JetPack 5's Python 3.8.
+fails the write (EIO), a folder removed under a run or one that takes no files at all (ENOENT: /proc).
+No torch import here: ``telemetry plot`` runs on JetPack 5's Python 3.8.
 """
 
 from __future__ import annotations
