@@ -32,10 +32,9 @@ def why_not_written(exc: BaseException) -> str:
         return f"{said}: the disk failed the write (dmesg may say why)"
     if exc.errno == errno.ENAMETOOLONG:   # past NAME_MAX (255 bytes) or PATH_MAX: the name, not the disk
         return f"{said}: a file or folder name holds at most 255 bytes"
-    if exc.errno == errno.ENOENT:   # a folder that went away, or one that takes no new files (/proc, /sys)
-        folder = os.path.dirname(os.path.abspath(exc.filename)) if isinstance(exc.filename, str) else None
-        if folder:
-            return f"{said}: {folder} takes no new files" if os.path.isdir(folder) else f"{said}: {folder} is gone"
+    if exc.errno == errno.ENOENT and isinstance(exc.filename, str):   # a folder that went away, or one that
+        folder = os.path.dirname(os.path.abspath(exc.filename))         # takes no new files (/proc, /sys)
+        return f"{said}: {folder} takes no new files" if os.path.isdir(folder) else f"{said}: {folder} is gone"
     return f"{said}; is the disk full or read-only?"
 
 
