@@ -29,7 +29,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2   # the repository root: tests/, benchmarks/ and .whl/ are found from there
 case "${1:-}" in
   ""|streams|pong|speed|profile) ;;
-  *) echo "error: gpu_check.sh takes no word or one of streams, pong, speed, profile; got '$1' (see its header)" >&2
+  *) echo "error: gpu_check.sh takes no word or one of streams, pong, speed, profile; got '$1'" \
+       "(see its header)" >&2
      exit 2 ;;
 esac
 if ! python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
@@ -88,8 +89,8 @@ profile() {
 }
 
 if [ "${1:-}" = "streams" ]; then
-  bounded 150 python3 -m pytest -q -rs tests/test_cuda.py -k "learners_stream or cut or without_waiting" 2>&1 | tail -12 \
-    | tee "$out/pytest-streams.txt"
+  bounded 150 python3 -m pytest -q -rs tests/test_cuda.py -k "learners_stream or cut or without_waiting" 2>&1 \
+    | tail -12 | tee "$out/pytest-streams.txt"
   SPEED_SECONDS="${SPEED_SECONDS:-25}" window --learner-stream "${@:2}"
   exit 0
 fi
@@ -121,8 +122,9 @@ python3 -m jetdqn.bench replay --transitions 200000 --modes off,device-cuda --ou
 for flags in "--cuda-graphs" "--cuda-graphs --learner-stream" "--async-learner" "--amp bf16 --cuda-graphs"; do
   echo "== CartPole on CUDA with $flags"
   # shellcheck disable=SC2086
-  bounded 180 python3 -m jetdqn.train --preset cartpole --device cuda --run-dir /tmp/cp --overwrite --eval-episodes 20 \
-    --target-return 195 --telemetry off $flags 2>&1 | grep -E "target|eval at|done|rror" | tail -2
+  bounded 180 python3 -m jetdqn.train --preset cartpole --device cuda --run-dir /tmp/cp --overwrite \
+    --eval-episodes 20 --target-return 195 --telemetry off $flags 2>&1 | grep -E "target|eval at|done|rror" \
+    | tail -2
 done
 speed "${@:2}"
 python3 -m jetdqn.bench pong --repeats 1 --out "$out" --telemetry procfs \
