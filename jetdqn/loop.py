@@ -522,6 +522,7 @@ def finish(run: Run, log: RunLog) -> None:
 
 def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
     """Train per cfg (the library entry point); returns the last log record plus the run's outcome."""
+    from . import runtime
     from .autotune import resolve_auto
     from .rundir import claim_run_dir, start_fresh
     started, stops = False, []
@@ -542,6 +543,7 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
             done = trained_already(cfg, run_dir, progress)
             if done is not None:
                 return done
+        runtime.run_device(cfg)   # refused before autotune's trials, not after them
         cfg, tuned = resolve_auto(cfg, progress.line, progress.note)
         run = build_run(cfg, run_dir, progress, tuned)
         filled = resume(run) if run.payload is not None else "new"   # a stop here leaves the checkpoint as it was

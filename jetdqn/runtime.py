@@ -181,14 +181,23 @@ def keep_freed_memory() -> str:
     return "glibc keeps freed memory (mallopt)" if ok else "unchanged (mallopt refused)"
 
 
-def apply(cfg: Config) -> Runtime:
-    """Apply cfg's runtime switches to this process and say what they did."""
+def run_device(cfg: Config) -> torch.device:
+    """The device cfg's network and replay run on, or one sentence why this machine cannot give it.
+
+    Asked before --num-envs auto is measured as well as when the run is built: `--preset pong-gpu` on a
+    machine without CUDA was refused only after autotune's emulator trials (~9 s on 2 cores)."""
     device = pick_device(cfg.device)
     if cfg.replay_device == "cuda" and device.type != "cuda":
         unusable = gpu_unusable() if cfg.device == "auto" else None   # the preset pong-gpu on a board
         raise ConfigError(f"--replay-device cuda: {unusable}; or use --replay-device host." if unusable else
                           "--replay-device cuda keeps the replay in GPU memory, and this run has no CUDA device "
                           f"(--device {cfg.device}); use --replay-device host or cpu.")
+    return device
+
+
+def apply(cfg: Config) -> Runtime:
+    """Apply cfg's runtime switches to this process and say what they did."""
+    device = run_device(cfg)
     cores = this_process_cores()
     if cfg.threads > cores.usable:
         usable = f"{cores.usable} core" + ("s" if cores.usable > 1 else "")
