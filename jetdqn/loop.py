@@ -27,7 +27,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import checkpoint as ckpt
-from .config import Config
+from .config import Config, ConfigError
 from .memory import refused_allocation, refused_what
 from .records import Progress, RunLog
 from .signals import stop_on_signals
@@ -520,9 +520,20 @@ def finish(run: Run, log: RunLog) -> None:
     run.progress.close()
 
 
+def refuse_what_this_machine_cannot_run(cfg: Config) -> None:
+    """The machine's refusals of cfg (device, replay device, threads, compiler, fp16, telemetry source) that
+    build_run would give, asked before --num-envs auto is measured: a run refused after autotune's emulator
+    trials waited 9-14 s on 2 cores for one sentence it could have had at once."""
+    from . import runtime
+    from .telemetry import unusable_source
+    runtime.device_for(cfg)
+    unusable = unusable_source(cfg)
+    if unusable:
+        raise ConfigError(unusable)
+
+
 def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
     """Train per cfg (the library entry point); returns the last log record plus the run's outcome."""
-    from . import runtime
     from .autotune import resolve_auto
     from .rundir import claim_run_dir, start_fresh
     started, stops = False, []
@@ -543,7 +554,7 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
             done = trained_already(cfg, run_dir, progress)
             if done is not None:
                 return done
-        runtime.run_device(cfg)   # refused before autotune's trials, not after them
+        refuse_what_this_machine_cannot_run(cfg)   # before autotune's trials, not after them
         cfg, tuned = resolve_auto(cfg, progress.line, progress.note)
         run = build_run(cfg, run_dir, progress, tuned)
         filled = resume(run) if run.payload is not None else "new"   # a stop here leaves the checkpoint as it was

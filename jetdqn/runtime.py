@@ -181,23 +181,19 @@ def keep_freed_memory() -> str:
     return "glibc keeps freed memory (mallopt)" if ok else "unchanged (mallopt refused)"
 
 
-def run_device(cfg: Config) -> torch.device:
-    """The device cfg's network and replay run on, or one sentence why this machine cannot give it.
+def device_for(cfg: Config) -> torch.device:
+    """The device cfg's network and replay run on, or one sentence why this machine cannot run cfg as asked.
 
     Asked before --num-envs auto is measured as well as when the run is built: `--preset pong-gpu` on a
-    machine without CUDA was refused only after autotune's emulator trials (~9 s on 2 cores)."""
+    machine without CUDA, or --threads 64 on 2 cores, was refused only after autotune's emulator trials
+    (9-14 s on 2 cores)."""
     device = pick_device(cfg.device)
-    if cfg.replay_device == "cuda" and device.type != "cuda":
+    cuda = device.type == "cuda"
+    if cfg.replay_device == "cuda" and not cuda:
         unusable = gpu_unusable() if cfg.device == "auto" else None   # the preset pong-gpu on a board
         raise ConfigError(f"--replay-device cuda: {unusable}; or use --replay-device host." if unusable else
                           "--replay-device cuda keeps the replay in GPU memory, and this run has no CUDA device "
                           f"(--device {cfg.device}); use --replay-device host or cpu.")
-    return device
-
-
-def apply(cfg: Config) -> Runtime:
-    """Apply cfg's runtime switches to this process and say what they did."""
-    device = run_device(cfg)
     cores = this_process_cores()
     if cfg.threads > cores.usable:
         usable = f"{cores.usable} core" + ("s" if cores.usable > 1 else "")
@@ -206,6 +202,20 @@ def apply(cfg: Config) -> Runtime:
                           "threads would take turns on them and every update would slow down (a smoke run on 2 "
                           f"cores: 27.7 s with 64 threads, 2.5 s with 2); give at most {cores.usable}, 0 (one per "
                           "core) or auto.")
+    if cfg.compile and not cuda:
+        cxx = os.environ.get("CXX", "g++")   # what torch.compile's C++ backend runs
+        if shutil.which(cxx) is None:
+            raise ConfigError(f"--compile on a CPU builds C++ kernels, but the compiler {cxx!r} (g++, or $CXX) was "
+                              f"not found; install one (apt-get install g++) or drop --compile.")
+    if cfg.amp == "fp16" and not cuda:
+        raise ConfigError("--amp fp16 needs a CUDA GPU; on the CPU use --amp bf16 or off.")
+    return device
+
+
+def apply(cfg: Config) -> Runtime:
+    """Apply cfg's runtime switches to this process and say what they did."""
+    device = device_for(cfg)
+    cores = this_process_cores()
     allocator = keep_freed_memory()
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
@@ -277,12 +287,5 @@ def apply(cfg: Config) -> Runtime:
         report["cudnn_applied"] = applied
         report["tf32"] = {"conv": bool(torch.backends.cudnn.allow_tf32),
                           "matmul": bool(torch.backends.cuda.matmul.allow_tf32)}
-    if cfg.compile and not cuda:
-        cxx = os.environ.get("CXX", "g++")   # what torch.compile's C++ backend runs
-        if shutil.which(cxx) is None:
-            raise ConfigError(f"--compile on a CPU builds C++ kernels, but the compiler {cxx!r} (g++, or $CXX) was "
-                              f"not found; install one (apt-get install g++) or drop --compile.")
-    if cfg.amp == "fp16" and not cuda:
-        raise ConfigError("--amp fp16 needs a CUDA GPU; on the CPU use --amp bf16 or off.")
     report["pid"] = os.getpid()
     return Runtime(device=device, report=report)

@@ -966,3 +966,21 @@ def test_a_run_with_many_emulators_says_it_is_starting_them(tmp_path):
     few = run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "2", "--telemetry", "off", "--progress",
                      "lines", "--run-dir", str(tmp_path / "few")).stdout
     assert "starting" not in few, few
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--preset", "pong-gpu"], "error: --replay-device cuda keeps the replay in GPU memory, and this run has no "
+                               "CUDA device (--device auto); use --replay-device host or cpu.\n"),
+    (["--game", "pong", "--num-envs", "auto", "--threads", "4096"], "error: --threads 4096 is more than the "),
+    (["--game", "pong", "--num-envs", "auto", "--telemetry", "tegrastats", "--tegrastats-path", "/no/tegrastats"],
+     "error: --telemetry tegrastats: no '/no/tegrastats' on this machine (it ships with Jetson Linux); "),
+])
+def test_what_this_machine_cannot_run_is_refused_before_the_emulators_are_measured(tmp_path, flags, said):
+    # each was said only after --num-envs auto's emulator trials (9-14 s on 2 cores), pong-gpu's GPU replay
+    # on a machine without CUDA among them
+    import torch
+    if "pong-gpu" in flags and torch.cuda.is_available():
+        pytest.skip("the pong-gpu refusal is for a machine without CUDA")
+    proc = run_module("jetdqn.train", *flags, "--run-dir", str(tmp_path / "r"), check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith(said) and proc.stderr.count("\n") == 1
+    assert "autotune" not in proc.stdout + proc.stderr and not (tmp_path / "r").exists()
