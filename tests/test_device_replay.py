@@ -131,4 +131,3 @@ def test_a_device_replay_that_cannot_work_is_refused_in_one_sentence(tmp_path, f
     proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(tmp_path / "r"), "--telemetry", "off",
                       *flags, check=False)
     assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
-
