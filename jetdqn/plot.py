@@ -44,12 +44,16 @@ def read_run(run_dir: Path) -> tuple[list, list]:
     """A run's log records (all of them: the curve draws those with a training return, ``lr_cut_marks``
     reads the learning rate of every one) and its evaluation records. log.jsonl is read once: a long run's
     is tens of MB."""
-    if not run_dir.is_dir():
-        raise ValueError(f"{run_dir} is not a run directory (it should hold log.jsonl and eval.jsonl)")
+    if not run_dir.is_dir() or not ((run_dir / "log.jsonl").exists() or (run_dir / "eval.jsonl").exists()):
+        # a folder without either (a typo'd parent, runs/ itself) was "has no episode returns yet", as if a
+        # run in it had only to go on
+        raise ValueError(f"{run_dir} is not a run directory (it holds no log.jsonl or eval.jsonl); give the "
+                         "--run-dir of a training run.")
     log = read_jsonl(run_dir / "log.jsonl") if (run_dir / "log.jsonl").exists() else []
     evals = read_jsonl(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").exists() else []
     if not returns(log) and not evals:
-        raise ValueError(f"{run_dir} has no episode returns yet (log.jsonl / eval.jsonl)")
+        raise ValueError(f"{run_dir} has no episode returns yet: no game has ended in its log.jsonl and it has "
+                         "no evaluation; plot it once one has.")
     return log, evals
 
 

@@ -1227,3 +1227,21 @@ def test_a_plot_that_does_not_fit_leaves_the_earlier_one_whole(small_disk):
     assert proc.stderr == f"error: could not write {curve} (No space left on device). The plot there before is " \
                           "unchanged.\n"
     assert curve.read_bytes() == before and sorted(p.name for p in small_disk.iterdir()) == ["curve.png", "filler"]
+
+
+def test_a_plot_of_a_folder_that_is_no_run_or_of_a_run_with_no_game_ended_says_which(tmp_path):
+    # an empty folder (runs/ itself, a typo'd parent) was "has no episode returns yet", as if a run there had
+    # only to go on; neither sentence ended or said what to do
+    empty = tmp_path / "runs"
+    empty.mkdir()
+    proc = run_module("jetdqn.plot", str(empty), check=False)
+    assert proc.returncode == 2 and proc.stderr == (f"error: {empty} is not a run directory (it holds no log.jsonl "
+                                                    "or eval.jsonl); give the --run-dir of a training run.\n")
+    young = tmp_path / "young"
+    run_module("jetdqn.train", "--preset", "smoke", "--game", "pong", "--total-steps", "200", "--telemetry", "off",
+               "--run-dir", str(young))   # 200 steps: no Pong game has ended
+    proc = run_module("jetdqn.plot", str(young), check=False)
+    assert proc.returncode == 2 and proc.stderr == (f"error: {young} has no episode returns yet: no game has ended "
+                                                    "in its log.jsonl and it has no evaluation; plot it once one "
+                                                    "has.\n")
+    assert not (young / "learning_curve.png").exists()
