@@ -532,6 +532,16 @@ def refuse_what_this_machine_cannot_run(cfg: Config) -> None:
         raise ConfigError(unusable)
 
 
+def refuse_starting_weights_that_cannot_fit(cfg: Config) -> None:
+    """--init-weights that are missing, unreadable or of another game, refused before --num-envs auto is
+    measured: a path mistyped waited 21 s on 2 cores (autotune's trials, then 32 emulators started) for its
+    one sentence. build_run reads the file again for the network check, which needs the env's action count:
+    a model is ~13 MB (0.01-0.08 s to read); the replay a checkpoint names is in other files."""
+    if cfg.init_weights and not cfg.resume:
+        from .policy import starting_weights
+        starting_weights(Path(cfg.init_weights), cfg.env_name, None)
+
+
 def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
     """Train per cfg (the library entry point); returns the last log record plus the run's outcome."""
     from .autotune import resolve_auto
@@ -555,6 +565,7 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
             if done is not None:
                 return done
         refuse_what_this_machine_cannot_run(cfg)   # before autotune's trials, not after them
+        refuse_starting_weights_that_cannot_fit(cfg)
         cfg, tuned = resolve_auto(cfg, progress.line, progress.note)
         run = build_run(cfg, run_dir, progress, tuned)
         filled = resume(run) if run.payload is not None else "new"   # a stop here leaves the checkpoint as it was

@@ -974,10 +974,16 @@ def test_a_run_with_many_emulators_says_it_is_starting_them(tmp_path):
     (["--game", "pong", "--num-envs", "auto", "--threads", "4096"], "error: --threads 4096 is more than the "),
     (["--game", "pong", "--num-envs", "auto", "--telemetry", "tegrastats", "--tegrastats-path", "/no/tegrastats"],
      "error: --telemetry tegrastats: no '/no/tegrastats' on this machine (it ships with Jetson Linux); "),
+    (["--game", "pong", "--num-envs", "auto", "--init-weights", "/no/run"],
+     "error: --init-weights: there is no /no/run; "),
+    (["--game", "breakout", "--num-envs", "auto", "--init-weights",
+      str(ROOT / "benchmarks" / "results" / "learn-pong" / "run")],
+     f"error: {ROOT / 'benchmarks' / 'results' / 'learn-pong' / 'run' / 'model.pt'} was trained on 'pong', not "
+     "'breakout'; "),
 ])
-def test_what_this_machine_cannot_run_is_refused_before_the_emulators_are_measured(tmp_path, flags, said):
-    # each was said only after --num-envs auto's emulator trials (9-14 s on 2 cores), pong-gpu's GPU replay
-    # on a machine without CUDA among them
+def test_what_cannot_run_here_is_refused_before_the_emulators_are_measured(tmp_path, flags, said):
+    # each was said only after --num-envs auto's emulator trials (9-14 s on 2 cores; 21 s for a mistyped
+    # --init-weights, which then started 32 emulators), pong-gpu's GPU replay on a machine without CUDA among them
     import torch
     if "pong-gpu" in flags and torch.cuda.is_available():
         pytest.skip("the pong-gpu refusal is for a machine without CUDA")
