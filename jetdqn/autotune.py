@@ -34,35 +34,42 @@ def measure(cfg: Config, num_envs: int, threads: int, seconds: float = 1.5) -> t
     torch.set_num_threads(threads)
     trial = dataclasses.replace(cfg, num_envs=num_envs, async_learner=False, compile=False, cuda_graphs=False)
     envs = make_envs(trial, cfg.seed, num_envs, vector=num_envs > 1 or cfg.is_atari)
-    agent = DQNAgent(trial, (cfg.history, *envs.frame_shape), envs.n_actions, torch.device(
-        "cuda" if cfg.device != "cpu" and cuda_usable() else "cpu"))
-    rng = np.random.default_rng(0)
-    shape = (cfg.batch_size, cfg.history, *envs.frame_shape)
-    obs = rng.integers(0, 255, shape, dtype=np.uint8) if len(envs.frame_shape) == 2 else rng.random(shape, np.float32)
-    batch = Batch(obs, rng.integers(0, envs.n_actions, cfg.batch_size), np.zeros(cfg.batch_size, np.float32),
-                  np.zeros(cfg.batch_size, np.float32), obs.copy())
-    envs.reset()
-    agent.update(batch)
-    steps = updates = 0
-    owed = 0.0   # updates earned at the run's replay ratio, 1 per --train-freq env steps, not yet made
-    overlap = hasattr(envs, "send")
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        actions = rng.integers(0, envs.n_actions, num_envs)
-        owed += num_envs / cfg.train_freq
-        if overlap:
-            envs.send(actions)
-        else:
-            envs.step(actions)
-        while owed >= 1:
-            agent.update(batch)
-            owed -= 1
-            updates += 1
-        if overlap:
-            envs.recv()
-        steps += num_envs
-    dt = time.perf_counter() - t0
-    envs.close()
+    try:
+        device = torch.device("cuda" if cfg.device != "cpu" and cuda_usable() else "cpu")
+        obs_shape = (cfg.history, *envs.frame_shape)
+        agent = DQNAgent(trial, obs_shape, envs.n_actions, device)
+        rng = np.random.default_rng(0)
+        if not cfg.allow_large_replay:   # the trial's batch, made below: --batch-size 100000 was killed by the kernel
+            from .learn.batch_memory import refuse_a_batch_that_does_not_fit, room_beside
+            refuse_a_batch_that_does_not_fit(trial, agent.online, obs_shape, envs.frame_dtype,
+                                             *room_beside(None, device, None), replay_built=False)
+        shape = (cfg.batch_size, *obs_shape)
+        obs = rng.integers(0, 255, shape, dtype=np.uint8) if len(envs.frame_shape) == 2 else rng.random(shape, np.float32)
+        batch = Batch(obs, rng.integers(0, envs.n_actions, cfg.batch_size), np.zeros(cfg.batch_size, np.float32),
+                      np.zeros(cfg.batch_size, np.float32), obs.copy())
+        envs.reset()
+        agent.update(batch)
+        steps = updates = 0
+        owed = 0.0   # updates earned at the run's replay ratio, 1 per --train-freq env steps, not yet made
+        overlap = hasattr(envs, "send")
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            actions = rng.integers(0, envs.n_actions, num_envs)
+            owed += num_envs / cfg.train_freq
+            if overlap:
+                envs.send(actions)
+            else:
+                envs.step(actions)
+            while owed >= 1:
+                agent.update(batch)
+                owed -= 1
+                updates += 1
+            if overlap:
+                envs.recv()
+            steps += num_envs
+        dt = time.perf_counter() - t0
+    finally:
+        envs.close()
     return steps / dt, updates / dt
 
 

@@ -326,6 +326,22 @@ def test_a_batch_that_does_not_fit_beside_the_replay_is_refused_before_the_run_s
     assert killed.returncode == -9, (killed.returncode, killed.stderr[-500:])
 
 
+def test_a_batch_that_cannot_fit_is_refused_before_autotunes_trials_learn_from_it(tmp_path):
+    """--num-envs auto's trials learn from batches of --batch-size before the run's own refusal (above) is
+    reached: --batch-size 100000 on Pong was killed by the kernel in the first trial (43 s on a 24 GB VM),
+    without a word. The trial refuses first, counting the memory there is before the replay."""
+    run = tmp_path / "r"
+    proc = subprocess.run([sys.executable, "-m", "jetdqn.train", "--game", "pong", "--num-envs", "auto", "--batch-size",
+                           "1000000", "--telemetry", "off", "--run-dir", str(run)], env=env(), cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-500:]
+    assert re.fullmatch(r"error: --batch-size 1,000,000 needs about 715\.26 GB while it learns \(715\.3 KB a row: its "
+                        r"observations as floats and the network's activations\), and only [\d.]+ GB of memory is "
+                        r"available before the replay is made( \(.*\))?; lower --batch-size \(about [\d,]+ fits "
+                        r"without a replay\)\.\n", proc.stderr), proc.stderr
+    assert not run.exists()
+
+
 def test_the_refusal_of_a_saved_replay_names_the_fixes_a_resume_can_use():
     """The sentence of the test below without its cgroup: a saved replay of 10M raw Pong transitions (70 GB)
     refused on this machine names compression and a new replay, not a lower --replay-size (the saved one

@@ -58,27 +58,30 @@ def drawn_together(cfg) -> int:
 
 
 def refuse_a_batch_that_does_not_fit(cfg, network: torch.nn.Module, obs_shape: tuple, obs_dtype,
-                                     avail: int, where: str, why: str = "") -> None:
+                                     avail: int, where: str, why: str = "", replay_built: bool = True) -> None:
     """A ConfigError when the batches of an update need more than ``avail`` bytes (the memory left beside the
-    replay, of the learner's device: ``where`` in words, limited by ``why``)."""
+    replay, of the learner's device: ``where`` in words, limited by ``why``; all of it before the replay is
+    made, ``replay_built`` False: autotune's trials, which learn from real-sized batches and no replay)."""
     per = row_bytes(network, obs_shape, obs_dtype, drawn_together(cfg))
     need = cfg.batch_size * per
     if need <= avail:
         return
     from ..config import ConfigError
     row = f"{per / 1e6:.2f} MB" if per >= 1e6 else f"{per / 1e3:.1f} KB"
+    beside = "is left beside the replay" if replay_built else "is available before the replay is made"
     raise ConfigError(f"--batch-size {cfg.batch_size:,} needs about {need / 1e9:.2f} GB while it learns "
                       f"({row} a row: its observations as floats and the network's activations), "
-                      f"and only {max(0, avail) / 1e9:.2f} GB of {where} is left beside the replay"
+                      f"and only {max(0, avail) / 1e9:.2f} GB of {where} {beside}"
                       f"{f' ({why})' if why else ''}; lower "
-                      f"--batch-size (about {max(0, avail) // per:,} fits).")
+                      f"--batch-size (about {max(0, avail) // per:,} fits{'' if replay_built else ' without a replay'}).")
 
 
 def room_beside(replay, device: torch.device, frame_bytes) -> tuple[int, str, str]:
     """(bytes the learner's batches may take, that memory in words, what limits it: '' or a container's memory
     limit): a discrete GPU's free memory (a device replay there is allocated whole already), or this
     process's available memory (a Jetson's GPU shares it) less what a host replay's empty slots will take
-    as they fill (``frame_bytes``: a compressed frame's estimated size, None for raw frames)."""
+    as they fill (``frame_bytes``: a compressed frame's estimated size, None for raw frames). ``replay``
+    None: the room before there is one (autotune's trials)."""
     from ..memory import memory
     from ..replay import replay_bytes
     if device.type == "cuda":
@@ -88,6 +91,6 @@ def room_beside(replay, device: torch.device, frame_bytes) -> tuple[int, str, st
     mine = memory()
     avail, why = mine.available, mine.limited_by
     where = "memory, shared with the integrated GPU" if device.type == "cuda" else "memory"
-    if replay.device == "host":
+    if replay is not None and replay.device == "host":
         avail -= (replay.capacity - len(replay)) * replay_bytes(1, replay.frame_shape, replay.dtype, frame_bytes)
     return avail, where, why
