@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                              "--max-steps allows).")
     p.add_argument("--eps", type=probability, default=0.05, help="Epsilon of epsilon-greedy play (default 0.05).")
     p.add_argument("--sticky-actions", type=probability, default=None,
-                   help="ALE's repeat_action_probability (default: what the model was trained with, else 0).")
+                   help="ALE's repeat_action_probability (default: its run's evaluations': "
+                        "--eval-sticky-actions, else what the model was trained with; 0 untrained).")
     p.add_argument("--display-freq", type=count, default=3, help="Show 1 of every N frames; 0 = no window (default 3).")
     p.add_argument("--fps", type=count, default=0, help="Slow play to N agent steps per second (0 = as fast as it runs).")
     p.add_argument("--record", type=written_path, default=None, help="Write the shown frames (every frame with --display-freq 0) "

@@ -107,7 +107,8 @@ class Policy:
     def evaluate(self, game: Optional[str] = None, games: int = 10, eps: float = 0.05, seed: int = 0,
                  sticky_actions: Optional[float] = None) -> dict:
         """Whole games at ``eps`` with random no-op starts, scored with raw rewards (training's evaluation
-        protocol; ``sticky_actions`` defaults to what the network was trained with)."""
+        protocol; ``sticky_actions`` defaults to its run's evaluations': --eval-sticky-actions, else what the
+        network was trained with)."""
         from .evaluate import game_statistics, play_games, protocol
         from .config import MAX_GAMES
         # 0 was numpy's warnings, then its ValueError; 2**63 numpy's "Maximum allowed dimension exceeded"
@@ -121,11 +122,14 @@ class Policy:
                 "trained_steps": self.trained_steps, "returns": returns, "lengths": lengths}
 
     def play_config(self, game: Optional[str] = None, env: Optional[str] = None, seed: int = 0, **more):
-        """The Config to play with: the training run's preprocessing, its game unless another is named."""
+        """The Config to play with: the training run's preprocessing and evaluation games' sticky actions (its
+        --eval-sticky-actions where it gave one), its game unless another is named."""
         from .config import game_key, make_config
         keep = ("history", "dueling", "frame_skip", "noop_max", "max_episode_steps", "terminal_on_life_loss",
                 "sticky_actions", "full_action_space", "game", "env")
         explicit = {key: self.config[key] for key in keep if self.config.get(key) is not None}
+        if self.config.get("eval_sticky_actions") is not None:   # the games its run was scored in
+            explicit["sticky_actions"] = self.config["eval_sticky_actions"]
         if env:
             explicit.update(env=env, game=None)
         elif game:

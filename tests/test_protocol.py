@@ -61,6 +61,33 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
     assert shipped["sticky_actions"] == 0.25
 
 
+def test_a_run_trained_with_sticky_actions_is_scored_in_the_games_eval_sticky_actions_names(tmp_path):
+    """--sticky-actions 0.25 --eval-sticky-actions 0: the emulators the run learns from repeat actions, its
+    evaluations (periodic, confirming, final) and evaluate's and play's defaults on its weights do not."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--eval-every", "100",
+               "--eval-episodes", "1", "--final-eval-games", "2", "--target-return", "-100", "--max-episode-steps",
+               "40", "--sticky-actions", "0.25", "--eval-sticky-actions", "0")
+    evals = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
+    assert [(e["kind"], e["sticky_actions"]) for e in evals] == [("periodic", 0), ("confirming", 0)]
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["sticky_actions"] == 0.25 and saved["eval_sticky_actions"] == 0
+    scored = json.loads(run_module("jetdqn.evaluate", str(run), "--games", "1", "--json").stdout)
+    assert scored["sticky_actions"] == 0
+    asked = json.loads(run_module("jetdqn.evaluate", str(run), "--games", "1", "--json", "--sticky-actions",
+                                  "0.25").stdout)
+    assert asked["sticky_actions"] == 0.25
+    shown = json.loads(run_module("jetdqn.play", "--model", str(run), "--episodes", "1", "--max-steps", "30",
+                                  "--display-freq", "0", "--json").stdout)
+    assert shown["sticky_actions"] == 0
+    for flags, said in ((["--eval-sticky-actions", "2"], "error: --eval-sticky-actions must be between 0 and 1 (or "
+                                                         "none), got 2.0.\n"),
+                        (["--env", "CartPole-v1", "--eval-sticky-actions", "0"], "error: --eval-sticky-actions is "
+                                                                                 "for Atari games")):
+        bad = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(tmp_path / "bad"), *flags, check=False)
+        assert bad.returncode == 2 and bad.stderr.startswith(said) and bad.stderr.count("\n") == 1, bad.stderr
+
+
 def test_a_run_ends_with_the_final_evaluation_and_a_new_best_is_confirmed_before_it_is_kept(tmp_path):
     run = tmp_path / "run"
     out = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
