@@ -30,7 +30,8 @@ NOT_EMPTY = (*PATH_FIELDS, "ray_address", "env")
 
 
 # what only an Atari game reads: its emulator's options (a gymnasium env takes none of them) and the CNN's layout
-ATARI_ONLY = ("sticky_actions", "eval_sticky_actions", "full_action_space", "frame_skip", "noop_max", "terminal_on_life_loss", "channels_last")
+ATARI_ONLY = ("sticky_actions", "eval_sticky_actions", "full_action_space", "frame_skip", "noop_max",
+              "terminal_on_life_loss", "channels_last")
 
 
 def _f(default: Any, help: str, choices: Optional[tuple] = None, cli: bool = True):
@@ -123,7 +124,7 @@ class Config:
     eval_sticky_actions: Optional[float] = _f(None, "The evaluations' repeat_action_probability where it is not "
                                                     "--sticky-actions' (none: the same): train with sticky actions, "
                                                     "score in the Nature protocol's games (0). Pong policies trained "
-                                                    "with them scored 20.0-20.5 there at eps 0.05, where those "
+                                                    "with them scored 19.5-20.3 there at eps 0.05, where those "
                                                     "trained without them stop at ~17.9 (docs/facts.md).")
     full_action_space: bool = _f(False, "All 18 Atari actions instead of the game's minimal set.")
     # --- runtime

@@ -10,8 +10,8 @@ env keeps the sample fair; counting whichever games end first would favour short
 
 The protocol (README, "Evaluation"): whole games (to game over, or the 27,000-step / 108k-frame cap),
 epsilon 0.05, up to 30 no-op actions at each start, raw game scores, sticky actions as trained unless
-asked (--eval-sticky-actions in training, --sticky-actions here); a record gives the mean, the standard deviation and the standard error of the mean with the
-protocol's settings. ``python -m jetdqn.evaluate RUN_DIR|MODEL`` plays it on a finished run or a model;
+asked (--eval-sticky-actions in training, --sticky-actions here); a record gives the mean, the standard
+deviation and the standard error of the mean with the protocol's settings. ``python -m jetdqn.evaluate RUN_DIR|MODEL`` plays it on a finished run or a model;
 with ``--record`` the result, the command that gave it and when go to RUN_DIR/evaluations.jsonl, so the
 numbers a results table quotes after a run are kept beside the run rather than in someone's notes. That
 file is not eval.jsonl: eval.jsonl belongs to the training process (a resume rewrites it to its checkpoint,
@@ -70,12 +70,13 @@ def evaluate_run(agent, cfg: Config, step: int, wall_s: float, run_dir: Path, sa
     t0 = time.monotonic()
     games = games or cfg.eval_episodes
     seed = cfg.seed + 10_000 + step + (500 if kind == "confirming" else 0)   # a confirmation plays new games
-    played = play_games(agent, cfg.evaluation, games, cfg.eval_eps, seed, stop)
+    games_cfg = cfg.evaluation   # --eval-sticky-actions, where the run gave it
+    played = play_games(agent, games_cfg, games, cfg.eval_eps, seed, stop)
     if played is None:
         raise EvaluationStopped(f"the {kind} evaluation at step {step:,}")
     returns, lengths = played
     record = {"step": step, "wall_s": round(wall_s, 3), "kind": kind, "episodes": len(returns),
-              **game_statistics(returns), **protocol(cfg.evaluation, cfg.eval_eps), "returns": returns, "lengths": lengths,
+              **game_statistics(returns), **protocol(games_cfg, cfg.eval_eps), "returns": returns, "lengths": lengths,
               "eval_s": round(time.monotonic() - t0, 2)}
     writer = JsonlWriter(Path(run_dir) / "eval.jsonl")
     writer.write(record)

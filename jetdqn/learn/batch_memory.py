@@ -73,7 +73,8 @@ def refuse_a_batch_that_does_not_fit(cfg, network: torch.nn.Module, obs_shape: t
                       f"({row} a row: its observations as floats and the network's activations), "
                       f"and only {max(0, avail) / 1e9:.2f} GB of {where} {beside}"
                       f"{f' ({why})' if why else ''}; lower "
-                      f"--batch-size (about {max(0, avail) // per:,} fits{'' if replay_built else ' without a replay'}).")
+                      f"--batch-size (about {max(0, avail) // per:,} fits"
+                      f"{'' if replay_built else ' without a replay'}).")
 
 
 def room_beside(replay, device: torch.device, frame_bytes) -> tuple[int, str, str]:
