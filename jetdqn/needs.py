@@ -22,13 +22,14 @@ DECLARED = (("numpy", "numpy", "1.21"), ("gymnasium", "gymnasium", "1.2"), ("ale
 
 # The oldest torch jetdqn's tests have passed with (docs/facts.md); JetPack 6.1's NVIDIA wheel is 2.5.
 TORCH_OLDEST = "2.3"
+# torch on x86, in every sentence below: the Makefile's pin (one place to change it here)
+X86_TORCH = "`pip install torch==2.13.0` (the CPU wheel) or `make install`"
 TORCH_TOO_OLD = ("jetdqn needs torch {oldest} or newer, and this Python ({python}) has torch {found}: on x86 run "
-                 "`pip install torch==2.13.0` (the CPU wheel) or `make install`; on a Jetson NVIDIA's torch wheel "
-                 "for JetPack 6, or the L4T container (README, Jetson).")
+                 + X86_TORCH + "; on a Jetson NVIDIA's torch wheel for JetPack 6, or the L4T container (README, "
+                 "Jetson).")
 
 TORCH_MISSING = ("jetdqn needs PyTorch, which is not installed in this Python ({python}): on x86 run "
-                 "`pip install torch==2.13.0` (the CPU wheel) or `make install`; on a Jetson use JetPack's "
-                 "torch wheel or the L4T container (README, Jetson).")
+                 + X86_TORCH + "; on a Jetson use JetPack's torch wheel or the L4T container (README, Jetson).")
 
 
 def stopped_while_starting(signum, frame) -> None:
@@ -131,8 +132,8 @@ def torch_that_does_not_import() -> str | None:
         importlib.import_module("torch")
     except Exception as exc:   # ImportError, OSError from a library's loader, MemoryError
         return broken_install("torch", exc, "jetdqn", fix=(
-            "reinstall it for this Python: on x86 `pip install torch==2.13.0` (the CPU wheel) or `make install`; on "
-            "a Jetson the torch wheel for this board's JetPack, or the L4T container (README, Jetson)"))
+            f"reinstall it for this Python: on x86 {X86_TORCH}; on a Jetson the torch wheel for this board's "
+            "JetPack, or the L4T container (README, Jetson)"))
     return None
 
 
