@@ -6,16 +6,18 @@ pass they took ~10% of a learning run's wall clock. At most SIDE_BY_SIDE emulato
 them all in one native call that a stop signal waits on (1000 games: ~2 min here, and a Jetson Nano's
 4 GB gone), so past that each env plays a fixed number of whole games one after the other, set before the
 first step, on as few envs as play them in that many turns (100 games: 50 envs, 2 each). A fixed count per
-env keeps the sample fair; counting whichever games end first would favour short games. Gymnasium envs (vector observations, short games) are played one after the other.
+env keeps the sample fair; counting whichever games end first would favour short games. Gymnasium envs
+(vector observations, short games) are played one after the other.
 
 The protocol (README, "Evaluation"): whole games (to game over, or the 27,000-step / 108k-frame cap),
 epsilon 0.05, up to 30 no-op actions at each start, raw game scores, sticky actions as trained unless
 asked (--eval-sticky-actions in training, --sticky-actions here); a record gives the mean, the standard
-deviation and the standard error of the mean with the protocol's settings. ``python -m jetdqn.evaluate RUN_DIR|MODEL`` plays it on a finished run or a model;
-with ``--record`` the result, the command that gave it and when go to RUN_DIR/evaluations.jsonl, so the
-numbers a results table quotes after a run are kept beside the run rather than in someone's notes. That
-file is not eval.jsonl: eval.jsonl belongs to the training process (a resume rewrites it to its checkpoint,
-and --save-best ranks weights by it), while these games are played later, by hand, on whichever weights.
+deviation and the standard error of the mean with the protocol's settings.
+``python -m jetdqn.evaluate RUN_DIR|MODEL`` plays it on a finished run or a model; with ``--record`` the
+result, the command that gave it and when go to RUN_DIR/evaluations.jsonl, so the numbers a results table
+quotes after a run are kept beside the run rather than in someone's notes. That file is not eval.jsonl:
+eval.jsonl belongs to the training process (a resume rewrites it to its checkpoint, and --save-best ranks
+weights by it), while these games are played later, by hand, on whichever weights.
 """
 
 from __future__ import annotations
@@ -81,7 +83,12 @@ def evaluate_run(agent, cfg: Config, step: int, wall_s: float, run_dir: Path, sa
     writer = JsonlWriter(Path(run_dir) / "eval.jsonl")
     writer.write(record)
     writer.close()
-    say(f"eval at step {step:,}{'' if kind == 'periodic' else f' ({kind})'}: {describe(record)}, "
+    played_as = describe(record)
+    if games_cfg.sticky_actions != cfg.sticky_actions:   # the line says the games are not the ones learnt from
+        played_as += ((", no sticky actions" if not games_cfg.sticky_actions else "")
+                      + (f" (the run learns with sticky actions {cfg.sticky_actions:g})" if cfg.sticky_actions
+                         else " (the run learns without)"))
+    say(f"eval at step {step:,}{'' if kind == 'periodic' else f' ({kind})'}: {played_as}, "
         f"in {record['eval_s']:.1f} s")
     return record
 

@@ -65,9 +65,12 @@ def test_a_run_trained_with_sticky_actions_is_scored_in_the_games_eval_sticky_ac
     """--sticky-actions 0.25 --eval-sticky-actions 0: the emulators the run learns from repeat actions, its
     evaluations (periodic, confirming, final) and evaluate's and play's defaults on its weights do not."""
     run = tmp_path / "run"
-    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--eval-every", "100",
-               "--eval-episodes", "1", "--final-eval-games", "2", "--target-return", "-100", "--max-episode-steps",
-               "40", "--sticky-actions", "0.25", "--eval-sticky-actions", "0")
+    said = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off",
+                      "--eval-every", "100", "--eval-episodes", "1", "--final-eval-games", "2", "--target-return",
+                      "-100", "--max-episode-steps", "40", "--sticky-actions", "0.25", "--eval-sticky-actions",
+                      "0").stdout
+    # its console says so: a line without "sticky" read as the games the run learns from
+    assert "eps 0.05, no sticky actions (the run learns with sticky actions 0.25), in" in said, said
     evals = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
     assert [(e["kind"], e["sticky_actions"]) for e in evals] == [("periodic", 0), ("confirming", 0)]
     saved = json.loads((run / "config.json").read_text())
