@@ -124,8 +124,9 @@ class Config:
     eval_sticky_actions: Optional[float] = _f(None, "The evaluations' repeat_action_probability where it is not "
                                                     "--sticky-actions' (none: the same): train with sticky actions, "
                                                     "score in the Nature protocol's games (0). Pong policies trained "
-                                                    "with them scored 19.5-20.3 there at eps 0.05, where those "
-                                                    "trained without them stop at ~17.9 (docs/facts.md).")
+                                                    "with them for 3.5-11M steps scored 19.5-20.3 there at eps "
+                                                    "0.05, where those trained without them stop at ~17.9; from "
+                                                    "step 0 they learn slower (docs/facts.md).")
     full_action_space: bool = _f(False, "All 18 Atari actions instead of the game's minimal set.")
     # --- runtime
     seed: int = _f(0, "Seed for torch, numpy, the envs and the replay sampler.")
