@@ -83,11 +83,7 @@ def evaluate_run(agent, cfg: Config, step: int, wall_s: float, run_dir: Path, sa
     writer = JsonlWriter(Path(run_dir) / "eval.jsonl")
     writer.write(record)
     writer.close()
-    played_as = describe(record)
-    if games_cfg.sticky_actions != cfg.sticky_actions:   # the line says the games are not the ones learnt from
-        played_as += ((", no sticky actions" if not games_cfg.sticky_actions else "")
-                      + (f" (the run learns with sticky actions {cfg.sticky_actions:g})" if cfg.sticky_actions
-                         else " (the run learns without)"))
+    played_as = describe(record) + unlike_training(games_cfg.sticky_actions, cfg.sticky_actions)
     say(f"eval at step {step:,}{'' if kind == 'periodic' else f' ({kind})'}: {played_as}, "
         f"in {record['eval_s']:.1f} s")
     return record
@@ -101,6 +97,16 @@ def describe(record: dict) -> str:
     sticky = f", sticky {record['sticky_actions']:g}" if record.get("sticky_actions") else ""
     games = f"{record['games']} game{'s' * (record['games'] != 1)}"
     return f"return {record['return_mean']:.2f}{spread} over {games}, eps {record['eps']:g}{sticky}"
+
+
+def unlike_training(played: float, trained: Optional[float]) -> str:
+    """What a line about evaluation games adds when their sticky actions are not the ones the network was
+    trained with (--eval-sticky-actions): without it, a line that names no sticky actions read as the games
+    the network learnt from. '' when they are the same, or the training's are not known (an .onnx model)."""
+    if trained is None or played == trained:
+        return ""
+    return ((", no sticky actions" if not played else "")
+            + (f" (trained with sticky actions {trained:g})" if trained else " (trained without)"))
 
 
 Played = Optional[tuple[list[float], list[int]]]
@@ -252,7 +258,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     else:
         trained = f" (weights of step {result['trained_steps']:,})" if result.get("trained_steps") is not None else ""
         starts = f", up to {result['noop_max']} no-ops at each start" if result["noop_max"] else ""
-        print(f"{result['env']}, {path}{trained}: {describe(result)}{starts}")
+        unlike = unlike_training(result["sticky_actions"], result.get("trained_sticky_actions"))
+        print(f"{result['env']}, {path}{trained}: {describe(result)}{unlike}{starts}")
     if args.record:
         try:
             record_evaluation(Path(args.model), result, argv)

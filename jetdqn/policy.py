@@ -119,7 +119,8 @@ class Policy:
         cfg = self.play_config(game=game, seed=seed, **more)
         returns, lengths = play_games(self, cfg, games, eps, seed)
         return {"env": cfg.env_name, **game_statistics(returns), **protocol(cfg, eps), "seed": seed,
-                "trained_steps": self.trained_steps, "returns": returns, "lengths": lengths}
+                "trained_steps": self.trained_steps, "trained_sticky_actions": self.config.get("sticky_actions"),
+                "returns": returns, "lengths": lengths}
 
     def play_config(self, game: Optional[str] = None, env: Optional[str] = None, seed: int = 0, **more):
         """The Config to play with: the training run's preprocessing and evaluation games' sticky actions (its

@@ -36,7 +36,8 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
     assert np.isclose(result["return_stderr"], np.std(result["returns"], ddof=1) / 2)
     assert result["trained_steps"] == 100
     plain = run_module("jetdqn.evaluate", str(run), "--games", "2", "--record", "--sticky-actions", "0").stdout
-    assert "over 2 games, eps 0.05" in plain and "sticky" not in plain and "model.pt (weights of step 100)" in plain
+    assert "over 2 games, eps 0.05, no sticky actions (trained with sticky actions 0.25)" in plain   # not as trained
+    assert "model.pt (weights of step 100)" in plain
     kept = [json.loads(line) for line in (run / "evaluations.jsonl").read_text().splitlines()]
     assert [(r["games"], r["step"], r["sticky_actions"], len(r["returns"])) for r in kept] == [(4, 100, 0.25, 4),
                                                                                            (2, 100, 0, 2)]
@@ -70,13 +71,15 @@ def test_a_run_trained_with_sticky_actions_is_scored_in_the_games_eval_sticky_ac
                       "-100", "--max-episode-steps", "40", "--sticky-actions", "0.25", "--eval-sticky-actions",
                       "0").stdout
     # its console says so: a line without "sticky" read as the games the run learns from
-    assert "eps 0.05, no sticky actions (the run learns with sticky actions 0.25), in" in said, said
+    assert "eps 0.05, no sticky actions (trained with sticky actions 0.25), in" in said, said
     evals = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
     assert [(e["kind"], e["sticky_actions"]) for e in evals] == [("periodic", 0), ("confirming", 0)]
     saved = json.loads((run / "config.json").read_text())
     assert saved["sticky_actions"] == 0.25 and saved["eval_sticky_actions"] == 0
     scored = json.loads(run_module("jetdqn.evaluate", str(run), "--games", "1", "--json").stdout)
-    assert scored["sticky_actions"] == 0
+    assert scored["sticky_actions"] == 0 and scored["trained_sticky_actions"] == 0.25
+    line = run_module("jetdqn.evaluate", str(run), "--games", "1").stdout
+    assert "over 1 game, eps 0.05, no sticky actions (trained with sticky actions 0.25), up to 30 no-ops" in line, line
     asked = json.loads(run_module("jetdqn.evaluate", str(run), "--games", "1", "--json", "--sticky-actions",
                                   "0.25").stdout)
     assert asked["sticky_actions"] == 0.25
