@@ -182,3 +182,13 @@ def test_the_committed_eps05_pong_weights_win_played_outside_jetdqn(run):
     assert "over 2 games, eps 0.05" in out
     returns = [float(x) for x in out.split("returns ")[1].split()]
     assert len(returns) == 2 and min(returns) >= 12
+
+
+def test_an_evaluation_line_says_when_its_sticky_actions_are_not_the_ones_trained_with():
+    """describe() names sticky actions only when the games have them: after it, these words say when that is
+    not how the weights learnt (a run's file without the setting, an .onnx model: nothing to say)."""
+    from jetdqn.evaluate import unlike_training
+    assert unlike_training(0.0, 0.25) == ", no sticky actions (trained with sticky actions 0.25)"
+    assert unlike_training(0.25, 0.0) == " (trained without)"   # describe() has said "sticky 0.25" before it
+    assert unlike_training(0.1, 0.25) == " (trained with sticky actions 0.25)"
+    assert unlike_training(0.25, 0.25) == unlike_training(0.25, None) == unlike_training(0.0, 0.0) == ""
