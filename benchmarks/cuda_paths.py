@@ -4,8 +4,10 @@
 
 1. A CUDA-graph update gives the same weights as the eager update (same start, same batches).
 2. The graph-captured acting forward pass picks the eager argmax.
-3. Updates/s at batch 32 (Nature CNN, Double DQN, Adam): eager fp32, TF32, channels-last, bf16 autocast,
-   fp16 with loss scaling, CUDA graphs fp32 and bf16 -- each with cuDNN benchmark on.
+3. Updates/s at batch 32 (Nature CNN, Double DQN, Adam): eager fp32, --cudnn-fastest, channels-last, bf16
+   autocast, fp16 with loss scaling, CUDA graphs fp32 and bf16 -- each with cuDNN benchmark on, and each row
+   with where its fp32 layers ran in TF32 (on Ampere and newer PyTorch's own default puts the convolutions
+   there; --cudnn-fastest the matmuls too).
 Prints one JSON object per line and a Markdown table at the end.
 """
 
@@ -121,7 +123,19 @@ def time_sample_and_update(label: str, device: str, n: int = 300, together: int 
     agent.accel.settle()
     torch.cuda.synchronize()
     dt = time.perf_counter() - t0
-    return {"case": label, "updates_per_s": n / dt, "ms_per_update": 1000 * dt / n}
+    return {"case": label, "updates_per_s": n / dt, "ms_per_update": 1000 * dt / n,
+            "tf32": tf32_now(overrides.get("amp", "off"))}
+
+
+def tf32_now(amp: str = "off") -> str:
+    """The table's TF32 cell: where the switches this row ran under put fp32 layers in TF32 on this GPU (none
+    under autocast, whose convolutions and matmuls run in bf16 or fp16)."""
+    if amp != "off":
+        return f"- ({amp} autocast)"
+    where = runtime.tf32_in_use(torch.cuda.get_device_capability())
+    if isinstance(where, str):
+        return "none (no TF32)"
+    return " + ".join(k for k in ("conv", "matmul") if where[k]) or "none"
 
 
 def time_updates(label: str, n: int = 300, **overrides) -> dict:
@@ -135,7 +149,8 @@ def time_updates(label: str, n: int = 300, **overrides) -> dict:
         agent.update(data[k % 8])
     torch.cuda.synchronize()
     dt = time.perf_counter() - t0
-    return {"case": label, "updates_per_s": n / dt, "ms_per_update": 1000 * dt / n}
+    return {"case": label, "updates_per_s": n / dt, "ms_per_update": 1000 * dt / n,
+            "tf32": tf32_now(overrides.get("amp", "off"))}
 
 
 def main() -> int:
@@ -148,10 +163,10 @@ def main() -> int:
     rows = [{"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
              "cudnn": torch.backends.cudnn.version()}]
     rows.append(check_graph_equals_eager())
-    cases = [("eager fp32", {}), ("eager fp32 + TF32 (cudnn-fastest)", {"cudnn_fastest": True}),
+    cases = [("eager fp32", {}), ("eager fp32, --cudnn-fastest", {"cudnn_fastest": True}),
              ("eager fp32 channels-last", {"channels_last": True}), ("bf16 autocast", {"amp": "bf16"}),
              ("fp16 autocast + loss scaling", {"amp": "fp16"}), ("CUDA graphs fp32", {"cuda_graphs": True}),
-             ("CUDA graphs fp32 + TF32", {"cuda_graphs": True, "cudnn_fastest": True}),
+             ("CUDA graphs fp32, --cudnn-fastest", {"cuda_graphs": True, "cudnn_fastest": True}),
              ("CUDA graphs bf16", {"cuda_graphs": True, "amp": "bf16"}),
              ("CUDA graphs fp32, learner stream", {"cuda_graphs": True, "learner_stream": True})]
     for label, over in cases:
@@ -164,11 +179,12 @@ def main() -> int:
         rows.append(time_sample_and_update(label, device, **over))
     for r in rows:
         print(json.dumps(r), flush=True)
-    lines = ["| update at batch 32 (Nature CNN, Double DQN, Adam) | updates/s | ms/update |", "|---|---|---|"]
+    lines = ["| update at batch 32 (Nature CNN, Double DQN, Adam) | updates/s | ms/update | fp32 layers in TF32 |",
+             "|---|---|---|---|"]
     lines = [f"checks: {json.dumps([r for r in rows if 'check' in r])}", ""] + lines
     for r in rows:
         if "case" in r:
-            lines.append(f"| {r['case']} | {r['updates_per_s']:.0f} | {r['ms_per_update']:.2f} |")
+            lines.append(f"| {r['case']} | {r['updates_per_s']:.0f} | {r['ms_per_update']:.2f} | {r['tf32']} |")
     table = "\n".join(lines)
     print(f"\n{rows[0]['device']}, torch {rows[0]['torch']}, cuDNN {rows[0]['cudnn']}\n{table}")
     if args.out:

@@ -136,7 +136,8 @@ class Config:
                           "measured together with --num-envs).")
     cudnn_benchmark: bool = _f(False, "cudnn.benchmark: time the convolution algorithms, keep the fastest.")
     cudnn_fastest: bool = _f(False, "Lua's cudnn.fastest: benchmark with no limit on candidates "
-                                    "(benchmark_limit = 0) and TF32 allowed.")
+                                    "(benchmark_limit = 0) and TF32 in the matmuls as well (on Ampere and newer "
+                                    "PyTorch runs fp32 convolutions in TF32 already: config.json's runtime.tf32).")
     cudnn_deterministic: bool = _f(False, "Deterministic cuDNN algorithms (slower; turns benchmark off).")
     amp: str = _f("off", "Mixed precision for the network (auto: bf16 where the hardware has it natively).",
                   ("off", "bf16", "fp16", "auto"))

@@ -212,6 +212,57 @@ def device_for(cfg: Config) -> torch.device:
     return device
 
 
+# torch's own cuDNN and TF32 switches as this process found them: what a run that asks for nothing gets, even
+# after another configuration in the same process (benchmarks/cuda_paths.py times several) asked for more.
+# Since PyTorch 1.12 that is TF32 in convolutions (cuDNN) and not in matmuls, on GPUs that have it (Ampere and
+# newer: Orin, Thor, A100, H100, H200): an "fp32" network there computes its convolutions in TF32.
+TORCH_SWITCHES = {"allow_tf32": torch.backends.cudnn.allow_tf32,
+                  "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+                  "benchmark_limit": getattr(torch.backends.cudnn, "benchmark_limit", None)}
+
+
+def cudnn_switches(cfg: Config) -> dict:
+    """Set the cuDNN and TF32 switches for cfg, every one of them, and return what was applied.
+
+    torch keeps them process-wide, so a switch left as a previous configuration set it would be that
+    configuration's: each is set here, to cfg's choice or back to torch's own (``TORCH_SWITCHES``)."""
+    cudnn = torch.backends.cudnn
+    applied = {}
+    fastest = cfg.cudnn_fastest and not cfg.cudnn_deterministic
+    if cfg.cudnn_deterministic:
+        # Deterministic wins over speed: benchmark would pick algorithms run to run.
+        cudnn.deterministic = True
+        cudnn.benchmark = False
+        applied["deterministic"] = True
+        applied["benchmark"] = False
+        if cfg.cudnn_benchmark or cfg.cudnn_fastest:
+            applied["note"] = "benchmark/fastest ignored because deterministic was asked"
+    else:
+        cudnn.deterministic = False
+        cudnn.benchmark = bool(cfg.cudnn_benchmark or cfg.cudnn_fastest)
+        applied["benchmark"] = cudnn.benchmark
+        applied["deterministic"] = False
+    # Lua's cudnn.fastest took the fastest algorithm whatever its workspace: in torch, try every candidate
+    # (benchmark_limit = 0) and allow TF32 tensor cores in the matmuls as well as the convolutions.
+    if hasattr(cudnn, "benchmark_limit"):   # torch 1.13 and newer (None in a build without cuDNN)
+        cudnn.benchmark_limit = 0 if fastest else TORCH_SWITCHES["benchmark_limit"]
+        if fastest:
+            applied["benchmark_limit"] = 0
+    cudnn.allow_tf32 = True if fastest else TORCH_SWITCHES["allow_tf32"]
+    torch.backends.cuda.matmul.allow_tf32 = True if fastest else TORCH_SWITCHES["matmul_allow_tf32"]
+    if fastest:
+        applied["tf32"] = True
+    return applied
+
+
+def tf32_in_use(capability: tuple[int, int]) -> object:
+    """Where this GPU computes fp32 layers in TF32 (10-bit mantissa) under the switches now set: what a run's
+    record says, since "fp32" (--amp off) on Ampere and newer means TF32 convolutions unless said otherwise."""
+    if tuple(capability) < (8, 0):
+        return f"none: compute capability {capability[0]}.{capability[1]} has no TF32 (8.0 and newer have it)"
+    return {"conv": bool(torch.backends.cudnn.allow_tf32), "matmul": bool(torch.backends.cuda.matmul.allow_tf32)}
+
+
 def apply(cfg: Config) -> Runtime:
     """Apply cfg's runtime switches to this process and say what they did."""
     device = device_for(cfg)
@@ -260,32 +311,7 @@ def apply(cfg: Config) -> Runtime:
         report["cudnn_applied"] = "no effect: no CUDA device" if any(asked.values()) else "off"
         report["tf32"] = "no effect: no CUDA device"
     else:
-        cudnn = torch.backends.cudnn
-        applied = {}
-        if cfg.cudnn_deterministic:
-            # Deterministic wins over speed: benchmark would pick algorithms run to run.
-            cudnn.deterministic = True
-            cudnn.benchmark = False
-            applied["deterministic"] = True
-            applied["benchmark"] = False
-            if cfg.cudnn_benchmark or cfg.cudnn_fastest:
-                applied["note"] = "benchmark/fastest ignored because deterministic was asked"
-        else:
-            cudnn.deterministic = False
-            cudnn.benchmark = bool(cfg.cudnn_benchmark or cfg.cudnn_fastest)
-            applied["benchmark"] = cudnn.benchmark
-            applied["deterministic"] = False
-            if cfg.cudnn_fastest:
-                # Lua's cudnn.fastest picked the fastest algorithm whatever its workspace: in torch, try
-                # every candidate (benchmark_limit = 0) and allow TF32 tensor cores (Ampere and newer).
-                if hasattr(cudnn, "benchmark_limit"):
-                    cudnn.benchmark_limit = 0
-                    applied["benchmark_limit"] = 0
-                cudnn.allow_tf32 = True
-                torch.backends.cuda.matmul.allow_tf32 = True
-                applied["tf32"] = True
-        report["cudnn_applied"] = applied
-        report["tf32"] = {"conv": bool(torch.backends.cudnn.allow_tf32),
-                          "matmul": bool(torch.backends.cuda.matmul.allow_tf32)}
+        report["cudnn_applied"] = cudnn_switches(cfg)
+        report["tf32"] = tf32_in_use(torch.cuda.get_device_capability(device))
     report["pid"] = os.getpid()
     return Runtime(device=device, report=report)

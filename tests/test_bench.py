@@ -442,3 +442,37 @@ def test_display_rows_with_a_headless_opencv_are_not_run_and_say_why(xvfb, tmp_p
     assert rows["Baseline: display all frames, no cudnn"] == ("not run: this OpenCV has no GUI support "
                                                               "(opencv-python-headless?); install opencv-python to "
                                                               "see the window")
+
+
+def test_the_report_says_which_gpu_rows_ran_fp32_layers_in_tf32():
+    """A row named fp32 on an Ampere-or-newer GPU had TF32 convolutions (PyTorch's default), and the cuDNN rows'
+    --cudnn-fastest TF32 matmuls too: the report's header says which rows, from what each run's config.json
+    recorded (runtime.tf32_in_use under the switches runtime.cudnn_switches set, here on the CPU's torch)."""
+    import torch
+    from jetdqn import runtime
+    from jetdqn.bench.cases import all_cases
+    from jetdqn.bench.report import cudnn_line, tf32_line
+    from jetdqn.config import make_config
+    cases = {c.key: c for c in all_cases()}
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    found = (cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark_limit, cudnn.benchmark, cudnn.deterministic)
+    try:
+        applied = runtime.cudnn_switches(make_config({"game": "pong", "cudnn_benchmark": True, "cudnn_fastest": True}))
+        fastest = runtime.tf32_in_use((9, 0))   # an H100 or H200
+        runtime.cudnn_switches(make_config({"game": "pong"}))
+        plain, xavier = runtime.tf32_in_use((9, 0)), runtime.tf32_in_use((7, 2))
+    finally:
+        cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark_limit, cudnn.benchmark, cudnn.deterministic = found
+    assert runtime.TORCH_SWITCHES["allow_tf32"], "torch's own default: TF32 convolutions"
+    rows = [{"status": "ok", "case": cases["tx1-third"], "tf32": plain},
+            {"status": "ok", "case": cases["tx1-cudnn"], "tf32": fastest, "cudnn_applied": applied},
+            {"status": "ok", "case": cases["cuda-graphs"], "tf32": plain},          # bf16 autocast: not fp32
+            {"status": "ok", "case": cases["gpu-all-cores"], "tf32": plain},
+            {"status": "not run: its time limit", "case": cases["gpu-replay"], "tf32": None},
+            {"status": "ok", "case": cases["baseline"], "tf32": "no effect: no CUDA device"}]
+    assert tf32_line(rows) == ("fp32 layers in TF32 (PyTorch's default on Ampere and newer: the convolutions): "
+                               "convolutions in tx1-third, gpu-all-cores; convolutions and matmuls in tx1-cudnn")
+    assert cudnn_line(rows, {}).splitlines() == [f"cuDNN flags applied: {applied}", tf32_line(rows)]
+    # a GPU without TF32 (a Jetson Xavier, Volta) or a CPU machine: the line is left out
+    assert tf32_line([{**row, "tf32": xavier} for row in rows]) == ""
+    assert cudnn_line(rows[-1:], {}) == "cuDNN flags: not applied (no CUDA device here; the cuDNN rows are not run)"

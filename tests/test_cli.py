@@ -541,6 +541,35 @@ def test_cudnn_flags_without_cuda_are_recorded_as_no_effect(tmp_path):
     assert rt["cudnn_asked"]["cudnn_fastest"] is True
 
 
+def test_each_configuration_sets_every_cudnn_switch_not_the_one_before_it():
+    """torch keeps cuDNN's and TF32's switches process-wide: benchmarks/cuda_paths.py timed its "fp32" rows after
+    a --cudnn-fastest one, and they ran with its TF32 matmuls and unlimited benchmark. The switches are torch's
+    own, read and set here on the CPU exactly as a CUDA run sets them."""
+    import torch
+    from jetdqn import runtime
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    found = (cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark_limit, cudnn.benchmark, cudnn.deterministic)
+    try:
+        assert runtime.cudnn_switches(make_config({"game": "pong", "cudnn_fastest": True})) == \
+            {"benchmark": True, "deterministic": False, "benchmark_limit": 0, "tf32": True}
+        assert (cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark_limit) == (True, True, 0)
+        assert runtime.cudnn_switches(make_config({"game": "pong"})) == {"benchmark": False, "deterministic": False}
+        torch_own = runtime.TORCH_SWITCHES
+        assert (cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark_limit) == \
+            (torch_own["allow_tf32"], torch_own["matmul_allow_tf32"], torch_own["benchmark_limit"])
+        assert not matmul.allow_tf32, "torch's own: TF32 in convolutions only (PyTorch 1.12 and newer)"
+        # deterministic wins: neither an unlimited benchmark nor TF32 in the matmuls
+        applied = runtime.cudnn_switches(make_config({"game": "pong", "cudnn_fastest": True,
+                                                      "cudnn_deterministic": True}))
+        assert applied["deterministic"] and "ignored" in applied["note"] and not matmul.allow_tf32
+        assert cudnn.deterministic and not cudnn.benchmark
+        # what a run's record says: TF32 only where the GPU has it (Ampere, 8.0, and newer)
+        assert runtime.tf32_in_use((8, 7)) == {"conv": torch_own["allow_tf32"], "matmul": False}   # Orin
+        assert runtime.tf32_in_use((7, 2)).startswith("none: compute capability 7.2 has no TF32")  # Xavier
+    finally:
+        cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark_limit, cudnn.benchmark, cudnn.deterministic = found
+
+
 def test_console_script_lists_games():
     out = run_module("jetdqn", "train", "--list-games").stdout
     assert "pong" in out.split() and "breakout" in out.split()

@@ -158,9 +158,27 @@ def header(info: dict, args) -> str:
 
 def cudnn_line(rows: list[dict], info: dict) -> str:
     applied = [r.get("cudnn_applied") for r in rows if r["status"] == "ok" and r["case"].cudnn_row]
-    if applied:
-        return f"cuDNN flags applied: {applied[0]}"
-    return "cuDNN flags: not applied (no CUDA device here; the cuDNN rows are not run)"
+    line = (f"cuDNN flags applied: {applied[0]}" if applied else
+            "cuDNN flags: not applied (no CUDA device here; the cuDNN rows are not run)")
+    tf32 = tf32_line(rows)
+    return f"{line}\n{tf32}" if tf32 else line
+
+
+def tf32_line(rows: list[dict]) -> str:
+    """Which GPU rows ran fp32 layers in TF32 (10-bit mantissa), from each run's config.json: on Ampere and
+    newer PyTorch puts fp32 convolutions there unless told not to, so a row named "fp32" on such a GPU has
+    TF32 convolutions, and --cudnn-fastest adds the matmuls. Empty where no row ran on such a GPU."""
+    groups: dict[str, list[str]] = {}
+    for r in rows:
+        where = r.get("tf32") if r["status"] == "ok" else None
+        if isinstance(where, dict) and "bf16" not in r["case"].flags:   # autocast rows compute in bf16
+            layers = " and ".join(word for key, word in (("conv", "convolutions"), ("matmul", "matmuls"))
+                                  if where.get(key)) or "neither"
+            groups.setdefault(layers, []).append(r["case"].key)
+    if not groups:
+        return ""
+    return "fp32 layers in TF32 (PyTorch's default on Ampere and newer: the convolutions): " + "; ".join(
+        f"{layers} in {', '.join(keys)}" for layers, keys in groups.items())
 
 
 def write_chart(rows: list[dict], path: Path, title: str) -> Optional[Path]:

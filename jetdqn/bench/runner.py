@@ -129,7 +129,8 @@ def run_case(case: Case, args, workdir: Path, repeat: int) -> dict:
         return {"error": "its window drew no frame in the measured steps (python -m jetdqn.play --max-steps 100 "
                          "says why)", "command": shlex.join(cmd)}
     runtime = json.loads((run_dir / "config.json").read_text()).get("runtime", {})
-    result.update(process_wall_s=wall, cudnn_applied=runtime.get("cudnn_applied"), others_cpu=beside,
+    result.update(process_wall_s=wall, cudnn_applied=runtime.get("cudnn_applied"), tf32=runtime.get("tf32"),
+                  others_cpu=beside,
                   command=shlex.join(cmd))
     if not args.keep_runs:
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -26,6 +26,7 @@ def summarise(case: Case, runs: list[dict]) -> dict:
     beside = [r["others_cpu"] for r in ok if r.get("others_cpu") is not None]
     out["others_cpu"] = max(beside) if beside else None   # the worst run: its time is in the median's company
     out["cudnn_applied"] = ok[0].get("cudnn_applied")
+    out["tf32"] = ok[0].get("tf32")
     out["command"] = ok[0]["command"]
     return out
 
