@@ -139,6 +139,10 @@ class Config:
                                     "(benchmark_limit = 0) and TF32 in the matmuls as well (on Ampere and newer "
                                     "PyTorch runs fp32 convolutions in TF32 already: config.json's runtime.tf32).")
     cudnn_deterministic: bool = _f(False, "Deterministic cuDNN algorithms (slower; turns benchmark off).")
+    tf32: str = _f("auto", "TF32 (fp32 with a 10-bit mantissa) on GPUs that have it (Ampere and newer: Orin, A100, "
+                           "H100): auto = PyTorch's default, the convolutions only, and the matmuls too with "
+                           "--cudnn-fastest; on = both; off = IEEE fp32 throughout, the arithmetic of a CPU run. "
+                           "config.json's runtime.tf32 records what ran.", ("auto", "on", "off"))
     amp: str = _f("off", "Mixed precision for the network (auto: bf16 where the hardware has it natively).",
                   ("off", "bf16", "fp16", "auto"))
     compile: bool = _f(False, "torch.compile the update (the TD target and the loss, one graph each) and (RMSProp, "

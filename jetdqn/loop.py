@@ -151,9 +151,13 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
         flags = "--cuda-graphs and --learner-stream have" if cfg.learner_stream else "--cuda-graphs has"
         progress.note(f"{flags} no effect here: there is no CUDA device; the run goes on without graphs")
     if str(rt.report.get("cudnn_applied", "")).startswith("no effect"):
-        asked = [f"--{name.replace('_', '-')}" for name, on in rt.report["cudnn_asked"].items() if on]
-        progress.note(f"{' and '.join(asked)} {'has' if len(asked) == 1 else 'have'} no effect here: cuDNN is "
-                      f"CUDA's, and there is no CUDA device (config.json records it)")
+        on = {name: value for name, value in rt.report["cudnn_asked"].items() if value}
+        asked = [f"--{name.replace('_', '-')}" + (f" {value}" if name == "tf32" else "") for name, value in on.items()]
+        whose = " and ".join(word for key, word in (("cudnn", "cuDNN"), ("tf32", "TF32"))
+                             if any(name.startswith(key) for name in on))
+        progress.note(f"{' and '.join(asked)} {'has' if len(asked) == 1 else 'have'} no effect here: {whose} "
+                      f"{'are' if ' and ' in whose else 'is'} CUDA's, and there is no CUDA device (config.json "
+                      "records it)")
     rng = np.random.default_rng(cfg.seed)
     clock = PhaseClock()
     if cfg.backend == "ray":

@@ -225,7 +225,9 @@ def cudnn_switches(cfg: Config) -> dict:
     """Set the cuDNN and TF32 switches for cfg, every one of them, and return what was applied.
 
     torch keeps them process-wide, so a switch left as a previous configuration set it would be that
-    configuration's: each is set here, to cfg's choice or back to torch's own (``TORCH_SWITCHES``)."""
+    configuration's: each is set here, to cfg's choice or back to torch's own (``TORCH_SWITCHES``).
+    ``--tf32 off`` is there for runs that must compute as a CPU does (IEEE fp32): the Pong rehearsals that
+    the GPU runs follow were made on CPUs."""
     cudnn = torch.backends.cudnn
     applied = {}
     fastest = cfg.cudnn_fastest and not cfg.cudnn_deterministic
@@ -248,10 +250,12 @@ def cudnn_switches(cfg: Config) -> dict:
         cudnn.benchmark_limit = 0 if fastest else TORCH_SWITCHES["benchmark_limit"]
         if fastest:
             applied["benchmark_limit"] = 0
-    cudnn.allow_tf32 = True if fastest else TORCH_SWITCHES["allow_tf32"]
-    torch.backends.cuda.matmul.allow_tf32 = True if fastest else TORCH_SWITCHES["matmul_allow_tf32"]
-    if fastest:
-        applied["tf32"] = True
+    if cfg.tf32 == "auto" and not fastest:
+        conv, matmul = TORCH_SWITCHES["allow_tf32"], TORCH_SWITCHES["matmul_allow_tf32"]
+    else:
+        conv = matmul = cfg.tf32 != "off"   # --tf32 on, or --cudnn-fastest with auto; off wins over fastest
+        applied["tf32"] = conv
+    cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv, matmul
     return applied
 
 
@@ -306,6 +310,8 @@ def apply(cfg: Config) -> Runtime:
         report["gpu_unreachable"] = unreachable
     asked = {"cudnn_benchmark": cfg.cudnn_benchmark, "cudnn_fastest": cfg.cudnn_fastest,
              "cudnn_deterministic": cfg.cudnn_deterministic}
+    if cfg.tf32 != "auto":
+        asked["tf32"] = cfg.tf32
     report["cudnn_asked"] = asked
     if not cuda:
         report["cudnn_applied"] = "no effect: no CUDA device" if any(asked.values()) else "off"

@@ -563,7 +563,15 @@ def test_each_configuration_sets_every_cudnn_switch_not_the_one_before_it():
                                                       "cudnn_deterministic": True}))
         assert applied["deterministic"] and "ignored" in applied["note"] and not matmul.allow_tf32
         assert cudnn.deterministic and not cudnn.benchmark
+        # --tf32: on puts both in TF32, off neither (IEEE fp32, as on a CPU), even with --cudnn-fastest
+        assert runtime.cudnn_switches(make_config({"game": "pong", "tf32": "on"}))["tf32"] is True
+        assert (cudnn.allow_tf32, matmul.allow_tf32) == (True, True)
+        assert runtime.cudnn_switches(make_config({"game": "pong", "tf32": "off", "cudnn_fastest": True})) == \
+            {"benchmark": True, "deterministic": False, "benchmark_limit": 0, "tf32": False}
+        assert (cudnn.allow_tf32, matmul.allow_tf32) == (False, False)
+        assert runtime.tf32_in_use((9, 0)) == {"conv": False, "matmul": False}
         # what a run's record says: TF32 only where the GPU has it (Ampere, 8.0, and newer)
+        runtime.cudnn_switches(make_config({"game": "pong"}))
         assert runtime.tf32_in_use((8, 7)) == {"conv": torch_own["allow_tf32"], "matmul": False}   # Orin
         assert runtime.tf32_in_use((7, 2)).startswith("none: compute capability 7.2 has no TF32")  # Xavier
     finally:

@@ -179,14 +179,14 @@ def test_the_cuda_replay_stores_and_samples_without_waiting_for_the_gpu(experien
     assert zeroed > 0   # stacks cut at an episode start were among them: the zeroing ran on the GPU too
 
 
-@pytest.mark.parametrize("fastest", [True, False])
-def test_a_runs_record_says_where_its_convolutions_and_matmuls_ran_in_tf32(fastest):
+@pytest.mark.parametrize("fastest,tf32", [(True, "auto"), (False, "auto"), (True, "off"), (False, "on")])
+def test_a_runs_record_says_where_its_convolutions_and_matmuls_ran_in_tf32(fastest, tf32):
     """What config.json's runtime.tf32 says, measured: on a GPU with TF32 a Nature-CNN convolution and its
     first linear layer in TF32 are ~3e-4 off a float64 reference, in IEEE fp32 ~7e-7 (both measured on the CPU,
     TF32 by rounding the inputs to its 10-bit mantissa). The fastest case runs first in this process, so the
-    plain one also checks that its switches came back."""
-    cfg = make_config({"game": "pong", "device": "cuda", "cudnn_fastest": fastest})
-    tf32 = runtime.apply(cfg).report["tf32"]
+    plain one also checks that its switches came back; --tf32 off is IEEE fp32 even with --cudnn-fastest."""
+    cfg = make_config({"game": "pong", "device": "cuda", "cudnn_fastest": fastest, "tf32": tf32})
+    recorded = runtime.apply(cfg).report["tf32"]
     g = torch.Generator().manual_seed(0)
     x, w = torch.rand(32, 4, 84, 84, generator=g, dtype=torch.float64), torch.randn(32, 4, 8, 8, generator=g)
     a, m = torch.rand(32, 3136, generator=g, dtype=torch.float64), torch.randn(3136, 512, generator=g)
@@ -197,12 +197,14 @@ def test_a_runs_record_says_where_its_convolutions_and_matmuls_ran_in_tf32(faste
     conv = error(torch.nn.functional.conv2d(x.float().cuda(), w.cuda(), stride=4),
                  torch.nn.functional.conv2d(x, w.double(), stride=4))
     matmul = error(a.float().cuda() @ m.cuda(), a @ m.double())
-    if isinstance(tf32, str):
-        assert tf32.startswith("none:") and torch.cuda.get_device_capability() < (8, 0)
+    if isinstance(recorded, str):
+        assert recorded.startswith("none:") and torch.cuda.get_device_capability() < (8, 0)
         assert conv < 1e-5 and matmul < 1e-5
         return
-    assert tf32 == {"conv": fastest or runtime.TORCH_SWITCHES["allow_tf32"], "matmul": fastest}
-    assert (conv > 1e-5) == tf32["conv"] and (matmul > 1e-5) == tf32["matmul"], (conv, matmul, tf32)
+    expected = {"auto": {"conv": fastest or runtime.TORCH_SWITCHES["allow_tf32"], "matmul": fastest},
+                "on": {"conv": True, "matmul": True}, "off": {"conv": False, "matmul": False}}[tf32]
+    assert recorded == expected
+    assert (conv > 1e-5) == recorded["conv"] and (matmul > 1e-5) == recorded["matmul"], (conv, matmul, recorded)
 
 
 def test_the_cuda_replay_is_sized_by_the_gpus_own_memory_or_on_a_jetson_by_the_hosts():
