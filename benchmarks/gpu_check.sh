@@ -23,7 +23,8 @@
 # --tf32 off: the CPU rehearsals that reached 18 (pong-gpu-cpu-seed1, -seed2: 18.15 and 18.08 over 120 games)
 # computed in IEEE fp32; the H200 run (17.83 over 90) had TF32 convolutions, PyTorch's default there. One
 # difference fewer between the evidence and the run, at a cost in speed the bar can spare (speed is not what
-# it lacks); its speed is a number to report, as the run's log has it.
+# it lacks); its speed is a number to report, as the run's log has it. (TF32 in acting alone changes 0.1-0.3%
+# of greedy choices: results/tf32-acting-2026-12-01.md; in learning it is not measured.)
 # Both carry [".whl"], with benchmarks/results moved out of the tree during the calls (a call carries
 # 64 MiB). The learner's plateau at eps 0.05 is ~17.9, so one 30-game confirmation passes about as often
 # as not: the note gives every confirmation and a 90-game score of the last weights. What was tried against
