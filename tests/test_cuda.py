@@ -1,6 +1,7 @@
 """The CUDA paths against their eager forms, on real Pong frames: a CUDA-graph update leaves the eager
 update's weights (rounding level), graph-captured acting picks the eager actions, the CUDA replay samples the
-host replay's batches, and CartPole learns with the replay in GPU memory. They need a CUDA device and are
+host replay's batches, CartPole learns with the replay in GPU memory, and what a run records of TF32 is what
+its convolutions and matmuls computed. They need a CUDA device and are
 skipped without one; ``benchmarks/gpu_check.sh`` runs them on a GPU machine."""
 
 import json
