@@ -212,23 +212,39 @@ def device_for(cfg: Config) -> torch.device:
     return device
 
 
-# torch's own cuDNN and TF32 switches as this process found them: what a run that asks for nothing gets, even
-# after another configuration in the same process (benchmarks/cuda_paths.py times several) asked for more.
-# Since PyTorch 1.12 that is TF32 in convolutions (cuDNN) and not in matmuls, on GPUs that have it (Ampere and
-# newer: Orin, Thor, A100, H100, H200): an "fp32" network there computes its convolutions in TF32.
-TORCH_SWITCHES = {"allow_tf32": torch.backends.cudnn.allow_tf32,
-                  "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-                  "benchmark_limit": getattr(torch.backends.cudnn, "benchmark_limit", None)}
+def _tf32_switches() -> dict:
+    return {"allow_tf32": torch.backends.cudnn.allow_tf32,
+            "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "benchmark_limit": getattr(torch.backends.cudnn, "benchmark_limit", None)}
+
+
+# The switches as this process had them apart from jetdqn, and what cudnn_switches last set them to.
+_TORCH_OWN = _tf32_switches()
+_JETDQN_SET: dict = {}
+
+
+def torch_own_switches() -> dict:
+    """torch's cuDNN and TF32 switches as this process has them apart from jetdqn: what a run that asks for
+    nothing gets, even after another configuration in the same process (benchmarks/cuda_paths.py times
+    several) asked for more. A switch jetdqn never set, or one its caller set since (a script that turned TF32
+    off after importing jetdqn), is taken as it is now; one still at jetdqn's last value, as before that.
+    PyTorch's defaults since 1.12: TF32 in convolutions (cuDNN), not in matmuls, on GPUs that have it (Ampere
+    and newer: Orin, Thor, A100, H100, H200), so an "fp32" network there computes its convolutions in TF32."""
+    for name, value in _tf32_switches().items():
+        if name not in _JETDQN_SET or value != _JETDQN_SET[name]:
+            _TORCH_OWN[name] = value
+    return dict(_TORCH_OWN)
 
 
 def cudnn_switches(cfg: Config) -> dict:
     """Set the cuDNN and TF32 switches for cfg, every one of them, and return what was applied.
 
     torch keeps them process-wide, so a switch left as a previous configuration set it would be that
-    configuration's: each is set here, to cfg's choice or back to torch's own (``TORCH_SWITCHES``).
+    configuration's: each is set here, to cfg's choice or back to torch's own (``torch_own_switches``).
     ``--tf32 off`` is there for runs that must compute as a CPU does (IEEE fp32): the Pong rehearsals that
     the GPU runs follow were made on CPUs."""
     cudnn = torch.backends.cudnn
+    own = torch_own_switches()
     applied = {}
     fastest = cfg.cudnn_fastest and not cfg.cudnn_deterministic
     if cfg.cudnn_deterministic:
@@ -247,15 +263,16 @@ def cudnn_switches(cfg: Config) -> dict:
     # Lua's cudnn.fastest took the fastest algorithm whatever its workspace: in torch, try every candidate
     # (benchmark_limit = 0) and allow TF32 tensor cores in the matmuls as well as the convolutions.
     if hasattr(cudnn, "benchmark_limit"):   # torch 1.13 and newer (None in a build without cuDNN)
-        cudnn.benchmark_limit = 0 if fastest else TORCH_SWITCHES["benchmark_limit"]
+        cudnn.benchmark_limit = 0 if fastest else own["benchmark_limit"]
         if fastest:
             applied["benchmark_limit"] = 0
     if cfg.tf32 == "auto" and not fastest:
-        conv, matmul = TORCH_SWITCHES["allow_tf32"], TORCH_SWITCHES["matmul_allow_tf32"]
+        conv, matmul = own["allow_tf32"], own["matmul_allow_tf32"]
     else:
         conv = matmul = cfg.tf32 != "off"   # --tf32 on, or --cudnn-fastest with auto; off wins over fastest
         applied["tf32"] = conv
     cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv, matmul
+    _JETDQN_SET.update(_tf32_switches())
     return applied
 
 

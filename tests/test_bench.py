@@ -463,7 +463,7 @@ def test_the_report_says_which_gpu_rows_ran_fp32_layers_in_tf32():
         plain, xavier = runtime.tf32_in_use((9, 0)), runtime.tf32_in_use((7, 2))
     finally:
         cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark_limit, cudnn.benchmark, cudnn.deterministic = found
-    assert runtime.TORCH_SWITCHES["allow_tf32"], "torch's own default: TF32 convolutions"
+    assert runtime.torch_own_switches()["allow_tf32"], "torch's own default: TF32 convolutions"
     rows = [{"status": "ok", "case": cases["tx1-third"], "tf32": plain},
             {"status": "ok", "case": cases["tx1-cudnn"], "tf32": fastest, "cudnn_applied": applied},
             {"status": "ok", "case": cases["cuda-graphs"], "tf32": plain},          # bf16 autocast: not fp32

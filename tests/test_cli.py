@@ -554,7 +554,7 @@ def test_each_configuration_sets_every_cudnn_switch_not_the_one_before_it():
             {"benchmark": True, "deterministic": False, "benchmark_limit": 0, "tf32": True}
         assert (cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark_limit) == (True, True, 0)
         assert runtime.cudnn_switches(make_config({"game": "pong"})) == {"benchmark": False, "deterministic": False}
-        torch_own = runtime.TORCH_SWITCHES
+        torch_own = runtime.torch_own_switches()
         assert (cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark_limit) == \
             (torch_own["allow_tf32"], torch_own["matmul_allow_tf32"], torch_own["benchmark_limit"])
         assert not matmul.allow_tf32, "torch's own: TF32 in convolutions only (PyTorch 1.12 and newer)"
@@ -574,6 +574,14 @@ def test_each_configuration_sets_every_cudnn_switch_not_the_one_before_it():
         runtime.cudnn_switches(make_config({"game": "pong"}))
         assert runtime.tf32_in_use((8, 7)) == {"conv": torch_own["allow_tf32"], "matmul": False}   # Orin
         assert runtime.tf32_in_use((7, 2)).startswith("none: compute capability 7.2 has no TF32")  # Xavier
+        # a caller that sets a switch itself between runs keeps it where nothing is asked; the switches
+        # jetdqn set stay jetdqn's: a plain run after --cudnn-fastest gets torch's benchmark limit back
+        runtime.cudnn_switches(make_config({"game": "pong", "cudnn_fastest": True}))
+        cudnn.allow_tf32 = False
+        runtime.cudnn_switches(make_config({"game": "pong"}))
+        assert (cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark_limit) == \
+            (False, False, torch_own["benchmark_limit"])
+        assert runtime.torch_own_switches()["allow_tf32"] is False
     finally:
         cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark_limit, cudnn.benchmark, cudnn.deterministic = found
 

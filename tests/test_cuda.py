@@ -202,7 +202,7 @@ def test_a_runs_record_says_where_its_convolutions_and_matmuls_ran_in_tf32(faste
         assert recorded.startswith("none:") and torch.cuda.get_device_capability() < (8, 0)
         assert conv < 1e-5 and matmul < 1e-5
         return
-    expected = {"auto": {"conv": fastest or runtime.TORCH_SWITCHES["allow_tf32"], "matmul": fastest},
+    expected = {"auto": {"conv": fastest or runtime.torch_own_switches()["allow_tf32"], "matmul": fastest},
                 "on": {"conv": True, "matmul": True}, "off": {"conv": False, "matmul": False}}[tf32]
     assert recorded == expected
     assert (conv > 1e-5) == recorded["conv"] and (matmul > 1e-5) == recorded["matmul"], (conv, matmul, recorded)
