@@ -2,6 +2,8 @@
 
     python benchmarks/update_cost.py [--presets pong-sticky,pong-fast] [--updates 60] [--steps 1150000]
 
+A GPU preset (pong-gpu) is timed as its CPU rehearsals ran it: the replay in host memory, no CUDA graphs.
+
 For each preset, its update (network, precision, compiled forms, optimiser: whatever the preset asks for on
 this machine) is timed on a batch of real Pong stacks after 10 warm-up updates. At the preset's replay
 ratio that is a cost per 1000 env steps, and for ``--steps`` steps (1.15M: where pong-fast first scored 18) a
@@ -36,6 +38,21 @@ def pong_batch(n: int = 32) -> tuple:
             torch.full((n,), 0.99), stacks[1:])
 
 
+# A GPU preset's update timed here is its CPU rehearsals' (benchmarks/results/pong-gpu-cpu-seed*): the replay in
+# host memory, no CUDA graphs, the compiled update and the paired target pass in fp32, 8 envs.
+CPU_REHEARSAL = dict(replay_device="cpu", cuda_graphs=False, compile=True, fuse_target=True, amp="off", num_envs=8)
+
+
+def settings_on_this_cpu(preset: str) -> dict:
+    """The settings the preset's update is timed with on the CPU (pong-gpu's GPU replay was a traceback here)."""
+    settings = {"preset": preset, "game": "pong", "sticky_actions": 0.0}
+    if PRESETS[preset].get("replay_device") == "cuda" or PRESETS[preset].get("cuda_graphs"):
+        settings.update(CPU_REHEARSAL)
+        print(f"{preset}: a GPU preset, timed as its CPU rehearsals ran it "
+              f"(--replay-device cpu --no-cuda-graphs --compile --fuse-target --amp off --num-envs 8)")
+    return settings
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python benchmarks/update_cost.py", allow_abbrev=False,
                                 description=__doc__.splitlines()[0])
@@ -51,7 +68,7 @@ def main(argv=None) -> int:
             p.error(f"--{name} must be 1 or more; got {getattr(args, name)}")
     batch = pong_batch()
     for preset in args.presets.split(","):
-        cfg, _ = resolve_auto(make_config({"preset": preset, "game": "pong", "sticky_actions": 0.0}), log=print)
+        cfg, _ = resolve_auto(make_config(settings_on_this_cpu(preset)), log=print)
         runtime.apply(cfg)   # --amp auto made bf16 or off as a run makes it (bf16 where the CPU has it natively)
         agent = DQNAgent(cfg, (4, 84, 84), 6, torch.device("cpu"))
         for _ in range(10):   # warm-up: compiled forms, allocator, optimiser state

@@ -202,8 +202,13 @@ def test_log_summary_gives_the_2026_11_27_h100_runs_medians():
 
 
 def test_update_cost_times_a_presets_update_on_real_pong_frames():
-    """benchmarks/update_cost.py: one line per preset, the update's ms and the minutes it implies."""
-    out = run_module("benchmarks.update_cost", "--presets", "pong-fast", "--updates", "3", "--steps", "1000000").stdout
+    """benchmarks/update_cost.py: one line per preset, the update's ms and the minutes it implies. A GPU preset
+    (pong-gpu) is timed as its CPU rehearsals ran it: its replay in GPU memory was a traceback on a CPU."""
+    out = run_module("benchmarks.update_cost", "--presets", "pong-fast,pong-gpu", "--updates", "3",
+                     "--steps", "1000000").stdout
+    assert "pong-gpu: a GPU preset, timed as its CPU rehearsals ran it (--replay-device cpu" in out
+    gpu = next(l for l in out.splitlines() if l.startswith("pong-gpu: ") and " ms an update " in l)
+    assert "amp off, compile True" in gpu and "at replay ratio 1/4" in gpu
     line = next(l for l in out.splitlines() if l.startswith("pong-fast:"))
     ms = float(line.split(": ")[1].split(" ms")[0])
     minutes = float(line.rsplit(": ", 1)[1].split(" min")[0])
