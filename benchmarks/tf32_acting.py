@@ -4,10 +4,11 @@ convolutions against a float64 reference, on a CPU. TF32 is emulated by dropping
 mantissa bits of each convolution's input and weights, rounded or truncated, with fp32 accumulation; the
 linear layers stay fp32 as PyTorch's default keeps them.
 
-    python benchmarks/tf32_acting.py MODEL.safetensors [GAMES]
+    python benchmarks/tf32_acting.py MODEL.safetensors [GAMES]   (a Pong Nature CNN's weights; 3 games)
 
 Results: benchmarks/results/tf32-acting-2026-12-01.md.
 """
+import argparse
 import copy
 import sys
 from pathlib import Path
@@ -48,11 +49,34 @@ def q(net, head64, x, mode):
     return (head64 if mode == "fp64" else net.head)(y.flatten(1))
 
 
-def main(path, games=3, seed=0):
-    weights = load_file(path)
+def pong_network(path: str, fail):
+    """The Pong network the weights file holds, or one sentence through ``fail`` (argparse's error)."""
+    try:
+        weights = load_file(path)
+    except Exception as e:   # missing, unreadable, or not safetensors: safetensors' own words after ours
+        fail(f"cannot read {path} as safetensors weights ({e})")
     net = build_network((4, 84, 84), 6, any(k.startswith("head.value") for k in weights))
-    net.load_state_dict(weights)
-    net.eval()
+    try:
+        net.load_state_dict(weights)
+    except RuntimeError:
+        fail(f"{path} does not hold a Pong Nature CNN's weights (6 actions, 4 stacked 84x84 frames)")
+    return net.eval()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python benchmarks/tf32_acting.py", allow_abbrev=False,
+                                description=__doc__.splitlines()[0])
+    p.add_argument("model", help="a Pong network's weights (.safetensors, as a run writes them)")
+    p.add_argument("games", nargs="?", type=int, default=3, help="eps-0.05 games whose states are compared (3)")
+    args = p.parse_args(argv)
+    if args.games < 1:
+        p.error(f"GAMES is how many games to play, 1 or more; got {args.games}")
+    measure(pong_network(args.model, p.error), args.model, args.games)
+    return 0
+
+
+def measure(net, path, games, seed=0):
+    """Play the games at eps 0.05 and print how often each arithmetic changes the greedy action."""
     head64 = copy.deepcopy(net.head).double()
     cfg = make_config({"game": "pong", "seed": seed, "telemetry": "off"})
     env = make_env(cfg, seed)
@@ -91,4 +115,4 @@ def main(path, games=3, seed=0):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+    sys.exit(main())

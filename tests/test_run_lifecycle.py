@@ -754,9 +754,14 @@ def test_the_benchmark_scripts_refuse_what_they_cannot_use(tmp_path):
         proc = subprocess.run([*outside, *flags], capture_output=True, text=True)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     # profile_loop.py with no flags trained the default 10M Pong steps into ./runs; update_cost.py's unknown
-    # preset was a traceback
+    # preset was a traceback, and so was every bad input of tf32_acting.py (a missing file, Breakout's weights)
+    breakout = ROOT / "benchmarks" / "results" / "breakout-1m" / "run" / "model.safetensors"
     for script, flags, said in (("profile_loop.py", [], "give the training run's flags after --"),
-                                ("update_cost.py", ["--presets", "pong-fast,pong-gpuu"], "no preset 'pong-gpuu'")):
+                                ("update_cost.py", ["--presets", "pong-fast,pong-gpuu"], "no preset 'pong-gpuu'"),
+                                ("tf32_acting.py", [], "the following arguments are required: model"),
+                                ("tf32_acting.py", ["no.safetensors"], "cannot read no.safetensors as safetensors"),
+                                ("tf32_acting.py", [str(weights), "0"], "GAMES is how many games to play, 1 or more"),
+                                ("tf32_acting.py", [str(breakout)], "does not hold a Pong Nature CNN's weights")):
         proc = subprocess.run([sys.executable, str(scripts / script), *flags], capture_output=True, text=True,
                               cwd=tmp_path)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
