@@ -43,6 +43,8 @@ def main(argv=None) -> int:
                    "cuDNN autotuning)")
     p.add_argument("--label", default="")
     args = p.parse_args(argv)
+    if args.skip < 0:   # a negative count sliced from the end: the last records summarised, without a word
+        p.error(f"--skip is a count of learning records, 0 or more; got {args.skip}")
     if not (args.run_dir / "log.jsonl").is_file():
         p.error(f"{args.run_dir} is not a run directory (it has no log.jsonl)")
     print(json.dumps({"label": args.label, **summary(args.run_dir, args.skip)}))

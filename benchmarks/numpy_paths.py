@@ -60,5 +60,9 @@ def digest() -> tuple[str, dict]:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:]:   # it takes nothing: a flag given was silently ignored
+        print(f"error: python benchmarks/numpy_paths.py takes no arguments; got {' '.join(sys.argv[1:])}",
+              file=sys.stderr)
+        sys.exit(2)
     value, stats = digest()
     print(f"numpy {np.__version__}, Python {sys.version.split()[0]}: digest {value}")

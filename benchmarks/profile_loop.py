@@ -22,11 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from jetdqn.disk import why_not_written  # noqa: E402   (no torch: the refusals come before its import)
 
 # (phase, file suffix, function name)
 PHASES = [
@@ -91,6 +93,11 @@ def main(argv=None) -> int:
         p.error("give the training run's flags after --, e.g. -- --preset pong-gpu --run-dir /tmp/profile --overwrite")
     if args.out and not Path(args.out).resolve().parent.is_dir():   # said now, not after the run
         p.error(f"--out {args.out}: the folder {Path(args.out).resolve().parent} does not exist")
+    if args.out:   # a folder that takes no files (/proc, read-only, another user's) was a traceback after the run
+        try:
+            tempfile.NamedTemporaryFile(dir=Path(args.out).resolve().parent).close()
+        except OSError as e:
+            p.error(f"--out {args.out}: cannot write there ({why_not_written(e)})")
     from jetdqn.train import main as train_main
     sys.setswitchinterval(0.0005)   # the sampler gets the GIL within half a millisecond of asking
     sampler = StackSampler(threading.main_thread().ident)
@@ -107,7 +114,12 @@ def main(argv=None) -> int:
               "share": {k: round(v / total, 3) for k, v in sampler.seconds.items()}}
     print(json.dumps(result, indent=1))
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        try:
+            Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        except OSError as e:   # the profile is printed above: nothing is lost but the file
+            print(f"error: --out {args.out} was not written ({why_not_written(e)}); the profile is printed above",
+                  file=sys.stderr)
+            return 1
     return 0 if rc == 0 else 1
 
 

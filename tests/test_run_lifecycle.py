@@ -761,7 +761,15 @@ def test_the_benchmark_scripts_refuse_what_they_cannot_use(tmp_path):
                                 ("tf32_acting.py", [], "the following arguments are required: model"),
                                 ("tf32_acting.py", ["no.safetensors"], "cannot read no.safetensors as safetensors"),
                                 ("tf32_acting.py", [str(weights), "0"], "GAMES is how many games to play, 1 or more"),
-                                ("tf32_acting.py", [str(breakout)], "does not hold a Pong Nature CNN's weights")):
+                                ("tf32_acting.py", [str(breakout)], "does not hold a Pong Nature CNN's weights"),
+                                # a folder that takes no files was a traceback after the whole profiled run
+                                ("profile_loop.py", ["--out", "/proc/profile.json", "--", "--preset", "smoke"],
+                                 "--out /proc/profile.json: cannot write there (No such file or directory: /proc "
+                                 "takes no new files)"),
+                                # a negative --skip summarised the last records; an unknown flag was ignored
+                                ("log_summary.py", [str(weights.parent), "--skip", "-5"],
+                                 "--skip is a count of learning records, 0 or more; got -5"),
+                                ("numpy_paths.py", ["--bogus"], "takes no arguments; got --bogus")):
         proc = subprocess.run([sys.executable, str(scripts / script), *flags], capture_output=True, text=True,
                               cwd=tmp_path)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
