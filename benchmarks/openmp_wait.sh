@@ -5,6 +5,9 @@
 # $OUT (default benchmarks/results/openmp-wait-DATE), one bench folder per setting; never over one there.
 #   bash benchmarks/openmp_wait.sh        (about 8 minutes on 2 cores)
 set -uo pipefail
+if [ $# -gt 0 ]; then   # its settings are environment variables: an argument was ignored and 8 minutes ran
+  echo "error: openmp_wait.sh takes no arguments (OUT=, PY=, CASES= in the environment); got: $*" >&2; exit 2
+fi
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-benchmarks/results/openmp-wait-$(date +%F)}
 PY=${PY:-.venv/bin/python}

@@ -117,6 +117,20 @@ def test_gpu_check_refuses_an_unknown_word_and_a_machine_without_cuda(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_scripts_set_by_the_environment_refuse_an_argument(tmp_path):
+    """openmp_wait.sh (OUT=, PY=, CASES=) and arm64/check.sh (ARM64_*) ignored any argument: `--steps smoke`
+    still ran the whole emulated check, and openmp_wait.sh its 8 minutes of benchmarks. One line and exit 2
+    now, before anything is made."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "ARM64_OUT")}
+    for script, said in (("openmp_wait.sh", "error: openmp_wait.sh takes no arguments (OUT=, PY=, CASES="),
+                         ("arm64/check.sh", "error: benchmarks/arm64/check.sh takes no arguments (ARM64_ROOT=")):
+        proc = subprocess.run(["bash", str(ROOT / "benchmarks" / script), "--steps", "smoke"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 2 and proc.stderr.startswith(said) and proc.stderr.endswith(
+            "got: --steps smoke\n") and proc.stdout == "", proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_make_docker_run_passes_its_image_as_the_image(tmp_path):
     """`make docker-run IMAGE=... CMD=...` gave run.sh the image as the container's command (run.sh takes
     --image), and jetdqn:l4t on every host."""

@@ -11,6 +11,10 @@
 # qemu); pip inside the root needs the host's CA bundle. Emulated, a Nature-CNN forward and backward pass at
 # batch 8 takes 11-21 s (about 1000x native), so the Atari steps learn from a handful of updates only.
 set -uo pipefail
+if [ $# -gt 0 ]; then   # its settings are ARM64_* environment variables: an argument was ignored
+  echo "error: benchmarks/arm64/check.sh takes no arguments (ARM64_ROOT=, ARM64_STEPS=, ... in the environment;" \
+       "see its header); got: $*" >&2; exit 2
+fi
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=${ARM64_ROOT:-/srv/jetdqn-arm64}
 SUITE=${ARM64_SUITE:-bookworm}
