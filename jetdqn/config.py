@@ -611,17 +611,29 @@ class Parser(argparse.ArgumentParser):
                 message += f" (a negative number is read as a flag here: write {missing.group(1)}={after[0]})"
         if message.startswith("unrecognized arguments:"):
             import difflib
-            parsers = [self] + [sub for action in self._actions if isinstance(action, argparse._SubParsersAction)
-                                for sub in action.choices.values()]   # bench's and telemetry's commands
-            known = sorted({o for parser in parsers for action in parser._actions for o in action.option_strings
-                            if o.startswith("--")})
+
+            def flags(parser):
+                return {o for action in parser._actions for o in action.option_strings if o.startswith("--")}
+            commands = {name: sub for action in self._actions if isinstance(action, argparse._SubParsersAction)
+                        for name, sub in action.choices.items()}   # bench's and telemetry's commands
+            first = next((w for w in getattr(self, "_given", []) if not w.startswith("-")), None)
+            # the command given: its flags, not another command's (bench reuse --frames was "did you mean --frames?")
+            chosen = [commands[first]] if first in commands else list(commands.values())
+            known = sorted(flags(self).union(*(flags(sub) for sub in chosen)))
             for word in message.split(":", 1)[1].split():
                 word = word.split("=")[0]
+                if not word.startswith("--"):
+                    continue
                 near = [o for o in known if o.startswith(word)] + difflib.get_close_matches(word, known, cutoff=0.75)
                 near = list(dict.fromkeys(near))[:3]
-                if word.startswith("--") and near:
+                elsewhere = [name for name, sub in commands.items() if word in flags(sub) and name != first]
+                if elsewhere and first in commands:
+                    message += f" ({word} is a flag of {' and '.join(elsewhere)}, not of {first})"
+                elif near:
                     message += f" (did you mean {' or '.join(near)}?)"
-                    break
+                else:
+                    continue
+                break
         print(f"error: {self.prog}: {message}; see --help.", file=sys.stderr)
         raise SystemExit(2)
 

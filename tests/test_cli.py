@@ -356,6 +356,10 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
             ("jetdqn.play", ["--recrod", "a.mp4"], "unrecognized arguments: --recrod (did you mean --record?)"),  # a.mp4: MODEL
             ("jetdqn.bench", ["pong", "--stpes", "4"], "python -m jetdqn.bench: unrecognized arguments: --stpes 4 "
                                                        "(did you mean --steps?)"),
+            # another command's flag was its own suggestion: "--frames 9 (did you mean --frames?)"
+            ("jetdqn.bench", ["reuse", "--frames", "9"], "unrecognized arguments: --frames 9 (--frames is a flag of "
+                                                         "replay, not of reuse)"),
+            ("jetdqn.telemetry", ["watch", "--out", "t.png"], "(--out is a flag of plot, not of watch)"),
             ("jetdqn.train", ["--foo", "3"], "python -m jetdqn.train: unrecognized arguments: --foo 3; see --help.")):
         proc = run_module(module, *argv, check=False, timeout=120)   # forked warm: torch imported once, not six times
         assert proc.returncode == 2 and said in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
