@@ -201,6 +201,7 @@ def test_log_summary_gives_the_2026_11_27_h100_runs_medians():
     assert got["replay_ratio"] == 0.25 and got["emulator_cores_per_gpu"] == 15
 
 
+@pytest.mark.slow   # ~40 s on a fresh machine (pong-gpu's torch.compile); make test-slow runs it
 def test_update_cost_times_a_presets_update_on_real_pong_frames():
     """benchmarks/update_cost.py: one line per preset, the update's ms and the minutes it implies. A GPU preset
     (pong-gpu) is timed as its CPU rehearsals ran it: its replay in GPU memory was a traceback on a CPU."""

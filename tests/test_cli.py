@@ -749,6 +749,7 @@ def test_a_resume_whose_config_json_is_not_a_mapping_is_one_sentence(tmp_path):
             config_for_resume({"run_dir": str(tmp_path), "resume": True})
 
 
+@pytest.mark.slow   # ~11 s (a real run on a pseudo-terminal); make test-slow runs it
 def test_the_progress_bar_fits_an_80_column_terminal(tmp_path):
     """A run on a terminal draws a progress bar, redrawn in place with a carriage return. It was 84-90
     characters wide: on an 80-column terminal (a serial console, a default SSH window) it wrapped, and every
@@ -1005,6 +1006,7 @@ def test_a_run_that_ends_before_its_first_update_says_so(tmp_path):
     assert json.loads((tmp_path / "learns" / "eval.jsonl").read_text().splitlines()[-1])["kind"] == "final"
 
 
+@pytest.mark.slow   # ~9 s (32 emulators started); make test-slow runs it
 def test_a_run_with_many_emulators_says_it_is_starting_them(tmp_path):
     """128 emulators took 12 s to start on this VM with nothing on the screen (the first line came with the
     first record); from 32 on the run says so first. A few do not."""
