@@ -269,6 +269,7 @@ def test_a_flag_nothing_would_read_is_refused(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow   # ~10 s (three commands on one model); make test-slow runs it
 def test_play_and_export_take_the_model_as_evaluate_does(tmp_path):
     """``jetdqn evaluate RUN_DIR`` plays a run's model, but ``jetdqn play RUN_DIR`` was "unrecognized arguments"
     and ``jetdqn export RUN_DIR`` "--checkpoint is required". Both take it now, and evaluate takes play's
