@@ -43,9 +43,11 @@ def watch_play(x_display: str) -> dict:
     """jetdqn.play with a window, screenshots taken while it runs: the best one for Pong's colours, how many
     pixels were ever lit where the window opens, what the player printed."""
     from PIL import ImageGrab
-    # 600 steps: the window stays up ~3 s at 60 fps (with 300, a loaded machine once took no screenshot in time)
+    # 600 steps at 120 agent steps/s: the window is up ~5 s, 200 frames at 40 per second (--fps paces steps,
+    # not shown frames; at 60 it stayed up 10 s of a 14 s test). A 5 s window once got no screenshot when the
+    # screenshots had a 30 s deadline from the player's start; they now go on for as long as it runs.
     proc = subprocess.Popen([sys.executable, "-m", "jetdqn.play", "--display-freq", "3", "--max-steps", "600",
-                             "--fps", "60", "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             "--fps", "120", "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     seen = {"best": 0, "shots": 0, "lit": 0, "shot": None, "last": None}
     # screenshots for as long as the player runs: its start (torch, OpenCV, the emulator) once took most of a
