@@ -43,8 +43,8 @@ def test_without_numpy_a_plot_says_so_in_one_sentence(bare_python, command):
     assert proc.returncode == 2 and proc.stderr == (
         f"error: plotting needs NumPy and matplotlib, and this Python ({bare_python}) has no NumPy: pip install numpy "
         "matplotlib (or pip install -e \".[plot]\" in the jetdqn checkout).\n"), proc.stderr
-    watch = subprocess.run([str(bare_python), "-m", "jetdqn.telemetry", "watch", "--count", "1"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=60, env=env)
+    watch = subprocess.run([str(bare_python), "-m", "jetdqn.telemetry", "watch", "--count", "1", "--interval", "0.2"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert watch.returncode == 0 and "(procfs)" in watch.stdout, watch.stderr
 
 

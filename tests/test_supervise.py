@@ -152,7 +152,9 @@ def test_a_ctrl_c_typed_at_the_terminal_reaches_the_command_once(tmp_path):
         while not (tmp_path / "ints.ready").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         os.write(fd, b"\x03")   # ^C, which the terminal turns into SIGINT for its foreground group
-        time.sleep(1.5)
+        while not marks.exists() and time.monotonic() < deadline:   # the first SIGINT counted
+            time.sleep(0.05)
+        time.sleep(0.5)   # a second one, passed on by jetdqn.supervise, would come within this
         os.kill(pid, signal.SIGTERM)
         _, status = os.waitpid(pid, 0)
     finally:

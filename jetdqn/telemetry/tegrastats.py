@@ -232,10 +232,14 @@ class TegrastatsReader:
 
 
 def wait_for_samples(reader: TegrastatsReader, count: int, timeout_s: float) -> list[TegraSample]:
-    """Collect ``count`` samples or whatever arrives before the timeout (for tools and tests)."""
+    """Collect ``count`` samples, or whatever arrives before the timeout or before tegrastats ends (for tools
+    and tests): a tegrastats that died sends no more, and waiting out the timeout for it only stalls."""
     got: list[TegraSample] = []
     end = time.monotonic() + timeout_s
     while len(got) < count and time.monotonic() < end:
+        ended = reader.died   # read before take(): once it is set, every line the process printed is taken
         got.extend(reader.take())
+        if ended:
+            break
         time.sleep(0.02)
     return got
