@@ -189,6 +189,32 @@ def pytest_sessionfinish(session, exitstatus):
         _warm[0].close()
 
 
+def rest_of(proc: subprocess.Popen, timeout: float = 120) -> tuple[str, str]:
+    """What a process started with text pipes prints from here to its end (stdout, stderr), after a test has
+    read some of its lines. ``Popen.communicate`` reads the pipes' file descriptors, not their file objects, so
+    the lines a ``for line in proc.stdout`` had already taken into its buffer (those that came in the same read
+    as the last one the test looked at, as on a loaded VM) were lost to it: a run's "done:" line went missing.
+    Past ``timeout`` the process is killed and the test fails on it, as communicate's timeout would."""
+    import threading
+    got: dict = {}
+
+    def read(name, pipe) -> None:
+        got[name] = pipe.read() if pipe is not None else ""
+    readers = [threading.Thread(target=read, args=item, daemon=True)
+               for item in (("out", proc.stdout), ("err", proc.stderr))]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    for reader in readers:
+        reader.join(timeout=30)   # a child it started may hold the pipes open
+    return got.get("out", ""), got.get("err", "")
+
+
 def as_from_a_terminal() -> None:
     """A child's ``preexec_fn``: the stop signals as a terminal leaves them (default). A pytest started as a
     script's background job, or under nohup, passes SIGINT or SIGHUP on ignored, and jetdqn keeps an ignored

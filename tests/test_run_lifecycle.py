@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from jetdqn import checkpoint as ckpt
-from conftest import ROOT, as_from_a_terminal, fill, run_module, run_where_flock_fails
+from conftest import ROOT, as_from_a_terminal, fill, rest_of, run_module, run_where_flock_fails
 
 
 def start_training(run: Path, *extra: str, nohup: bool = False) -> subprocess.Popen:
@@ -58,7 +58,7 @@ def test_a_second_signal_after_the_save_lets_the_run_end_as_the_first_asked(tmp_
         if line.startswith("stopped by SIGTERM at step"):
             break
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
+    out, err = rest_of(proc)
     assert proc.returncode == 0 and "Traceback" not in err, (proc.returncode, err[-2000:])
     assert said[-1].startswith("stopped by SIGTERM") and out.startswith("done: "), (said[-2:], out)
 
@@ -454,7 +454,7 @@ def _interrupt_after(argv: list[str], marker: str, cwd: Path, sig=signal.SIGINT)
             time.sleep(1.0)
             proc.send_signal(sig)
             break
-    out, err = proc.communicate(timeout=120)
+    out, err = rest_of(proc)
     return proc.returncode, "".join(lines) + out, err
 
 
@@ -571,7 +571,7 @@ def test_a_stop_while_a_run_starts_ends_it_in_one_line_and_leaves_no_run_directo
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
         assert proc.stdout.readline() == "starting 64 emulators\n"
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=120)
+        out, err = rest_of(proc)
         assert (proc.returncode, err, out) == (128 + sig, f"stopped by {said}\n", ""), (proc.returncode, err, out)
         assert not run.exists()
     script = Path(sys.executable).parent / "jetdqn"
