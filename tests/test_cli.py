@@ -1026,6 +1026,11 @@ def test_a_run_with_many_emulators_says_it_is_starting_them(tmp_path):
     (["--game", "pong", "--num-envs", "auto", "--threads", "4096"], "error: --threads 4096 is more than the "),
     (["--game", "pong", "--num-envs", "auto", "--telemetry", "tegrastats", "--tegrastats-path", "/no/tegrastats"],
      "error: --telemetry tegrastats: no '/no/tegrastats' on this machine (it ships with Jetson Linux); "),
+    # a path that is there but cannot run was also called missing
+    (["--game", "pong", "--num-envs", "auto", "--telemetry", "tegrastats", "--tegrastats-path", str(ROOT / "README.md")],
+     f"error: --telemetry tegrastats: '{ROOT / 'README.md'}' is not a program this user can run; "),
+    (["--game", "pong", "--num-envs", "auto", "--telemetry", "tegrastats", "--tegrastats-path", str(ROOT / "docs")],
+     f"error: --telemetry tegrastats: '{ROOT / 'docs'}' is a folder, not the tegrastats program; "),
     (["--game", "pong", "--num-envs", "auto", "--init-weights", "/no/run"],
      "error: --init-weights: there is no /no/run; "),
     (["--game", "breakout", "--num-envs", "auto", "--init-weights",

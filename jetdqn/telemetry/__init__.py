@@ -10,6 +10,7 @@ for sources that only give snapshots (GPU load, tegrastats); ``off`` costs nothi
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import threading
 import time
@@ -297,8 +298,14 @@ def unusable_source(cfg, flag: str = "--telemetry") -> Optional[str]:
     can). Asked by make_sampler, and by ``jetdqn.bench pong`` before its first case: each case failed on it in
     turn and the results file held only failed rows."""
     if cfg.telemetry == "tegrastats" and not shutil.which(cfg.tegrastats_path):
-        return (f"{flag} tegrastats: no {cfg.tegrastats_path!r} on this machine (it ships with Jetson Linux); use "
-                f"{flag} auto or procfs, or --tegrastats-path.")
+        path = cfg.tegrastats_path
+        if os.sep in path and os.path.isdir(path):   # which() said no; "no such file" would send the user looking
+            what = f"{path!r} is a folder, not the tegrastats program"
+        elif os.sep in path and os.path.exists(path):
+            what = f"{path!r} is not a program this user can run"
+        else:
+            what = f"no {path!r} on this machine (it ships with Jetson Linux)"
+        return f"{flag} tegrastats: {what}; use {flag} auto or procfs, or --tegrastats-path."
     if cfg.telemetry == "jtop":
         from .jtop import jtop_available
         ok, why = jtop_available()
