@@ -44,6 +44,8 @@ def read_run(run_dir: Path) -> tuple[list, list]:
     """A run's log records (all of them: the curve draws those with a training return, ``lr_cut_marks``
     reads the learning rate of every one) and its evaluation records. log.jsonl is read once: a long run's
     is tens of MB."""
+    if not run_dir.exists():   # a mistyped path: "holds no log.jsonl" sent the user looking inside it
+        raise ValueError(f"there is no {run_dir}; give the --run-dir of a training run.")
     if not run_dir.is_dir() or not ((run_dir / "log.jsonl").exists() or (run_dir / "eval.jsonl").exists()):
         # a folder without either (a typo'd parent, runs/ itself) was "has no episode returns yet", as if a
         # run in it had only to go on

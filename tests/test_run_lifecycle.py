@@ -805,7 +805,10 @@ def test_a_resume_with_nothing_to_resume_creates_nothing(tmp_path):
     proc = run_module("jetdqn.train", "--resume", "--run-dir", str(run), check=False)
     assert proc.returncode == 2 and "nothing to resume in" in proc.stderr and not run.exists()
     plot = run_module("jetdqn.telemetry", "plot", str(run), check=False)
-    assert plot.returncode == 2 and "is not a run directory (it has no log.jsonl)" in plot.stderr
+    assert plot.returncode == 2 and plot.stderr == f"error: there is no {run}; give a run's directory.\n"
+    curve = run_module("jetdqn.plot", str(run), check=False)
+    assert curve.returncode == 2 and curve.stderr == f"error: there is no {run}; give the --run-dir of a training run.\n"
+    assert not run.exists()
 
 
 def test_a_new_run_never_replaces_weights_or_records_it_did_not_leave(tmp_path):

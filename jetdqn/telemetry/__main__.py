@@ -151,6 +151,8 @@ def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
 
     path = figure_path(out, run_dir / "telemetry.png")   # before any drawing: a bad --out is said at once
 
+    if not run_dir.exists():
+        raise ValueError(f"there is no {run_dir}; give a run's directory.")
     if not (run_dir / "log.jsonl").is_file():
         raise ValueError(f"{run_dir} is not a run directory (it has no log.jsonl); give a run's directory.")
     records = [r for r in read_jsonl(run_dir / "log.jsonl") if r.get("cpu_per_core") is not None]
