@@ -262,8 +262,9 @@ class Config:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at most {MAX_GAMES:,} games, got "
                                   f"{getattr(self, name):,}.")
         if self.replay_size > MAX_REPLAY:
+            got = f"{self.replay_size:,}" if self.replay_size < 10 ** 15 else f"{self.replay_size:.3g}"   # not 100 digits
             raise ConfigError(f"--replay-size must be at most {MAX_REPLAY:,} transitions (7 TB of raw Atari frames), "
-                              f"got {self.replay_size:,}.")
+                              f"got {got}.")
         if self.history > MAX_HISTORY:   # 5e9 was an allocation traceback; 100,000 held the first update for minutes
             raise ConfigError(f"--history must be at most {MAX_HISTORY} frames (each stack holds that many frames per "
                               f"env and per sampled transition; the Nature DQN stacks 4), got {self.history:,}.")

@@ -50,7 +50,9 @@ def test_every_preset_is_a_valid_config():
     (["--telemetry", "tegrastats", "--total-steps", "10"], "no 'tegrastats' on this machine"),
     (["--replay-size", "900000000", "--total-steps", "10"], "--allow-large-replay"),
     # 1e20 with --allow-large-replay was numpy's "Maximum allowed dimension exceeded" traceback
-    (["--replay-size", "1e20", "--allow-large-replay"], "--replay-size must be at most 1,000,000,000 transitions"),
+    (["--replay-size", "1e20", "--allow-large-replay"], "--replay-size must be at most 1,000,000,000 transitions "
+                                                        "(7 TB of raw Atari frames), got 1e+20."),
+    (["--replay-size", "5000000000000", "--allow-large-replay"], "got 5,000,000,000,000."),
     (["--lr-cuts", "5e5"], "--lr-cuts takes STEP:LR pairs"),
     (["--lr-cuts", "1M:2.5e-5,500k:1e-5"], "--lr-cuts must list its steps in rising order"),
     (["--lr-cuts", "1M:0"], "--lr-cuts needs a positive step and a positive learning rate"),
@@ -59,6 +61,13 @@ def test_every_preset_is_a_valid_config():
      "--replay-size 10 is too small for 8 envs"),
     # said before the emulators are made (0.1 s each: this one came after 100,000 of them, hours later)
     (["--preset", "smoke", "--num-envs", "100000"], "--replay-size 1,000 is too small for 100,000 envs"),
+    # a ring shorter than the return cut every one short: --n-step 100000 trained as a shorter n, silently
+    (["--preset", "smoke", "--n-step", "100000"], "--n-step 100,000 needs 100,001 transitions in each env's ring for "
+                                                   "one whole return, and --replay-size 1,000 keeps 1,000: give "
+                                                   "--replay-size 100,001 or more, or a smaller --n-step."),
+    (["--preset", "smoke", "--n-step", "300", "--num-envs", "4"], "--n-step 300 needs 301 transitions in each env's "
+                                                                  "ring for one whole return, and --replay-size 1,000 "
+                                                                  "over 4 envs keeps 250: give --replay-size 1,204 or"),
     # 2 MB each: refused by the memory it would take, not after hours of making them
     (["--num-envs", "10000000", "--replay-size", "100M", "--total-steps", "10"],
      "--num-envs 10,000,000 needs about 20,971.5 GB for its emulators (~2 MB each), more than the "),

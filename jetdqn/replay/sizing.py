@@ -34,19 +34,27 @@ def probe_frame_bytes(cfg, steps: int = 300) -> float:
     return float(np.mean(sizes))
 
 
-def refuse_too_small(replay_size: int, streams: int) -> None:
-    """A --replay-size too small for its envs: each env writes a ring of its own, a frame and its successor."""
+def refuse_too_small(replay_size: int, streams: int, n_step: int = 1) -> None:
+    """A --replay-size too small for its envs: each env writes a ring of its own, a frame and its successor;
+    with --n-step N a whole return needs N transitions and the frame after them in one ring (a smaller ring
+    cut every return short, so --n-step 100000 over 1,000 slots trained as a shorter n without a word)."""
     if replay_size and replay_size < 2 * streams:
         from ..config import ConfigError
         raise ConfigError(f"--replay-size {replay_size:,} is too small for {streams:,} envs, each of which keeps a "
                           f"stream of at least 2 transitions: give --replay-size {2 * streams} or more.")
+    if replay_size and streams and replay_size // streams < n_step + 1:
+        from ..config import ConfigError
+        envs = f" over {streams:,} envs" if streams > 1 else ""
+        raise ConfigError(f"--n-step {n_step:,} needs {n_step + 1:,} transitions in each env's ring for one whole "
+                          f"return, and --replay-size {replay_size:,}{envs} keeps {replay_size // streams:,}: give "
+                          f"--replay-size {streams * (n_step + 1):,} or more, or a smaller --n-step.")
 
 
 def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float], streams: int,
                     say: Callable[[str], None] = lambda m: print(m, flush=True)) -> int:
     """--replay-size N, or for auto the most transitions that fit in the memory budget."""
     if cfg.replay_size:
-        refuse_too_small(cfg.replay_size, streams)
+        refuse_too_small(cfg.replay_size, streams, cfg.n_step)
         return cfg.replay_size
     if cfg.replay_device != "host":
         from .device import device_memory
