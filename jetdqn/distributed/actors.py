@@ -211,11 +211,14 @@ class RayActing:
             from ..needs import stopped_while_starting
             stopped_while_starting(signal.SIGTERM, None)
         except ConnectionError as exc:
-            # the probe above found Ray's GCS there: what is left is most often its token authentication
+            # the probe above found an HTTP/2 server there: Ray's GCS turning this process away (most often its
+            # token authentication), or another gRPC service, which the probe cannot tell from it (an HTTP/2
+            # proxy answering every address, 404 to Ray's calls, read as a cluster refusing the token)
             raise ConfigError(f"the Ray cluster at {cfg.ray_address} did not let this process join "
                               f"({str(exc).splitlines()[-1][:100]}); if its token authentication is on (`ray "
                               "start` turns it on), give this process the cluster's token in ~/.ray/auth_token "
-                              "or RAY_AUTH_TOKEN, and RAY_AUTH_MODE=token.") from None
+                              "or RAY_AUTH_TOKEN, and RAY_AUTH_MODE=token; if that port is not the head node's GCS "
+                              "(6379 unless `ray start --port` chose another), give that one.") from None
         from ..signals import reclaim_stop_signals
         reclaim_stop_signals()   # Ray's SIGTERM handler aborts: a docker stop must save the checkpoint first
 
