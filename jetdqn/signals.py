@@ -73,6 +73,7 @@ def stop_on_signals(on_stop: Callable[[str], None], hold: bool = False):
 
 
 TERMINAL_GONE = (errno.EIO, errno.EPIPE, errno.ENXIO)   # a hung-up terminal, a reader that went away
+CONSOLE_FULL = (errno.ENOSPC, errno.EDQUOT)   # `> train.log` on a disk (or a quota) that filled up
 
 
 class OutlivesItsTerminal:
@@ -81,10 +82,17 @@ class OutlivesItsTerminal:
     write its last record on the console, and died there with "a file of the run: Input/output error; is the
     disk full", before its checkpoint. The same for ``| tee log`` when tee goes. At the first such error the
     stream's descriptor is pointed at /dev/null, so what is still buffered, and Python's flush at exit, go
-    there quietly; the run saves and ends as the SIGHUP asked."""
+    there quietly; the run saves and ends as the SIGHUP asked.
 
-    def __init__(self, stream):
+    A console redirected to a file on a full disk (``nohup ... > train.log`` on a board's filled SD card)
+    is lost the same way, with one line on the other stream saying so: the run died at its first line
+    ("a file of the run: No space left on device", naming none of its files), though its run directory,
+    its own record of every step, could be on another disk with room. Where that disk is full too, the
+    run's next write there ends it, with the file's name."""
+
+    def __init__(self, stream, name: str = "stdout"):
         self._stream = stream
+        self._name = name
 
     def write(self, text: str) -> int:
         try:
@@ -100,7 +108,7 @@ class OutlivesItsTerminal:
             self._lost(exc)
 
     def _lost(self, exc: OSError) -> None:
-        if exc.errno not in TERMINAL_GONE:
+        if exc.errno not in TERMINAL_GONE + CONSOLE_FULL:
             raise exc
         try:
             null = os.open(os.devnull, os.O_WRONLY)
@@ -109,6 +117,14 @@ class OutlivesItsTerminal:
             self._stream.flush()   # what the terminal did not take goes to /dev/null
         except (OSError, ValueError):
             pass
+        if exc.errno in CONSOLE_FULL:   # a terminal that hung up has no one to tell; a full file's owner does
+            other = sys.stderr if self._name == "stdout" else sys.stdout
+            try:   # the other stream is wrapped too: if its file is full as well, this goes to /dev/null
+                other.write(f"note: {self._name} could not be written ({os.strerror(exc.errno)}): the file it goes "
+                            f"to is on a full disk; the command goes on without it\n")
+                other.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
 
     def __getattr__(self, name):   # encoding, fileno, isatty, ...: the stream's own
         return getattr(self._stream, name)
@@ -120,7 +136,7 @@ def outlive_the_terminal() -> None:
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if stream is not None and not isinstance(stream, OutlivesItsTerminal):
-            setattr(sys, name, OutlivesItsTerminal(stream))
+            setattr(sys, name, OutlivesItsTerminal(stream, name))
 
 
 def reclaim_stop_signals() -> None:

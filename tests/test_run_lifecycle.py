@@ -509,6 +509,23 @@ def test_a_dropped_ssh_session_saves_the_run(tmp_path):
     assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == step
 
 
+def test_a_console_redirected_to_a_full_disk_costs_the_console_not_the_run(tmp_path):
+    """``nohup jetdqn train ... > train.log`` where train.log's disk is full (/dev/full: every write is
+    ENOSPC): the run died at its first line with "a file of the run: No space left on device", status 2 and
+    no checkpoint, though its run directory had room. Now the console is dropped with one line on stderr
+    saying so, and the run trains to its end and writes its model."""
+    run = tmp_path / "run"
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "jetdqn.train", "--preset", "cartpole", "--total-steps", "3000",
+                               "--eval-episodes", "0", "--telemetry", "off", "--progress", "lines", "--log-every",
+                               "500", "--run-dir", str(run)], cwd=ROOT, stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == ("note: stdout could not be written (No space left on device): the "
+                                                    "file it goes to is on a full disk; the command goes on without "
+                                                    "it\n"), proc.stderr
+    assert records(run)[-1]["step"] == 3000 and (run / "model.safetensors").exists()
+
+
 @pytest.mark.slow
 def test_a_dropped_ssh_session_ends_play_with_its_video_whole_and_evaluate(tmp_path):
     """The same for the commands with nothing to save: play finishes its video, evaluate ends with the
