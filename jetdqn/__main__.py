@@ -11,6 +11,8 @@ def main(argv=None) -> int:
                 "plot": "jetdqn.plot", "telemetry": "jetdqn.telemetry.__main__", "export": "jetdqn.export", "evaluate": "jetdqn.evaluate",
                 "supervise": "jetdqn.supervise"}
     usage = f"usage: jetdqn {{{','.join(commands)}}} [flags]  (each takes --help); jetdqn --version"
+    from .signals import outlive_the_terminal
+    outlive_the_terminal(goes_on=False)   # --help on a full disk: one sentence and status 2 (each command sets its own)
     if argv[:1] in (["-h"], ["--help"]):
         print(usage)
         return 0

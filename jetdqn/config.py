@@ -871,7 +871,11 @@ def ends_on_ctrl_c(main):
         if ours:   # KeyboardInterrupt as Python's handler raises it, but after any import under way
             signal.signal(signal.SIGINT, interrupt_outside_imports)
         try:
-            return main(*args, **kwargs)
+            status = main(*args, **kwargs)
+            # what is still buffered is written now, where a console on a full disk can still end the command
+            # in its sentence (signals.OutlivesItsTerminal); at the interpreter's exit it was "Exception ignored"
+            sys.stdout.flush()
+            return status
         except KeyboardInterrupt:
             print("stopped by Ctrl-C", file=sys.stderr)
             raise SystemExit(130) from None

@@ -187,10 +187,11 @@ def play_episodes(args: argparse.Namespace, cfg, env, agent, renderer, stack, ou
 def main(argv: Optional[list[str]] = None) -> int:
     from .config import ConfigError, fail
 
-    outlive_the_terminal()   # a dropped SSH session: play ends on its SIGHUP and still finishes the video
+    outlive_the_terminal(goes_on=False)   # a dropped SSH session: play ends on its SIGHUP, finishing the video
     args = build_parser().parse_args(argv)
     quiet = (lambda *_: None) if args.json else print
     try:
+        outlive_the_terminal(goes_on=True)   # the games and the video go on without a console on a full disk
         result = play(args, out=quiet)
     except (ConfigError, CheckpointError) as exc:
         fail(str(exc))

@@ -85,14 +85,19 @@ class OutlivesItsTerminal:
     there quietly; the run saves and ends as the SIGHUP asked.
 
     A console redirected to a file on a full disk (``nohup ... > train.log`` on a board's filled SD card)
-    is lost the same way, with one line on the other stream saying so: the run died at its first line
-    ("a file of the run: No space left on device", naming none of its files), though its run directory,
-    its own record of every step, could be on another disk with room. Where that disk is full too, the
-    run's next write there ends it, with the file's name."""
+    is lost the same way, with one line on the other stream saying so, where the command ``goes_on`` (a
+    run, play): a run died at its first line ("a file of the run: No space left on device", naming none
+    of its files), though its run directory, its own record of every step, could be on another disk with
+    room (where that disk is full too, the run's next write there ends it, with the file's name). The
+    commands whose console is what they give (evaluate's score, bench's table, watch's lines) end there
+    instead, with that line as an error and status 2: they ended in an OSError traceback, or in another
+    file's name ("could not write x.onnx"). A SystemExit, so the handlers of their own files' errors pass
+    it by, and their ``finally`` blocks (a benchmark's running case) still run."""
 
-    def __init__(self, stream, name: str = "stdout"):
+    def __init__(self, stream, name: str = "stdout", goes_on: bool = True):
         self._stream = stream
         self._name = name
+        self.goes_on = goes_on   # set again by outlive_the_terminal: a run goes on once it has started
 
     def write(self, text: str) -> int:
         try:
@@ -117,26 +122,33 @@ class OutlivesItsTerminal:
             self._stream.flush()   # what the terminal did not take goes to /dev/null
         except (OSError, ValueError):
             pass
-        if exc.errno in CONSOLE_FULL:   # a terminal that hung up has no one to tell; a full file's owner does
-            other = sys.stderr if self._name == "stdout" else sys.stdout
-            try:   # the other stream is wrapped too: if its file is full as well, this goes to /dev/null
-                other.write(f"note: {self._name} could not be written ({os.strerror(exc.errno)}): the file it goes "
-                            f"to is on a full disk; the command goes on without it\n")
-                other.flush()
-            except (OSError, ValueError, AttributeError):
-                pass
+        if exc.errno not in CONSOLE_FULL:   # a terminal that hung up has no one to tell; a full file's owner does
+            return
+        full = f"{self._name} could not be written ({os.strerror(exc.errno)}): the file it goes to is on a full disk"
+        other = sys.stderr if self._name == "stdout" else sys.stdout
+        try:   # the other stream is wrapped too: if its file is full as well, this goes to /dev/null
+            other.write(f"note: {full}; the command goes on without it\n" if self.goes_on else f"error: {full}.\n")
+            other.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+        if not self.goes_on:
+            raise SystemExit(2)
 
     def __getattr__(self, name):   # encoding, fileno, isatty, ...: the stream's own
         return getattr(self._stream, name)
 
 
-def outlive_the_terminal() -> None:
+def outlive_the_terminal(goes_on: bool = True) -> None:
     """stdout and stderr of a command that must finish what it writes (a run, play's video) survive their
-    terminal (``OutlivesItsTerminal``)."""
+    terminal (``OutlivesItsTerminal``). ``goes_on`` False: a console on a full disk ends the command, as it
+    should where the console is what the command gives (its --help, --list-games, a score); a run and play
+    ask it for their start only, and True once their work begins."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
-        if stream is not None and not isinstance(stream, OutlivesItsTerminal):
-            setattr(sys, name, OutlivesItsTerminal(stream, name))
+        if isinstance(stream, OutlivesItsTerminal):
+            stream.goes_on = goes_on
+        elif stream is not None:
+            setattr(sys, name, OutlivesItsTerminal(stream, name, goes_on))
 
 
 def reclaim_stop_signals() -> None:
@@ -178,8 +190,9 @@ def exit_on_stop() -> None:
     Ctrl-C does, by an exception, so that ``finally`` blocks run and ``subprocess.run`` kills the child it
     waits on. Their default action ended the bench alone, and the case it had started trained on, orphaned,
     beside whatever ran next on the same cores. One line says so; the exit status is 128 + the signal. That
-    line must not fail on the terminal a SIGHUP says is gone (it raised EIO in place of the exit, status 1)."""
-    outlive_the_terminal()
+    line must not fail on the terminal a SIGHUP says is gone (it raised EIO in place of the exit, status 1).
+    Their console is what they give, so one on a full disk ends them (``OutlivesItsTerminal``)."""
+    outlive_the_terminal(goes_on=False)
 
     def on_signal(signum, frame):
         if after_the_import(signum, frame):

@@ -30,7 +30,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--list-games", action="store_true", help="List the ALE game ids and exit.")
     parser.add_argument("--config", metavar="FILE", type=given_path, help="Settings from a JSON, YAML or TOML file (a run's config.json "
                                                          "works too); flags given here override them.")
-    outlive_the_terminal()   # an SSH session that drops: the run saves on its SIGHUP, the console's EIO aside
+    outlive_the_terminal(goes_on=False)   # a dropped SSH session: the run saves on its SIGHUP, its EIO aside
     try:
         ns = vars(parser.parse_args(argv))
         typed = set(ns) - {"config", "list_games"}   # the flags on this command line (defaults are not in ns)
@@ -45,6 +45,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             ns = config_for_resume(ns)
         cfg = make_config(ns)
         refuse_replaced(cfg, typed)
+        outlive_the_terminal(goes_on=True)   # from here a console on a full disk costs the console, not the run
         summary = train(cfg)
     except (ConfigError, CheckpointError, ReplayTooLarge, TrainingDiverged, RunOutOfMemory) as exc:
         fail(str(exc))

@@ -526,6 +526,21 @@ def test_a_console_redirected_to_a_full_disk_costs_the_console_not_the_run(tmp_p
     assert records(run)[-1]["step"] == 3000 and (run / "model.safetensors").exists()
 
 
+@pytest.mark.parametrize("argv", [["jetdqn", "--version"], ["jetdqn.train", "--list-games"],
+                                  ["jetdqn.telemetry", "parse", str(ROOT / "tests" / "data" / "tegrastats-samples.txt")],
+                                  ["jetdqn.evaluate", str(ROOT / "benchmarks" / "results" / "learn-pong" / "run"),
+                                   "--games", "1"]])
+def test_a_command_whose_console_is_its_result_ends_on_a_full_disk_in_one_sentence(argv):
+    """Where the console is what a command gives (a score, the games, parsed lines, its version), a full disk
+    under it ends the command with status 2 and one sentence: they ended in an OSError traceback (status 1),
+    export and plot in another file's name ("could not write x.onnx"); evaluate now ends before its games."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True,
+                              timeout=120)
+    assert proc.returncode == 2 and proc.stderr == ("error: stdout could not be written (No space left on device): "
+                                                    "the file it goes to is on a full disk.\n"), proc.stderr
+
+
 @pytest.mark.slow
 def test_a_dropped_ssh_session_ends_play_with_its_video_whole_and_evaluate(tmp_path):
     """The same for the commands with nothing to save: play finishes its video, evaluate ends with the

@@ -180,6 +180,8 @@ def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
+    from ..signals import outlive_the_terminal
+    outlive_the_terminal(goes_on=False)   # parse's lines on a full disk: one sentence, not an OSError traceback
     p = Parser(prog=command("telemetry"), description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     pp = sub.add_parser("parse", help="parse tegrastats lines from a file")
