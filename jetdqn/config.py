@@ -874,7 +874,8 @@ def ends_on_ctrl_c(main):
             status = main(*args, **kwargs)
             # what is still buffered is written now, where a console on a full disk can still end the command
             # in its sentence (signals.OutlivesItsTerminal); at the interpreter's exit it was "Exception ignored"
-            sys.stdout.flush()
+            if sys.stdout is not None:
+                sys.stdout.flush()
             return status
         except KeyboardInterrupt:
             print("stopped by Ctrl-C", file=sys.stderr)
