@@ -14,12 +14,12 @@ def main(argv=None) -> int:
     from .signals import outlive_the_terminal
     outlive_the_terminal(goes_on=False)   # --help on a full disk: one sentence and status 2 (each command sets its own)
     if argv[:1] in (["-h"], ["--help"]):
-        print(usage)
+        print(usage, flush=True)   # flushed here: a full disk's error at the exit's flush is "Exception ignored"
         return 0
     if argv[:1] in (["-V"], ["--version"]):   # what an issue report needs: this jetdqn, its torch, its Python
         from . import __version__
         from .needs import versions
-        print(f"jetdqn {__version__} ({versions()})")
+        print(f"jetdqn {__version__} ({versions()})", flush=True)
         return 0
     if not argv or argv[0] not in commands:
         print(usage if not argv else f"error: jetdqn has no command {argv[0]!r}; {usage[len('usage: '):]}",
