@@ -876,6 +876,8 @@ def ends_on_ctrl_c(main):
             # in its sentence (signals.OutlivesItsTerminal); at the interpreter's exit it was "Exception ignored"
             if sys.stdout is not None:
                 sys.stdout.flush()
+            if any(getattr(stream, "ended", False) for stream in (sys.stdout, sys.stderr)):
+                raise SystemExit(2)   # the sentence was said where a thread's line found the disk full
             return status
         except KeyboardInterrupt:
             print("stopped by Ctrl-C", file=sys.stderr)

@@ -98,6 +98,7 @@ class OutlivesItsTerminal:
         self._stream = stream
         self._name = name
         self.goes_on = goes_on   # set again by outlive_the_terminal: a run goes on once it has started
+        self.ended = False       # a full disk ended the command (read by config.ends_on_ctrl_c)
 
     def write(self, text: str) -> int:
         try:
@@ -131,7 +132,8 @@ class OutlivesItsTerminal:
             other.flush()
         except (OSError, ValueError, AttributeError):
             pass
-        if not self.goes_on:
+        if not self.goes_on:   # in another thread (a sampler's event) this ends that thread only: see ended
+            self.ended = True
             raise SystemExit(2)
 
     def __getattr__(self, name):   # encoding, fileno, isatty, ...: the stream's own
