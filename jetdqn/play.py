@@ -191,7 +191,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     quiet = (lambda *_: None) if args.json else print
     try:
-        outlive_the_terminal(goes_on=True)   # the games and the video go on without a console on a full disk
+        # the games and the video go on without a console on a full disk, unless the console is the result
+        outlive_the_terminal(goes_on=not args.json)
         result = play(args, out=quiet)
     except (ConfigError, CheckpointError) as exc:
         fail(str(exc))
