@@ -48,6 +48,7 @@ class RunState:
     interrupted: Optional[str] = None  # the signal that asked the run to stop (SIGINT, SIGTERM, SIGHUP)
     reached_target: bool = False
     diverged: Optional[str] = None     # why the loss stopped the run
+    dir_lost: Optional[str] = None     # where the run directory went, when it went (RunDirLock.lost)
     saved_at: Optional[int] = None     # the step of checkpoints/latest.pt (None: this run has not written one)
 
     def stop(self, signal_name: str) -> None:
@@ -96,10 +97,15 @@ class Run:
     payload: Optional[dict]      # the checkpoint to resume from
     facts: dict                  # what config.json records beside the settings
     mirror: Any = None           # tensorboard_mirror.TensorBoardMirror with --tensorboard
+    lock: Any = None             # rundir.RunDirLock: whether the run directory is still where it was
 
 
 class TrainingDiverged(RuntimeError):
     """The loss is no longer a finite number; the run stopped and kept its last good checkpoint."""
+
+
+class RunDirLost(RuntimeError):
+    """The run directory was removed or moved while the run trained; the run stopped without writing to it."""
 
 
 class RunOutOfMemory(RuntimeError):
@@ -242,7 +248,8 @@ def run_loop(run: Run, filled: str) -> dict:
         if evaluation_due(cfg, state):   # one a stop dropped: played at the checkpoint's step, on its weights
             with log.timed("evaluating"):
                 reached = evaluate_or_stop(run)
-        while not reached and state.step < cfg.total_steps and not (state.interrupted or state.diverged):
+        while not reached and state.step < cfg.total_steps and not (state.interrupted or state.diverged
+                                                                    or state.dir_lost):
             exp = acting.receive(state.step)     # the envs' results, per-stream bookkeeping
             if exp is None:
                 break                            # Ray: the stop took the actors too; the run saves at its step
@@ -262,6 +269,8 @@ def run_loop(run: Run, filled: str) -> dict:
                                     else None, acting.epsilon(state.step))
             if log.due(state.step):
                 summary = write_record(run, log, renderer)
+                if state.dir_lost:
+                    break   # before this step's checkpoint or evaluation could write where the folder was
                 run.budget.fit(replay, run.progress.note)
             if evaluation_due(cfg, state):
                 with log.timed("evaluating"):
@@ -271,7 +280,7 @@ def run_loop(run: Run, filled: str) -> dict:
             if checkpoints.due(state.step):
                 with log.timed("checkpointing"):
                     save_checkpoint(run)
-        if state.step > log.step and not state.diverged:
+        if state.step > log.step and not (state.diverged or state.dir_lost):
             summary = write_record(run, log, renderer)  # an interrupt: the record of the last steps
     except (MemoryError, RuntimeError) as exc:   # numpy's, torch's (and the learner thread's) refusals
         if not refused_allocation(exc):
@@ -382,6 +391,8 @@ def write_record(run: Run, log: RunLog, renderer) -> dict:
                        frames_shown=renderer.shown if renderer else 0, extra=acting.record_extra())
     if run.mirror is not None:
         run.mirror.record(record)
+    if run.lock is not None:   # a stat a record (every --log-every steps): a folder removed under the run
+        state.dir_lost = run.lock.lost()
     for key in ("loss", "q_mean"):
         if record.get(key) is not None and not math.isfinite(record[key]):
             state.diverged = f"training diverged ({key} {record[key]} in the record of step {state.step:,})"
@@ -504,6 +515,16 @@ def final_eval_owed(cfg: Config, played_at_the_end: Optional[dict]) -> bool:
 def finish(run: Run, log: RunLog) -> None:
     """The last checkpoint and model.pt, then (unless interrupted or done already) a final evaluation."""
     state, cfg = run.state, run.cfg
+    if state.dir_lost:   # a checkpoint would make a removed folder again, or write beside a moved one's path
+        log.close()
+        run.progress.close()
+        moved = state.dir_lost.startswith("was moved to ")
+        where = state.dir_lost[len("was moved to "):] if moved else None
+        after = ((f"--resume --run-dir {shlex.quote(where)} continues it from its last checkpoint (step "
+                  f"{state.saved_at:,})" if state.saved_at is not None else "it had no checkpoint yet: start it "
+                  "again") if moved else "start it again to train it")
+        raise RunDirLost(f"the run directory {run.run_dir} {state.dir_lost} while the run trained (seen at step "
+                         f"{state.step:,}): the run stopped without writing there again; {after}.")
     save_checkpoint(run)
     if state.diverged:
         log.close()
@@ -572,6 +593,7 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
         refuse_starting_weights_that_cannot_fit(cfg)
         cfg, tuned = resolve_auto(cfg, progress.line, progress.note)
         run = build_run(cfg, run_dir, progress, tuned)
+        run.lock = lock
         filled = resume(run) if run.payload is not None else "new"   # a stop here leaves the checkpoint as it was
         # The loop's handlers from the run's first write on: a stop between that write and the loop ended the
         # process by its exception (Ctrl-C) or exit (SIGTERM, SIGHUP), leaving a new run's directory with its

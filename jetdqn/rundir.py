@@ -91,6 +91,21 @@ class RunDirLock:
             os.close(self.fd)  # closing drops the flock
             self.fd = None
 
+    def lost(self) -> Optional[str]:
+        """None while RUN_DIR/.lock is still the file this run holds; else where the run directory went,
+        for a sentence ("removed", "moved to ..."). A run whose folder was deleted under it trained on for
+        hours into files no path reached, then made a half folder again at its next checkpoint, into which a
+        second run could already have been started (the lock went with the folder)."""
+        if self.fd is None or self._still_named():
+            return None
+        try:   # the kernel follows the open file: a path where it was moved, "(deleted)" where it was removed
+            now = os.readlink(f"/proc/self/fd/{self.fd}")
+        except OSError:
+            now = ""
+        if not now or now.endswith(" (deleted)"):
+            return "was removed (or replaced)"
+        return f"was moved to {os.path.dirname(now)}"
+
     def _still_named(self) -> bool:
         """Whether the file we hold locked is still RUN_DIR/.lock (not unlinked or replaced since we opened it)."""
         try:

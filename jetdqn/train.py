@@ -16,7 +16,7 @@ from typing import Optional
 
 from .checkpoint import CheckpointError
 from .config import ConfigError, build_parser, command, ends_on_ctrl_c, fail, make_config, given_path, refuse_replaced
-from .loop import RunOutOfMemory, TrainingDiverged, train
+from .loop import RunDirLost, RunOutOfMemory, TrainingDiverged, train
 from .replay import ReplayTooLarge
 from .rundir import config_for_resume
 from .signals import outlive_the_terminal
@@ -47,7 +47,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         refuse_replaced(cfg, typed)
         outlive_the_terminal(goes_on=True)   # from here a console on a full disk costs the console, not the run
         summary = train(cfg)
-    except (ConfigError, CheckpointError, ReplayTooLarge, TrainingDiverged, RunOutOfMemory) as exc:
+    except (ConfigError, CheckpointError, ReplayTooLarge, TrainingDiverged, RunOutOfMemory, RunDirLost) as exc:
         fail(str(exc))
     except OSError as exc:   # the run directory (its lock, config, logs) on a read-only or full disk
         from .disk import not_read, unreadable, why_not_written

@@ -4,6 +4,7 @@ with -9, started twice on one run dir, resumed with changed flags, fed bad numbe
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -170,6 +171,27 @@ def test_one_process_per_run_dir(tmp_path):
     assert first.returncode == 0
     again = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "1", check=False)
     assert again.returncode == 0, again.stderr                # the kernel dropped the first process's lock
+
+
+@pytest.mark.parametrize("how", ["removed", pytest.param("moved", marks=pytest.mark.slow)])
+def test_a_run_whose_directory_goes_stops_without_writing_there_again(tmp_path, how):
+    """``rm -rf runs/x`` (or a move) while the run trains: it trained on into files no path reached, made
+    a half folder again at its next checkpoint (checkpoints/, model.pt, no config or log), and said
+    "checkpoint saved, continue with --resume". Now it stops at its next record, in one sentence, status 2."""
+    run, moved = tmp_path / "run", tmp_path / "elsewhere"
+    proc = start_training(run, "--log-every", "100")
+    wait_for_records(run, proc, 2)
+    if how == "removed":
+        shutil.rmtree(run)
+    else:
+        run.rename(moved)
+    out, err = rest_of(proc, 120)
+    assert proc.returncode == 2 and not run.exists(), (proc.returncode, err)
+    seen = "was removed (or replaced)" if how == "removed" else f"was moved to {moved}"
+    assert err.startswith(f"error: the run directory {run} {seen} while the run trained (seen at step "), err
+    assert err.endswith("start it again to train it.\n" if how == "removed" else
+                        "the run stopped without writing there again; it had no checkpoint yet: start it again.\n")
+    assert err.count("\n") == 1 and "done:" not in out
 
 
 @pytest.mark.slow
