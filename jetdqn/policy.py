@@ -178,6 +178,8 @@ def load(path, device: Optional[str] = None, providers: Optional[list[str]] = No
     "kernels" runs the same numpy kernels with reuse off (the benchmarks' baseline for what reuse gains).
     A run directory stands for its model (``model_of``); a leading ``~`` is the home folder, as in train's
     ``run_dir`` and every path flag (``config.home_expanded``)."""
+    if not isinstance(path, (str, os.PathLike)):   # os.fspath's "expected str, bytes or os.PathLike object"
+        raise TypeError(f"jetdqn.load takes a model's path (a str or pathlib.Path), got {path!r}.")
     if isinstance(path, str) and not path.strip():   # Path('') is the current directory
         raise CheckpointError("the model's path is empty: give a run directory or a model file.")
     from .config import out_of_reach, too_long

@@ -137,6 +137,8 @@ def test_an_empty_path_is_refused_by_name(tmp_path):
         jetdqn.train(preset="smoke", backend="ray", ray_address=" ")
     with pytest.raises(CheckpointError, match="^the model's path is empty: give a run directory or a model file.$"):
         jetdqn.load("")
+    with pytest.raises(TypeError, match=r"^jetdqn.load takes a model's path \(a str or pathlib.Path\), got None.$"):
+        jetdqn.load(None)   # was os.fspath's "expected str, bytes or os.PathLike object, not NoneType"
 
 
 def test_a_path_too_long_for_the_os_is_refused_by_name(tmp_path):
