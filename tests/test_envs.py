@@ -77,6 +77,7 @@ def test_several_envs_step_together():
     envs.close()
 
 
+@pytest.mark.slow   # ~7 s (two runs with evaluations); make test-slow runs it
 def test_the_largest_seeds_train_several_envs_and_evaluate(tmp_path):
     """--seed takes any C int, and env k plays seed + k, an evaluation --seed + 10,000 + its step: ale-py's
     vector env took --seed 2147483647 with 2 envs, or --seed 2147473647 at its first evaluation, as a
