@@ -54,6 +54,7 @@ class RunDirLock:
         self.path = Path(run_dir) / ".lock"
         self.created = created   # folders made for this start, deepest first: a start refused leaves no trace
         self.new_file = not self.path.exists()   # nor a .lock in a folder that had none
+        self.folder = _identity(run_dir)          # the run directory itself, for lost()
         self.unlocked: Optional[str] = None
         while True:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -92,11 +93,12 @@ class RunDirLock:
             self.fd = None
 
     def lost(self) -> Optional[str]:
-        """None while RUN_DIR/.lock is still the file this run holds; else where the run directory went,
-        for a sentence ("removed", "moved to ..."). A run whose folder was deleted under it trained on for
-        hours into files no path reached, then made a half folder again at its next checkpoint, into which a
-        second run could already have been started (the lock went with the folder)."""
-        if self.fd is None or self._still_named():
+        """None while RUN_DIR is still the folder the run started in; else where it went, for a sentence
+        ("removed", "moved to ..."). A run whose folder was deleted under it trained on for hours into files
+        no path reached, then made a half folder again at its next checkpoint, into which a second run could
+        already have been started (the lock went with the folder). The folder's identity, not the lock
+        file's: a .lock deleted alone (a clean-up of dot files) leaves the run where it is."""
+        if self.fd is None or _identity(self.path.parent) == self.folder:
             return None
         try:   # the kernel follows the open file: a path where it was moved, "(deleted)" where it was removed
             now = os.readlink(f"/proc/self/fd/{self.fd}")
@@ -112,6 +114,15 @@ class RunDirLock:
             return os.stat(self.path).st_ino == os.fstat(self.fd).st_ino
         except FileNotFoundError:
             return False
+
+
+def _identity(folder: Path) -> Optional[tuple[int, int]]:
+    """(device, inode) of a folder, or None where there is none: the same path made again is another one."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def default_run_dir(cfg: Config) -> Path:

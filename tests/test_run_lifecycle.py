@@ -173,18 +173,28 @@ def test_one_process_per_run_dir(tmp_path):
     assert again.returncode == 0, again.stderr                # the kernel dropped the first process's lock
 
 
-@pytest.mark.parametrize("how", ["removed", pytest.param("moved", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("how", ["removed", pytest.param("moved", marks=pytest.mark.slow),
+                                 pytest.param("lock only", marks=pytest.mark.slow)])
 def test_a_run_whose_directory_goes_stops_without_writing_there_again(tmp_path, how):
     """``rm -rf runs/x`` (or a move) while the run trains: it trained on into files no path reached, made
     a half folder again at its next checkpoint (checkpoints/, model.pt, no config or log), and said
-    "checkpoint saved, continue with --resume". Now it stops at its next record, in one sentence, status 2."""
+    "checkpoint saved, continue with --resume". Now it stops at its next record, in one sentence, status 2.
+    Its .lock deleted alone stops nothing: the folder is where it was."""
     run, moved = tmp_path / "run", tmp_path / "elsewhere"
     proc = start_training(run, "--log-every", "100")
     wait_for_records(run, proc, 2)
     if how == "removed":
         shutil.rmtree(run)
-    else:
+    elif how == "moved":
         run.rename(moved)
+    else:
+        (run / ".lock").unlink()
+        seen = len(records(run))
+        wait_for_records(run, proc, seen + 3)   # three more records: the run goes on
+        proc.send_signal(signal.SIGINT)
+        out, err = rest_of(proc, 120)
+        assert proc.returncode == 0 and "done:" in out and (run / "checkpoints" / "latest.pt").exists(), err
+        return
     out, err = rest_of(proc, 120)
     assert proc.returncode == 2 and not run.exists(), (proc.returncode, err)
     seen = "was removed (or replaced)" if how == "removed" else f"was moved to {moved}"
