@@ -39,8 +39,12 @@ class JsonlWriter:
         self._f = open(self.path, "a", buffering=1)
 
     def write(self, record: dict) -> None:
-        self._f.write(json.dumps(_clean(record)) + "\n")
-        self._f.flush()
+        try:
+            self._f.write(json.dumps(_clean(record)) + "\n")
+            self._f.flush()
+        except OSError as exc:   # a write's error names no file: the run said "a file of the run: ..."
+            exc.filename = exc.filename or str(self.path)
+            raise
 
     def close(self) -> None:
         self._f.close()

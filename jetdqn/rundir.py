@@ -378,5 +378,13 @@ def write_config(run_dir: Path, cfg: Config, **facts) -> None:
     data = {**cfg.to_dict(), **{k: v for k, v in facts.items() if v is not None}}
     path = Path(run_dir) / "config.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+        tmp.replace(path)
+    except OSError as exc:   # a full disk: no torn config.json.tmp left beside the run, and the file named
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        exc.filename = exc.filename or str(path)
+        raise

@@ -50,8 +50,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (ConfigError, CheckpointError, ReplayTooLarge, TrainingDiverged, RunOutOfMemory, RunDirLost) as exc:
         fail(str(exc))
     except OSError as exc:   # the run directory (its lock, config, logs) on a read-only or full disk
-        from .disk import not_read, unreadable, why_not_written
-        fail(not_read(exc) if unreadable(exc) else f"{exc.filename or 'a file of the run'}: {why_not_written(exc)}")
+        from .disk import not_read, unreadable, what_to_do, why_not_written
+        if unreadable(exc):
+            fail(not_read(exc))
+        # the same command again: a run with no checkpoint starts again, a resumed one resumes
+        fail(f"could not write {exc.filename or 'a file of the run'} ({why_not_written(exc)}); what was written "
+             f"before it is kept: {what_to_do(exc)}, then run the same command again.")
     except Exception as exc:
         if not type(exc).__module__.startswith(("torch._dynamo", "torch._inductor")):
             raise

@@ -944,6 +944,25 @@ def test_overwrite_removes_what_a_run_writes_and_nothing_beside_it(tmp_path):
     assert torch.load(sd_card / "latest.pt", weights_only=True)["counters"]["step"] == 200
 
 
+@pytest.mark.slow   # ~7 s (two runs); test_a_full_disk_or_a_read_only_one_is_one_sentence covers a full disk
+def test_a_run_file_the_disk_refuses_is_named_and_leaves_no_torn_temporary(tmp_path):
+    """A run's config.json (or log.jsonl) that the disk refused, full or past ulimit -f (1 KiB here: the
+    config is ~3 KB), was "a file of the run: File too large: ...", naming none and saying nothing of what
+    to do, with config.json.tmp left beside the run. The same command starts it again once there is room."""
+    import resource
+    run = tmp_path / "run"
+    argv = ["jetdqn.train", "--preset", "smoke", "--total-steps", "300", "--telemetry", "off", "--run-dir", str(run)]
+    proc = subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024)))
+    assert proc.returncode == 2 and proc.stderr == (
+        f"error: could not write {run / 'config.json'} (File too large: past ulimit -f or the filesystem's largest "
+        "file, 4 GiB on vfat); what was written before it is kept: raise ulimit -f, or move the run directory to "
+        "a filesystem that holds larger files (ext4), then run the same command again.\n"), proc.stderr
+    assert not [p.name for p in run.iterdir() if p.name.startswith("config.json")]
+    run_module(*argv)
+    assert records(run)[-1]["step"] == 300
+
+
 @pytest.mark.slow   # 10-13 s; make test stays under 10 minutes on a slow day of the 2-core VM
 def test_a_recording_cut_short_says_so_and_leaves_the_old_video(tmp_path):
     """A file-size limit (ulimit -f, standing for a disk that fills) kills ffmpeg before it finishes the file.
