@@ -48,7 +48,7 @@ class RunState:
     interrupted: Optional[str] = None  # the signal that asked the run to stop (SIGINT, SIGTERM, SIGHUP)
     reached_target: bool = False
     diverged: Optional[str] = None     # why the loss stopped the run
-    dir_lost: Optional[str] = None     # where the run directory went, when it went (RunDirLock.lost)
+    dir_lost: Any = None               # where the run directory went, when it went (rundir.FolderGone)
     saved_at: Optional[int] = None     # the step of checkpoints/latest.pt (None: this run has not written one)
 
     def stop(self, signal_name: str) -> None:
@@ -518,13 +518,12 @@ def finish(run: Run, log: RunLog) -> None:
     if state.dir_lost:   # a checkpoint would make a removed folder again, or write beside a moved one's path
         log.close()
         run.progress.close()
-        moved = state.dir_lost.startswith("was moved to ")
-        where = state.dir_lost[len("was moved to "):] if moved else None
+        where = state.dir_lost.moved_to
         after = ((f"--resume --run-dir {shlex.quote(where)} continues it from its last checkpoint (step "
                   f"{state.saved_at:,})" if state.saved_at is not None else "it had no checkpoint yet: start it "
-                  "again") if moved else "start it again to train it")
-        raise RunDirLost(f"the run directory {run.run_dir} {state.dir_lost} while the run trained (seen at step "
-                         f"{state.step:,}): the run stopped without writing there again; {after}.")
+                  "again") if where else "start it again to train it")
+        raise RunDirLost(f"the run directory {run.run_dir} {state.dir_lost.words} while the run trained (seen at "
+                         f"step {state.step:,}): the run stopped without writing there again; {after}.")
     save_checkpoint(run)
     if state.diverged:
         log.close()

@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from .config import Config, ConfigError, config_from_json, game_key, make_config, typed_setting, unread_reset
 from .presets import PRESETS
@@ -92,9 +92,8 @@ class RunDirLock:
             os.close(self.fd)  # closing drops the flock
             self.fd = None
 
-    def lost(self) -> Optional[str]:
-        """None while RUN_DIR is still the folder the run started in; else where it went, for a sentence
-        ("removed", "moved to ..."). A run whose folder was deleted under it trained on for hours into files
+    def lost(self) -> Optional["FolderGone"]:
+        """None while RUN_DIR is still the folder the run started in; else where it went. A run whose folder was deleted under it trained on for hours into files
         no path reached, then made a half folder again at its next checkpoint, into which a second run could
         already have been started (the lock went with the folder). The folder's identity, not the lock
         file's: a .lock deleted alone (a clean-up of dot files) leaves the run where it is."""
@@ -105,8 +104,8 @@ class RunDirLock:
         except OSError:
             now = ""
         if not now or now.endswith(" (deleted)"):
-            return "was removed (or replaced)"
-        return f"was moved to {os.path.dirname(now)}"
+            return FolderGone("was removed (or replaced)", None)
+        return FolderGone(f"was moved to {os.path.dirname(now)}", os.path.dirname(now))
 
     def _still_named(self) -> bool:
         """Whether the file we hold locked is still RUN_DIR/.lock (not unlinked or replaced since we opened it)."""
@@ -114,6 +113,13 @@ class RunDirLock:
             return os.stat(self.path).st_ino == os.fstat(self.fd).st_ino
         except FileNotFoundError:
             return False
+
+
+class FolderGone(NamedTuple):
+    """What ``RunDirLock.lost`` found: the words for a sentence, and the folder's new path where it was moved."""
+
+    words: str
+    moved_to: Optional[str]
 
 
 def _identity(folder: Path) -> Optional[tuple[int, int]]:
