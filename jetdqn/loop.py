@@ -248,8 +248,7 @@ def run_loop(run: Run, filled: str) -> dict:
         if evaluation_due(cfg, state):   # one a stop dropped: played at the checkpoint's step, on its weights
             with log.timed("evaluating"):
                 reached = evaluate_or_stop(run)
-        while not reached and state.step < cfg.total_steps and not (state.interrupted or state.diverged
-                                                                    or state.dir_lost):
+        while not reached and state.step < cfg.total_steps and not (state.interrupted or state.diverged):
             exp = acting.receive(state.step)     # the envs' results, per-stream bookkeeping
             if exp is None:
                 break                            # Ray: the stop took the actors too; the run saves at its step
@@ -269,7 +268,7 @@ def run_loop(run: Run, filled: str) -> dict:
                                     else None, acting.epsilon(state.step))
             if log.due(state.step):
                 summary = write_record(run, log, renderer)
-                if state.dir_lost:
+                if state.dir_lost:   # set only here, by the record just written (so no last record below)
                     break   # before this step's checkpoint or evaluation could write where the folder was
                 run.budget.fit(replay, run.progress.note)
             if evaluation_due(cfg, state):
@@ -280,7 +279,7 @@ def run_loop(run: Run, filled: str) -> dict:
             if checkpoints.due(state.step):
                 with log.timed("checkpointing"):
                     save_checkpoint(run)
-        if state.step > log.step and not (state.diverged or state.dir_lost):
+        if state.step > log.step and not state.diverged:
             summary = write_record(run, log, renderer)  # an interrupt: the record of the last steps
     except (MemoryError, RuntimeError) as exc:   # numpy's, torch's (and the learner thread's) refusals
         if not refused_allocation(exc):

@@ -93,10 +93,11 @@ class RunDirLock:
             self.fd = None
 
     def lost(self) -> Optional["FolderGone"]:
-        """None while RUN_DIR is still the folder the run started in; else where it went. A run whose folder was deleted under it trained on for hours into files
-        no path reached, then made a half folder again at its next checkpoint, into which a second run could
-        already have been started (the lock went with the folder). The folder's identity, not the lock
-        file's: a .lock deleted alone (a clean-up of dot files) leaves the run where it is."""
+        """None while RUN_DIR is still the folder the run started in; else where it went. A run whose folder
+        was deleted under it trained on for hours into files no path reached, then made a half folder again at
+        its next checkpoint, into which a second run could already have been started (the lock went with the
+        folder). The folder's identity, not the lock file's: a .lock deleted alone (a clean-up of dot files)
+        leaves the run where it is."""
         if self.fd is None or _identity(self.path.parent) == self.folder:
             return None
         try:   # the kernel follows the open file: a path where it was moved, "(deleted)" where it was removed
