@@ -309,7 +309,8 @@ def test_the_first_command_repeated_with_resume_keeps_the_env_count_auto_chose(t
 def test_a_replay_size_the_saved_replay_cannot_take_is_refused_on_resume(tmp_path):
     """A saved replay (--checkpoint-replay) fixes the capacity: a resume with --replay-size 2000 went on with
     the saved 200 transitions' room while config.json said 2000. It is refused before anything is written,
-    naming the way that works (the size the run was made with, 1001 on 2 envs, resumes: the test above)."""
+    naming the way that works (the size the run was made with, 1001 on 2 envs, resumes: the test above); so is
+    an --n-step whose returns the saved ring is too short for."""
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--replay-size", "200",
                "--checkpoint-replay", "--total-steps", "300")
@@ -320,6 +321,17 @@ def test_a_replay_size_the_saved_replay_cannot_take_is_refused_on_resume(tmp_pat
         "error: --replay-size 2,000 cannot apply to the replay saved with the checkpoint (--checkpoint-replay), which "
         "has room for 200 transitions and is loaded as it was saved: drop --replay-size (or give 200), or resume with "
         "--no-checkpoint-replay for a new replay of 2,000, refilled for --learn-start steps.\n")
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
+    # a longer --n-step than the saved ring holds: "give --replay-size 251" was then refused as above, and with
+    # --replay-size auto (no size to check it by) the run went on with every return cut short
+    for size in ([], ["--replay-size", "auto"]):
+        short = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--n-step", "250", *size,
+                           "--total-steps", "400", check=False)
+        what = "the replay saved with the checkpoint (--checkpoint-replay)" if size else "--replay-size 200"
+        assert short.returncode == 2 and short.stderr == (
+            f"error: --n-step 250 needs 251 transitions in each env's ring for one whole return, and {what} keeps "
+            "200: resume with --no-checkpoint-replay and --replay-size 251 or more (a new replay, refilled for "
+            "--learn-start steps; the saved one keeps its size), or a smaller --n-step.\n"), short.stderr
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
     run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--replay-size", "2000", "--no-checkpoint-replay",
                "--total-steps", "400")

@@ -34,20 +34,30 @@ def probe_frame_bytes(cfg, steps: int = 300) -> float:
     return float(np.mean(sizes))
 
 
-def refuse_too_small(replay_size: int, streams: int, n_step: int = 1) -> None:
+def refuse_too_small(replay_size: int, streams: int, n_step: int = 1, saved_replay: bool = False) -> None:
     """A --replay-size too small for its envs: each env writes a ring of its own, a frame and its successor;
     with --n-step N a whole return needs N transitions and the frame after them in one ring (a smaller ring
-    cut every return short, so --n-step 100000 over 1,000 slots trained as a shorter n without a word)."""
+    cut every return short, so --n-step 100000 over 1,000 slots trained as a shorter n without a word).
+    ``saved_replay``: a resume that loads the replay saved with its checkpoint, whose size a larger
+    --replay-size cannot change (``refuse_another_size``), so the fix named is a new replay."""
     if replay_size and replay_size < 2 * streams:
         from ..config import ConfigError
         raise ConfigError(f"--replay-size {replay_size:,} is too small for {streams:,} envs, each of which keeps a "
                           f"stream of at least 2 transitions: give --replay-size {2 * streams} or more.")
     if replay_size and streams and replay_size // streams < n_step + 1:
-        from ..config import ConfigError
-        envs = f" over {streams:,} envs" if streams > 1 else ""
-        raise ConfigError(f"--n-step {n_step:,} needs {n_step + 1:,} transitions in each env's ring for one whole "
-                          f"return, and --replay-size {replay_size:,}{envs} keeps {replay_size // streams:,}: give "
-                          f"--replay-size {streams * (n_step + 1):,} or more, or a smaller --n-step.")
+        refuse_short_rings(n_step, replay_size // streams, streams, f"--replay-size {replay_size:,}", saved_replay)
+
+
+def refuse_short_rings(n_step: int, per_stream: int, streams: int, what: str, saved_replay: bool) -> None:
+    """The --n-step refusal: ``what`` keeps ``per_stream`` transitions in each env's ring, fewer than one
+    whole return needs."""
+    from ..config import ConfigError
+    envs = f" over {streams:,} envs" if streams > 1 else ""
+    fix = (f"resume with --no-checkpoint-replay and --replay-size {streams * (n_step + 1):,} or more (a new replay, "
+           f"refilled for --learn-start steps; the saved one keeps its size), or a smaller --n-step"
+           if saved_replay else f"give --replay-size {streams * (n_step + 1):,} or more, or a smaller --n-step")
+    raise ConfigError(f"--n-step {n_step:,} needs {n_step + 1:,} transitions in each env's ring for one whole "
+                      f"return, and {what}{envs} keeps {per_stream:,}: {fix}.")
 
 
 def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float], streams: int,
@@ -106,6 +116,9 @@ def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[di
         if replay is not None:
             return replay, frame_bytes
         refuse_another_size(cfg, saved)
+        if saved["stream_capacity"] < cfg.n_step + 1:   # an auto size the memory rule lowered, resumed with more
+            refuse_short_rings(cfg.n_step, saved["stream_capacity"], saved["streams"],
+                               "the replay saved with the checkpoint (--checkpoint-replay)", True)
         try:
             return new_replay(cfg, capacity, streams, frame_shape, dtype, frame_bytes,
                               cfg.allow_large_replay), frame_bytes
