@@ -269,7 +269,7 @@ def run_loop(run: Run, filled: str) -> dict:
                                     else None, acting.epsilon(state.step))
             if log.due(state.step):
                 summary = write_record(run, log, renderer)
-                if state.dir_lost:   # set only here, by the record just written (so no last record below)
+                if state.dir_lost:   # set only here, by the record not written
                     break   # before this step's checkpoint or evaluation could write where the folder was
                 run.budget.fit(replay, run.progress.note)
             if evaluation_due(cfg, state):
@@ -280,7 +280,7 @@ def run_loop(run: Run, filled: str) -> dict:
             if checkpoints.due(state.step):
                 with log.timed("checkpointing"):
                     save_checkpoint(run)
-        if state.step > log.step and not state.diverged:
+        if state.step > log.step and not state.diverged and not state.dir_lost:
             summary = write_record(run, log, renderer)  # an interrupt: the record of the last steps
     except (MemoryError, RuntimeError) as exc:   # numpy's, torch's (and the learner thread's) refusals
         if not refused_allocation(exc):
@@ -382,8 +382,13 @@ def say_if_it_never_learns(run: Run) -> None:
 
 
 def write_record(run: Run, log: RunLog, renderer) -> dict:
-    """The log record of the interval ending now; a loss that is no longer finite stops the run."""
+    """The log record of the interval ending now; a loss that is no longer finite stops the run, and a run
+    directory that is no longer this run's (``RunDirLock.lost``) gets no record."""
     state, acting = run.state, run.acting
+    if run.lock is not None:   # a stat a record (every --log-every steps): a folder removed under the run, or
+        state.dir_lost = run.lock.lost()   # taken by another: asked first, so this record is not written there
+        if state.dir_lost:
+            return {}
     run.sampler.mark_processes("emulator", acting.emulator_processes)   # Ray's actors on this machine
     record = log.write(step=state.step, wall_s=state.wall_s(), agent=run.agent, schedule=run.schedule,
                        epsilon=acting.epsilon(state.step), episodes=state.episodes, returns=state.returns,
@@ -391,8 +396,6 @@ def write_record(run: Run, log: RunLog, renderer) -> dict:
                        frames_shown=renderer.shown if renderer else 0, extra=acting.record_extra())
     if run.mirror is not None:
         run.mirror.record(record)
-    if run.lock is not None:   # a stat a record (every --log-every steps): a folder removed under the run
-        state.dir_lost = run.lock.lost()
     for key in ("loss", "q_mean"):
         if record.get(key) is not None and not math.isfinite(record[key]):
             state.diverged = f"training diverged ({key} {record[key]} in the record of step {state.step:,})"
@@ -519,9 +522,15 @@ def finish(run: Run, log: RunLog) -> None:
         log.close()
         run.progress.close()
         where = state.dir_lost.moved_to
-        after = ((f"--resume --run-dir {shlex.quote(where)} continues it from its last checkpoint (step "
-                  f"{state.saved_at:,})" if state.saved_at is not None else "it had no checkpoint yet: start it "
-                  "again") if where else "start it again to train it")
+        if state.dir_lost.after:   # another process took the folder
+            after = state.dir_lost.after
+        elif where is None:
+            after = "start it again to train it"
+        elif state.saved_at is not None:
+            after = (f"--resume --run-dir {shlex.quote(where)} continues it from its last checkpoint (step "
+                     f"{state.saved_at:,})")
+        else:
+            after = "it had no checkpoint yet: start it again"
         raise RunDirLost(f"the run directory {run.run_dir} {state.dir_lost.words} while the run trained (seen at "
                          f"step {state.step:,}): the run stopped without writing there again; {after}.")
     save_checkpoint(run)

@@ -93,20 +93,50 @@ class RunDirLock:
             self.fd = None
 
     def lost(self) -> Optional["FolderGone"]:
-        """None while RUN_DIR is still the folder the run started in; else where it went. A run whose folder
-        was deleted under it trained on for hours into files no path reached, then made a half folder again at
-        its next checkpoint, into which a second run could already have been started (the lock went with the
-        folder). The folder's identity, not the lock file's: a .lock deleted alone (a clean-up of dot files)
-        leaves the run where it is."""
-        if self.fd is None or _identity(self.path.parent) == self.folder:
+        """None while RUN_DIR is still the folder the run started in, and its .lock ours; else what happened.
+        A run whose folder was deleted under it trained on for hours into files no path reached, then made a
+        half folder again at its next checkpoint, into which a second run could already have been started (the
+        lock went with the folder). A .lock deleted alone (a clean-up of dot files, a lock taken for stale) is
+        made and locked again; where another jetdqn process took the folder meanwhile (a --resume there), this
+        run is the one that stops: two runs were writing one log."""
+        if self.fd is None:
             return None
-        try:   # the kernel follows the open file: a path where it was moved, "(deleted)" where it was removed
-            now = os.readlink(f"/proc/self/fd/{self.fd}")
+        if _identity(self.path.parent) != self.folder:
+            try:   # the kernel follows the open file: a path where it was moved, "(deleted)" where it was removed
+                now = os.readlink(f"/proc/self/fd/{self.fd}")
+            except OSError:
+                now = ""
+            if not now or now.endswith(" (deleted)"):
+                return FolderGone("was removed (or replaced)", None)
+            return FolderGone(f"was moved to {os.path.dirname(now)}", os.path.dirname(now))
+        if self.unlocked or self._still_named():
+            return None
+        return self._lock_again()
+
+    def _lock_again(self) -> Optional["FolderGone"]:
+        """Take RUN_DIR/.lock again after it was deleted (or replaced); the words of ``lost`` where another
+        process holds the new one."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError:
-            now = ""
-        if not now or now.endswith(" (deleted)"):
-            return FolderGone("was removed (or replaced)", None)
-        return FolderGone(f"was moved to {os.path.dirname(now)}", os.path.dirname(now))
+            return None   # the folder went read-only or full: the writes that follow say so
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            return FolderGone(f"was taken by another jetdqn process (pid {owner}) after its .lock was deleted", None,
+                              "that process goes on there")
+        except OSError:
+            os.close(fd)
+            return None
+        old, self.fd = self.fd, fd
+        os.close(old)
+        if not self._still_named():   # unlinked again between our open and our lock: the next record retries
+            return None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+        return None
 
     def _still_named(self) -> bool:
         """Whether the file we hold locked is still RUN_DIR/.lock (not unlinked or replaced since we opened it)."""
@@ -117,10 +147,12 @@ class RunDirLock:
 
 
 class FolderGone(NamedTuple):
-    """What ``RunDirLock.lost`` found: the words for a sentence, and the folder's new path where it was moved."""
+    """What ``RunDirLock.lost`` found: the words for a sentence, the folder's new path where it was moved, and
+    the sentence's end where it is neither."""
 
     words: str
     moved_to: Optional[str]
+    after: Optional[str] = None   # what the sentence ends with, where neither "start it again" nor a resume fits
 
 
 def _identity(folder: Path) -> Optional[tuple[int, int]]:

@@ -2,6 +2,7 @@
 with -9, started twice on one run dir, resumed with changed flags, fed bad numbers."""
 
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 from jetdqn import checkpoint as ckpt
+from jetdqn.rundir import held_by
 from conftest import ROOT, as_from_a_terminal, fill, rest_of, run_module, run_where_flock_fails
 
 
@@ -174,12 +176,13 @@ def test_one_process_per_run_dir(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["removed", pytest.param("moved", marks=pytest.mark.slow),
-                                 pytest.param("lock only", marks=pytest.mark.slow)])
+                                 pytest.param("lock only", marks=pytest.mark.slow), "lock taken"])
 def test_a_run_whose_directory_goes_stops_without_writing_there_again(tmp_path, how):
     """``rm -rf runs/x`` (or a move) while the run trains: it trained on into files no path reached, made
     a half folder again at its next checkpoint (checkpoints/, model.pt, no config or log), and said
     "checkpoint saved, continue with --resume". Now it stops at its next record, in one sentence, status 2.
-    Its .lock deleted alone stops nothing: the folder is where it was."""
+    Its .lock deleted alone is made and locked again (a second start there was not refused); where another
+    process took the new .lock first (here this test, as a --resume there would), the run stops, unwritten."""
     run, moved = tmp_path / "run", tmp_path / "elsewhere"
     proc = start_training(run, "--log-every", "100")
     wait_for_records(run, proc, 2)
@@ -187,13 +190,31 @@ def test_a_run_whose_directory_goes_stops_without_writing_there_again(tmp_path, 
         shutil.rmtree(run)
     elif how == "moved":
         run.rename(moved)
-    else:
+    elif how == "lock only":
         (run / ".lock").unlink()
         seen = len(records(run))
-        wait_for_records(run, proc, seen + 3)   # three more records: the run goes on
+        wait_for_records(run, proc, seen + 3)   # three more records: the run goes on, its lock made again
+        assert held_by(run) == str(proc.pid)
+        again = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "1", check=False)
+        assert again.returncode == 2 and f"is in use by another jetdqn process (pid {proc.pid})" in again.stderr
         proc.send_signal(signal.SIGINT)
         out, err = rest_of(proc, 120)
         assert proc.returncode == 0 and "done:" in out and (run / "checkpoints" / "latest.pt").exists(), err
+        return
+    else:   # a new .lock, locked by this process, put in the old one's place at once (no gap the run could fill)
+        fd = os.open(run / ".lock.new", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        logged = (run / "log.jsonl").read_bytes()
+        os.rename(run / ".lock.new", run / ".lock")
+        out, err = rest_of(proc, 120)
+        os.close(fd)
+        assert proc.returncode == 2 and err.startswith(
+            f"error: the run directory {run} was taken by another jetdqn process (pid {os.getpid()}) after its .lock "
+            "was deleted while the run trained (seen at step "), err
+        assert err.endswith("the run stopped without writing there again; that process goes on there.\n"), err
+        assert (run / "log.jsonl").read_bytes().startswith(logged) and len(records(run)) <= len(logged.splitlines()) + 1
+        assert err.count("\n") == 1 and "done:" not in out
         return
     out, err = rest_of(proc, 120)
     assert proc.returncode == 2 and not run.exists(), (proc.returncode, err)
