@@ -209,6 +209,11 @@ def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
     missing = dangling_link(run_dir / "checkpoints" / "latest.pt")   # the run, or its checkpoints, kept elsewhere
     if missing:   # mkdir said "File exists"; a resume said "nothing to resume" and to start a new run there
         raise ConfigError(f"cannot use {run_dir} as the run directory: {missing}")
+    lock_path = run_dir / ".lock"   # a folder there (a copy tool's stray) was "cannot use X (Is a directory)"
+    if lock_path.is_dir() or (lock_path.is_symlink() and not lock_path.exists()):
+        what = "a folder" if lock_path.is_dir() else f"a link to {os.readlink(lock_path)}, which does not exist"
+        raise ConfigError(f"cannot use {run_dir} as the run directory: its .lock, which a run holds locked while it "
+                          f"uses the folder, is {what}; remove {lock_path}, then run the same command again.")
     owner = held_by(run_dir)   # first: a run still starting has no checkpoint yet, and it is not missing one
     if owner is not None:
         raise ConfigError(in_use(run_dir, owner))

@@ -430,6 +430,23 @@ def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     path.write_text("not a directory")
     proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(path), check=False)
     assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr and "Traceback" not in proc.stderr
+    # its .lock a folder or a link to nothing: "cannot use run as the run directory (Is a directory)" named
+    # neither the file nor the fix
+    run = tmp_path / "run"
+    run.mkdir()
+    for make, what in ((lambda lock: lock.mkdir(), "a folder"),
+                       (lambda lock: lock.symlink_to(tmp_path / "gone"), f"a link to {tmp_path / 'gone'}, which does "
+                                                                        "not exist")):
+        make(run / ".lock")
+        proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), check=False)
+        assert proc.returncode == 2 and proc.stderr == (
+            f"error: cannot use {run} as the run directory: its .lock, which a run holds locked while it uses the "
+            f"folder, is {what}; remove {run / '.lock'}, then run the same command again.\n"), proc.stderr
+        if what == "a folder":
+            (run / ".lock").rmdir()
+        else:
+            (run / ".lock").unlink()
+        assert not list(run.iterdir())
 
 
 def test_a_run_kept_on_a_disk_that_is_not_mounted_is_named_so(tmp_path):
