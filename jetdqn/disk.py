@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 PLAIN = {errno.ENOSPC, errno.EROFS, errno.EDQUOT}   # the strerror says it all
 
@@ -35,7 +36,29 @@ def why_not_written(exc: BaseException) -> str:
     if exc.errno == errno.ENOENT and isinstance(exc.filename, str):   # a folder that went away, or one that
         folder = os.path.dirname(os.path.abspath(exc.filename))         # takes no new files (/proc, /sys)
         return f"{said}: {folder} takes no new files" if os.path.isdir(folder) else f"{said}: {folder} is gone"
+    blocking = in_the_way(exc)
+    if blocking:
+        path, kind = blocking
+        return f"{said}: {path} is a {kind} where jetdqn writes a {'file' if kind == 'folder' else 'folder'}"
     return f"{said}; is the disk full or read-only?"
+
+
+def in_the_way(exc: BaseException):
+    """(path, "folder" or "file") of what stands where a write needs the other kind: a folder named log.jsonl
+    (EISDIR; for a rename, the folder named as its target), or a file named checkpoints (ENOTDIR: the first
+    file on the way down the path); None for any other error. Both were "is the disk full or read-only?",
+    and the fix was "free some space"."""
+    if not isinstance(exc, OSError) or exc.errno not in (errno.EISDIR, errno.ENOTDIR):
+        return None
+    names = [name for name in (exc.filename2, exc.filename) if isinstance(name, str)]
+    for name in names:
+        if exc.errno == errno.EISDIR and os.path.isdir(name):
+            return name, "folder"
+        if exc.errno == errno.ENOTDIR:
+            for part in (*reversed(Path(name).parents), Path(name)):   # from the top down
+                if part.exists() and not part.is_dir():
+                    return str(part), "file"
+    return None
 
 
 class NotWritten(OSError):
@@ -87,6 +110,9 @@ def what_to_do(exc: BaseException, where: str = "the run directory") -> str:
         return f"give {where} a shorter name"
     if number == errno.ENOENT:
         return f"put {where} in a folder that is there and takes files"
+    blocking = in_the_way(exc)
+    if blocking:
+        return f"move the {blocking[1]} {blocking[0]} out of the way"
     if number == errno.EFBIG:
         return f"raise ulimit -f, or move {where} to a filesystem that holds larger files (ext4)"
     return f"free some space (or make {where} writable)"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 from .config import Config, ConfigError, config_from_json, game_key, make_config, typed_setting, unread_reset
+from .disk import in_the_way, what_to_do, why_not_written
 from .presets import PRESETS
 
 # what a run (and evaluate --record, plot) writes in its directory: a new run there starts without them
@@ -225,6 +226,9 @@ def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
         run_dir.mkdir(parents=True, exist_ok=True)
         lock = RunDirLock(run_dir, created)
     except OSError as exc:
+        if in_the_way(exc):   # a file on the way: "(Not a directory)" did not say which
+            raise ConfigError(f"cannot use {run_dir} as the run directory ({why_not_written(exc)}); "
+                              f"{what_to_do(exc)}, or give another --run-dir.") from None
         raise ConfigError(f"cannot use {run_dir} as the run directory ({exc.strerror or exc}); give a directory "
                           "you can write to.") from None
     has_checkpoint = (run_dir / "checkpoints" / "latest.pt").exists()

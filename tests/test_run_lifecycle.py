@@ -1248,6 +1248,48 @@ def test_resuming_a_run_that_reached_its_target_trains_only_for_a_higher_one(tmp
     assert records(run)[-1]["step"] == 1000
 
 
+def test_a_folder_where_a_file_goes_or_a_file_where_a_folder_goes_is_named_with_the_fix(tmp_path):
+    """A folder named log.jsonl (or model.pt) in the run, or --run-dir under a file: "(Is a directory; is the
+    disk full or read-only?) ... free some space", and "cannot use x/sub as the run directory (Not a
+    directory)", named neither the path in the way nor the fix."""
+    from jetdqn.disk import what_to_do, why_not_written
+    (tmp_path / "afile").write_text("")
+    proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(tmp_path / "afile" / "sub"), check=False)
+    assert proc.returncode == 2 and proc.stderr == (
+        f"error: cannot use {tmp_path / 'afile' / 'sub'} as the run directory (Not a directory: {tmp_path / 'afile'} "
+        f"is a file where jetdqn writes a folder); move the file {tmp_path / 'afile'} out of the way, or give "
+        "another --run-dir.\n"), proc.stderr
+    (tmp_path / "log.jsonl").mkdir()
+    with pytest.raises(OSError) as refused:   # what the run meets, from the kernel
+        open(tmp_path / "log.jsonl", "a")
+    assert why_not_written(refused.value) == f"Is a directory: {tmp_path / 'log.jsonl'} is a folder where jetdqn " \
+                                              "writes a file"
+    assert what_to_do(refused.value) == f"move the folder {tmp_path / 'log.jsonl'} out of the way"
+    (tmp_path / "m.tmp").write_text("")
+    with pytest.raises(OSError) as refused:   # a rename's target: the folder is filename2
+        os.replace(tmp_path / "m.tmp", tmp_path / "log.jsonl")
+    assert what_to_do(refused.value) == f"move the folder {tmp_path / 'log.jsonl'} out of the way"
+    with pytest.raises(OSError) as refused:
+        (tmp_path / "afile" / "checkpoints").mkdir()
+    assert what_to_do(refused.value) == f"move the file {tmp_path / 'afile'} out of the way"
+
+
+@pytest.mark.slow   # two runs and two resumes: the sentences' parts are tested above
+def test_a_run_file_that_is_a_folder_stops_the_resume_with_the_fix(tmp_path):
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "200")
+    for name, kept in (("log.jsonl", "what was written before it is kept"),
+                       ("model.pt", "what was saved before it is unchanged")):
+        copy = tmp_path / name
+        shutil.copytree(run, copy)
+        (copy / name).unlink()
+        (copy / name).mkdir()
+        proc = run_module("jetdqn.train", "--resume", "--run-dir", str(copy), "--total-steps", "300", check=False)
+        assert proc.returncode == 2 and proc.stderr.startswith(
+            f"error: could not write {copy / name} (Is a directory: {copy / name} is a folder where jetdqn writes a "
+            f"file); {kept}: move the folder {copy / name} out of the way, then "), proc.stderr
+
+
 def test_a_full_disk_or_a_read_only_one_is_one_sentence(small_disk):
     """The sentence says what to do: a run whose first checkpoint did not fit has nothing to resume (start it
     again with --overwrite); one whose later checkpoint did not fit resumes from the one before."""
