@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Optional
 
 PLAIN = {errno.ENOSPC, errno.EROFS, errno.EDQUOT}   # the strerror says it all
 
@@ -59,6 +60,19 @@ def in_the_way(exc: BaseException):
                 if part.exists() and not part.is_dir():
                     return str(part), "file"
     return None
+
+
+def missing_folder(path) -> Optional[str]:
+    """Why a file cannot be made at ``path`` for want of its folder (one clause), or None where the folder is
+    there: "its folder X does not exist", or, where a file stands on the way, "X is a file, not a folder"
+    (it was said not to exist, beside the file of that name)."""
+    folder = Path(path).resolve().parent
+    if folder.is_dir():
+        return None
+    for part in (*reversed(folder.parents), folder):   # from the top down
+        if part.exists() and not part.is_dir():
+            return f"{part} is a file, not a folder"
+    return f"its folder {folder} does not exist"
 
 
 class NotWritten(OSError):

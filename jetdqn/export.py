@@ -22,7 +22,7 @@ from typing import Optional
 
 from .checkpoint import CheckpointError
 from .config import ConfigError, Parser, command, ends_on_ctrl_c, fail, given_path, one_model, written_path
-from .disk import why_not_written
+from .disk import missing_folder, why_not_written
 from .signals import exit_on_stop
 
 ONNX_OPSET = 17
@@ -214,8 +214,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     for flag, path, suffix in (("--onnx", args.onnx, ".onnx"), ("--safetensors", args.safetensors, ".safetensors")):
         if path and Path(path).suffix != suffix:
             fail(f"{flag} {path}: the file name must end in {suffix}.")
-        if path and not Path(path).resolve().parent.is_dir():
-            fail(f"{flag} {path}: the folder {Path(path).resolve().parent} does not exist.")
+        if path and missing_folder(path):
+            fail(f"{flag} {path}: {missing_folder(path)}.")
     if args.onnx:   # before anything is written: --safetensors beside it was written, then the export failed
         try:
             importlib.import_module("onnx")

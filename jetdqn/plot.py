@@ -26,7 +26,7 @@ need_numpy_to_plot(command=__name__ == "__main__")   # before records, which rea
 
 from .records import read_jsonl  # noqa: E402
 from .config import Parser, command, ends_on_ctrl_c, given_path, written_path  # noqa: E402
-from .disk import NotWritten, sentence, why_not_written  # noqa: E402
+from .disk import NotWritten, missing_folder, sentence, why_not_written  # noqa: E402
 from .signals import exit_on_stop
 
 
@@ -255,8 +255,8 @@ def figure_path(out: Optional[Path], default: Path) -> Path:
         out = out.with_suffix(".png")
     if out.suffix.lower() != ".png":
         raise ValueError(f"--out {out}: a plot is written as PNG; give a name ending in .png, or a folder.")
-    if not out.resolve().parent.is_dir():
-        raise ValueError(f"--out {out}: its folder {out.resolve().parent} does not exist; give a path in one that does.")
+    if missing_folder(out):
+        raise ValueError(f"--out {out}: {missing_folder(out)}; give a path in a folder that is there.")
     return out
 
 

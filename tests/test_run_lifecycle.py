@@ -507,6 +507,14 @@ def test_a_run_kept_on_a_disk_that_is_not_mounted_is_named_so(tmp_path):
                                                               "/proc ("),
     (["jetdqn.plot", "{pong}", "--out", "{dir}/missing/curve.png"], "missing does not exist"),
     (["jetdqn.telemetry", "plot", "{pong}", "--out", "{dir}/missing/t"], "--out {dir}/missing/t.png: its folder"),
+    # a file where the folder goes was "its folder {dir}/binary does not exist", beside the file of that name
+    (["jetdqn.plot", "{pong}", "--out", "{dir}/binary/curve.png"], "--out {dir}/binary/curve.png: {dir}/binary is a "
+                                                                   "file, not a folder; give a path in a folder that "
+                                                                   "is there."),
+    (["jetdqn.play", "--display-freq", "0", "--max-steps", "20", "--record", "{dir}/binary/x.mp4"],
+     "{dir}/binary is a file, not a folder"),
+    (["jetdqn.export", "{pong}", "--onnx", "{dir}/binary/x.onnx"], "--onnx {dir}/binary/x.onnx: {dir}/binary is a "
+                                                                  "file, not a folder."),
 ])
 def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentence(tmp_path, argv, message):
     (tmp_path / "binary").write_bytes(bytes(range(256)) * 4)

@@ -26,6 +26,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..disk import missing_folder
+
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".mov", ".avi")
 
 
@@ -38,9 +40,9 @@ def unwritable(path: str) -> Optional[str]:
         return f"a video needs one of the names {', '.join('*' + s for s in VIDEO_SUFFIXES)}"
     if target.is_dir():
         return "it is a directory"
+    if missing_folder(target):
+        return missing_folder(target)
     folder = target.resolve().parent
-    if not folder.is_dir():
-        return f"its folder {folder} does not exist"
     if not os.access(folder, os.W_OK):
         return f"its folder {folder} is not writable"
     return None
