@@ -47,14 +47,16 @@ def why_not_written(exc: BaseException) -> str:
 def in_the_way(exc: BaseException):
     """(path, "folder" or "file") of what stands where a write needs the other kind: a folder named log.jsonl
     (EISDIR; for a rename, the folder named as its target), or a file named checkpoints (ENOTDIR: the first
-    file on the way down the path); None for any other error. Both were "is the disk full or read-only?",
-    and the fix was "free some space"."""
-    if not isinstance(exc, OSError) or exc.errno not in (errno.EISDIR, errno.ENOTDIR):
+    file on the way down the path; EEXIST: the folder a mkdir would make); None for any other error. Each was
+    "is the disk full or read-only?", and the fix was "free some space"."""
+    if not isinstance(exc, OSError) or exc.errno not in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST):
         return None
     names = [name for name in (exc.filename2, exc.filename) if isinstance(name, str)]
     for name in names:
         if exc.errno == errno.EISDIR and os.path.isdir(name):
             return name, "folder"
+        if exc.errno == errno.EEXIST and os.path.exists(name) and not os.path.isdir(name):   # a mkdir's
+            return name, "file"
         if exc.errno == errno.ENOTDIR:
             for part in (*reversed(Path(name).parents), Path(name)):   # from the top down
                 if part.exists() and not part.is_dir():

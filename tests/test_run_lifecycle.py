@@ -1280,6 +1280,9 @@ def test_a_folder_where_a_file_goes_or_a_file_where_a_folder_goes_is_named_with_
     with pytest.raises(OSError) as refused:
         (tmp_path / "afile" / "checkpoints").mkdir()
     assert what_to_do(refused.value) == f"move the file {tmp_path / 'afile'} out of the way"
+    with pytest.raises(OSError) as refused:   # a file named tensorboard where the mirror makes its folder
+        os.makedirs(tmp_path / "afile", exist_ok=True)
+    assert why_not_written(refused.value) == f"File exists: {tmp_path / 'afile'} is a file where jetdqn writes a folder"
 
 
 @pytest.mark.slow   # two runs and two resumes: the sentences' parts are tested above
