@@ -92,6 +92,8 @@ def why_not_read(exc: BaseException) -> str:
         return f"{exc.strerror}: user {user()} may not read it"
     if exc.errno == errno.EIO:
         return f"{exc.strerror}: the disk failed the read (dmesg may say why)"
+    if exc.errno == errno.ENOTDIR and in_the_way(exc):   # afile/x: which part is the file
+        return f"{exc.strerror}: {in_the_way(exc)[0]} is a file, not a folder"
     return exc.strerror
 
 

@@ -515,6 +515,8 @@ def test_a_run_kept_on_a_disk_that_is_not_mounted_is_named_so(tmp_path):
      "{dir}/binary is a file, not a folder"),
     (["jetdqn.export", "{pong}", "--onnx", "{dir}/binary/x.onnx"], "--onnx {dir}/binary/x.onnx: {dir}/binary is a "
                                                                   "file, not a folder."),
+    (["jetdqn.telemetry", "parse", "{dir}/binary/x"], "{dir}/binary/x cannot be read (Not a directory: {dir}/binary is "
+                                                      "a file, not a folder)"),
 ])
 def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentence(tmp_path, argv, message):
     (tmp_path / "binary").write_bytes(bytes(range(256)) * 4)
