@@ -57,10 +57,17 @@ def in_the_way(exc: BaseException):
             return name, "folder"
         if exc.errno == errno.EEXIST and os.path.exists(name) and not os.path.isdir(name):   # a mkdir's
             return name, "file"
-        if exc.errno == errno.ENOTDIR:
-            for part in (*reversed(Path(name).parents), Path(name)):   # from the top down
-                if part.exists() and not part.is_dir():
-                    return str(part), "file"
+        blocking = first_file_on(Path(name)) if exc.errno == errno.ENOTDIR else None
+        if blocking:
+            return str(blocking), "file"
+    return None
+
+
+def first_file_on(path: Path) -> Optional[Path]:
+    """The first file (not a folder) on the way down ``path``, from the top, or None."""
+    for part in (*reversed(path.parents), path):
+        if part.exists() and not part.is_dir():
+            return part
     return None
 
 
@@ -71,10 +78,8 @@ def missing_folder(path) -> Optional[str]:
     folder = Path(path).resolve().parent
     if folder.is_dir():
         return None
-    for part in (*reversed(folder.parents), folder):   # from the top down
-        if part.exists() and not part.is_dir():
-            return f"{part} is a file, not a folder"
-    return f"its folder {folder} does not exist"
+    blocking = first_file_on(folder)
+    return f"{blocking} is a file, not a folder" if blocking else f"its folder {folder} does not exist"
 
 
 class NotWritten(OSError):
@@ -92,8 +97,9 @@ def why_not_read(exc: BaseException) -> str:
         return f"{exc.strerror}: user {user()} may not read it"
     if exc.errno == errno.EIO:
         return f"{exc.strerror}: the disk failed the read (dmesg may say why)"
-    if exc.errno == errno.ENOTDIR and in_the_way(exc):   # afile/x: which part is the file
-        return f"{exc.strerror}: {in_the_way(exc)[0]} is a file, not a folder"
+    blocking = in_the_way(exc) if exc.errno == errno.ENOTDIR else None
+    if blocking:   # afile/x: which part is the file
+        return f"{exc.strerror}: {blocking[0]} is a file, not a folder"
     return exc.strerror
 
 

@@ -214,8 +214,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     for flag, path, suffix in (("--onnx", args.onnx, ".onnx"), ("--safetensors", args.safetensors, ".safetensors")):
         if path and Path(path).suffix != suffix:
             fail(f"{flag} {path}: the file name must end in {suffix}.")
-        if path and missing_folder(path):
-            fail(f"{flag} {path}: {missing_folder(path)}.")
+        no_folder = missing_folder(path) if path else None
+        if no_folder:
+            fail(f"{flag} {path}: {no_folder}.")
     if args.onnx:   # before anything is written: --safetensors beside it was written, then the export failed
         try:
             importlib.import_module("onnx")

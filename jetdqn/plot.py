@@ -255,8 +255,9 @@ def figure_path(out: Optional[Path], default: Path) -> Path:
         out = out.with_suffix(".png")
     if out.suffix.lower() != ".png":
         raise ValueError(f"--out {out}: a plot is written as PNG; give a name ending in .png, or a folder.")
-    if missing_folder(out):
-        raise ValueError(f"--out {out}: {missing_folder(out)}; give a path in a folder that is there.")
+    no_folder = missing_folder(out)
+    if no_folder:
+        raise ValueError(f"--out {out}: {no_folder}; give a path in a folder that is there.")
     return out
 
 

@@ -40,8 +40,9 @@ def unwritable(path: str) -> Optional[str]:
         return f"a video needs one of the names {', '.join('*' + s for s in VIDEO_SUFFIXES)}"
     if target.is_dir():
         return "it is a directory"
-    if missing_folder(target):
-        return missing_folder(target)
+    no_folder = missing_folder(target)
+    if no_folder:
+        return no_folder
     folder = target.resolve().parent
     if not os.access(folder, os.W_OK):
         return f"its folder {folder} is not writable"
