@@ -311,8 +311,10 @@ def test_a_killed_benchmark_takes_its_running_case_with_it(tmp_path):
     assert case is not None and bench.poll() is None
     # the case's run directory made (it is still importing torch before that: 2 s were not enough on a slow
     # day of the 2-core VM), then 2 s more: training, its signal handlers in place
-    while time.monotonic() < deadline and not list(tmp.glob("jetdqn-bench-pong-*/baseline-0")):
+    made = time.monotonic() + 180   # its own wait: on a slow VM the start alone took most of the first one
+    while time.monotonic() < made and bench.poll() is None and not list(tmp.glob("jetdqn-bench-pong-*/baseline-0")):
         time.sleep(0.2)
+    assert list(tmp.glob("jetdqn-bench-pong-*/baseline-0")), f"the case made no run directory in 3 minutes: {list(tmp.rglob('*'))}"
     time.sleep(2)
     bench.kill()
     bench.wait()
