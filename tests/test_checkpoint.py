@@ -129,6 +129,7 @@ def test_weights_that_do_not_fit_leave_the_run_directory_as_it_was(tmp_path):
     assert files() == before
 
 
+@pytest.mark.slow   # make test's time (~10 s; CI on a slow VM)
 def test_kill_during_saves_leaves_a_loadable_checkpoint(tmp_path):
     """kill -9 a run that checkpoints every 50 steps, several times; the last good checkpoint always loads."""
     run = tmp_path / "run"

@@ -333,6 +333,7 @@ def test_a_registered_env_whose_package_is_missing_is_not_called_unknown(tmp_pat
             and proc.stderr.count("\n") == 1, proc.stderr
 
 
+@pytest.mark.slow   # make test's time (~10 s; CI on a slow VM)
 def test_the_console_script_names_its_commands_as_they_were_typed(tmp_path):
     """``jetdqn train --bogus`` answered "python -m jetdqn.train: unrecognized arguments", and its usage line
     named the module too: each command names itself as the user ran it."""

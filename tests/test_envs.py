@@ -103,6 +103,7 @@ def test_unknown_game_is_one_clear_sentence():
         AtariEnv("pongg")
 
 
+@pytest.mark.slow   # make test's time (~10 s; CI on a slow VM)
 def test_without_opencv_one_env_is_one_sentence_and_the_vector_env_still_trains(tmp_path):
     """jetdqn lists no OpenCV (a Jetson image brings its own), and gymnasium's AtariPreprocessing needs it
     for the one-env path: a Python without it (the L4T image's install replayed on a Python without OpenCV)

@@ -48,6 +48,7 @@ def train(args: list[str], join, timeout: int = 300) -> subprocess.CompletedProc
                           capture_output=True, text=True, timeout=timeout, preexec_fn=join)
 
 
+@pytest.mark.slow   # make test's time (~10 s; CI on a slow VM)
 def test_a_replay_larger_than_the_containers_memory_limit_is_refused_before_the_run_starts(memory_limited, tmp_path):
     join, limit_file = memory_limited(600)
     run = tmp_path / "big"

@@ -746,6 +746,7 @@ def test_a_stop_as_the_run_directory_is_made_and_locked_leaves_no_directory(tmp_
         assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow   # make test's time (~10 s; CI on a slow VM)
 def test_a_stop_as_a_new_run_writes_its_first_files_saves_it_at_step_0(tmp_path):
     """Between a new run's first files (checkpoints/, segments.jsonl, config.json) and its loop, Ctrl-C ended
     the process by its exception and SIGTERM by the starting handler's exit: "stopped by Ctrl-C", status

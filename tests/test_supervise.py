@@ -58,7 +58,8 @@ def started(run, proc, steps=1000) -> None:
 NOT_SUBREAPER = ["-c", "import sys; from jetdqn import supervise; sys.exit(supervise.main(sys.argv[1:], subreaper=False))"]
 
 
-@pytest.mark.parametrize("subreaper", [True, False], ids=["subreaper", "orphans-to-init"])
+@pytest.mark.parametrize("subreaper", [True, pytest.param(False, marks=pytest.mark.slow)],
+                         ids=["subreaper", "orphans-to-init"])
 def test_docker_stop_reaches_a_run_under_a_shell_and_the_end_waits_for_its_save(tmp_path, subreaper):
     """Where the supervisor cannot be the subreaper (qemu-user refuses the prctl) the run orphaned by its shell
     goes to PID 1, and the supervisor waits for it by its process group instead."""
