@@ -157,6 +157,16 @@ def test_a_display_nobody_answers_ends_the_window_not_the_run():
     """Qt would abort the process (exit 134) on a DISPLAY with no X server behind it."""
     nobody = run_module("jetdqn.play", "--display-freq", "3", "--max-steps", "20", env={"DISPLAY": ":58"})
     assert "the X display :58 does not answer" in nobody.stdout
+    # a name that is no X display name (a typo) aborted the window's process: "the window's process ended
+    # (exit code -6)", which says nothing of DISPLAY
+    typo = run_module("jetdqn.play", "--display-freq", "3", "--max-steps", "20", env={"DISPLAY": ":58x"})
+    assert ("display: DISPLAY=':58x' is not an X display name (:N, :N.S or host:N, e.g. ':0' or 'localhost:10.0'); "
+            "the window is skipped and the run goes on\n") in typo.stdout, typo.stdout
+    assert "process ended" not in typo.stdout + typo.stderr
+    from jetdqn.display.window import x_display_number
+    assert [x_display_number(d) for d in (":0", ":10.1", "localhost:10.0", "unix:3", ":0x", "localhost", ":",
+                                          ":1.", ":1.0.0", ":²")] == ["0", "10", "10", "3", None, None, None,
+                                                                      None, None, None]
 
 
 @pytest.mark.slow

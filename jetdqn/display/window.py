@@ -20,19 +20,31 @@ def display_available() -> tuple[bool, str]:
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         return False, "no display (DISPLAY is not set)"
     display = os.environ.get("DISPLAY")
+    if display and x_display_number(display) is None:   # Qt aborts on it: "the window's process ended (-6)"
+        return False, (f"DISPLAY={display!r} is not an X display name (:N, :N.S or host:N, e.g. ':0' or "
+                       "'localhost:10.0')")
     if display and not x_server_answers(display):
         return False, f"the X display {display} does not answer (is the X server running?)"
     return True, ""
+
+
+def x_display_number(display: str) -> Optional[str]:
+    """The display number of an X display name ("99" of ":99", ":99.0", "host:99"), or None where the name
+    is not one: Xlib and xcb take ASCII digits after the last colon, then an optional ".screen"."""
+    import re
+    _, colon, rest = display.rpartition(":")
+    found = re.fullmatch(r"([0-9]+)(?:\.[0-9]+)?", rest)
+    return found.group(1) if colon and found else None
 
 
 def x_server_answers(display: str, timeout: float = 2.0) -> bool:
     """Whether an X server accepts a connection at ``display`` (":N", ":N.S", "host:N"). Qt aborts the
     process that cannot connect, so the window process is only started after this says yes."""
     import socket
-    host, _, rest = display.rpartition(":")
-    number = rest.split(".")[0]
-    if not number.isdigit():
-        return True   # a form this check does not know: let Qt try
+    host = display.rpartition(":")[0]
+    number = x_display_number(display)
+    if number is None:
+        return False   # not an X display name: nothing answers it (display_available says so first)
     try:
         if host in ("", "unix"):
             with socket.socket(socket.AF_UNIX) as sock:
