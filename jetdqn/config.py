@@ -595,9 +595,12 @@ class Parser(argparse.ArgumentParser):
     ``--games breakout`` ("'breakout' is not a positive integer"), and a prefix that is whole today would
     mean another flag once one is added beside it. An unknown flag names the nearest real ones."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, hints: Optional[dict[str, str]] = None, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        # what an unknown flag a user brings from another command means here, where the nearest spelling
+        # would mislead (evaluate's --game is not its --games)
+        self.hints = hints or {}
 
     def parse_known_args(self, args=None, namespace=None):
         self._given = list(sys.argv[1:] if args is None else args)   # for error's negative-number hint
@@ -628,7 +631,9 @@ class Parser(argparse.ArgumentParser):
                 near = [o for o in known if o.startswith(word)] + difflib.get_close_matches(word, known, cutoff=0.75)
                 near = list(dict.fromkeys(near))[:3]
                 elsewhere = [name for name, sub in commands.items() if word in flags(sub) and name != first]
-                if elsewhere and first in commands:
+                if word in self.hints:
+                    message += f" ({self.hints[word]})"
+                elif elsewhere and first in commands:
                     message += f" ({word} is a flag of {' and '.join(elsewhere)}, not of {first})"
                 elif near:
                     message += f" (did you mean {' or '.join(near)}?)"

@@ -358,11 +358,16 @@ def test_the_console_script_names_its_commands_as_they_were_typed(tmp_path):
 def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
     """argparse took any unique prefix: evaluate's --game breakout was read as --games and answered "'breakout'
     is not a positive integer", and train's --target 18 meant --target-return only while no other --target-*
-    flag was added. A flag is now spelt in full; an unknown one names the flags it may have meant."""
+    flag was added. A flag is now spelt in full; an unknown one names the flags it may have meant, or what it
+    means here where the nearest spelling would mislead."""
     run = str(ROOT / "benchmarks" / "results" / "learn-pong" / "run")
     for module, argv, said in (
+            # and then "(did you mean --games?)", which is how many games: the game is the model's
             ("jetdqn.evaluate", [run, "--game", "breakout"], "python -m jetdqn.evaluate: unrecognized arguments: "
-                                                              "--game breakout (did you mean --games?)"),
+                                                              "--game breakout (--game: evaluate plays the game its model "
+                                                              "was trained on, which its config names; --games N is how "
+                                                              "many); see --help."),
+            ("jetdqn.evaluate", [run, "--episodes", "3"], "--episodes 3 (did you mean --games?)"),   # train's word
             ("jetdqn.train", ["--target", "18"], "python -m jetdqn.train: unrecognized arguments: --target 18 (did "
                                                  "you mean --target-eps or --target-return or --target-update?)"),
             ("jetdqn.train", ["--batchsize", "8"], "unrecognized arguments: --batchsize 8 (did you mean --batch-size?)"),
