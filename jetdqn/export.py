@@ -23,6 +23,7 @@ from typing import Optional
 from .checkpoint import CheckpointError
 from .config import ConfigError, Parser, command, ends_on_ctrl_c, fail, given_path, one_model, written_path
 from .disk import missing_folder, why_not_written
+from .policy import MODEL_FORMAT, MODEL_VERSION
 from .signals import exit_on_stop
 
 ONNX_OPSET = 17
@@ -33,7 +34,7 @@ def model_spec(network: dict, env_name: str, config: dict, step: Optional[int] =
     """What a model file says of itself: its network and settings, the agent step its weights were taken at
     (when known) and, for best.pt's, the score that made them the best (``evaluated``: return_mean, games,
     and the wall_s of the evaluation that decided it)."""
-    spec = {"format": "jetdqn-model", "version": 1, "env": env_name, "network": network, "config": config}
+    spec = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "env": env_name, "network": network, "config": config}
     if step is not None:
         spec["step"] = int(step)
     if evaluated is not None:
@@ -56,7 +57,7 @@ def write_safetensors(weights: dict, spec: dict, out: Path) -> tuple[Path, Path]
     tmp_tensors, tmp_spec = (p.with_name(f".{p.name}.tmp") for p in (out, spec_path))   # what resume tidies
     try:
         tmp_spec.write_text(json.dumps(spec, indent=1) + "\n")
-        _save_file(tensors, tmp_tensors, {"format": "jetdqn-model", "env": spec["env"]})
+        _save_file(tensors, tmp_tensors, {"format": MODEL_FORMAT, "env": spec["env"]})
         try:
             os.chmod(tmp_tensors, stat.S_IMODE(tmp_spec.stat().st_mode))
         except OSError:   # a disk without Unix modes (FAT, exFAT, some network mounts): the save still counts
@@ -172,7 +173,7 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
                     raise OpsetError(str(exc).strip().splitlines()[0]) from None
         model = onnx.load_model_from_string(exported.getvalue())
         entry = model.metadata_props.add()
-        entry.key, entry.value = "jetdqn-model", json.dumps(spec)
+        entry.key, entry.value = MODEL_FORMAT, json.dumps(spec)
         onnx.checker.check_model(model)
         with open(tmp, "wb") as f:
             f.write(model.SerializeToString())

@@ -21,6 +21,7 @@ from .disk import why_not_read
 from .needs import broken_install
 
 MODEL_FORMAT = "jetdqn-model"   # the JSON spec beside a safetensors file, and the ONNX metadata entry
+MODEL_VERSION = 1               # its "version": what export writes, and the newest this jetdqn reads
 
 
 class Policy:
@@ -258,6 +259,34 @@ def read_spec(path: Path) -> dict:
         raise CheckpointError(f"{path} is not valid JSON ({exc}).") from None
     if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
         raise CheckpointError(f"{path} is not a jetdqn model spec (no \"format\": \"{MODEL_FORMAT}\").")
+    return check_spec(doc, str(path))
+
+
+def check_spec(doc: dict, where: str) -> dict:
+    """``doc``, a model spec (a safetensors export's JSON, an ONNX export's metadata), once its fields are what
+    the network is built from: a spec edited by hand or damaged was a TypeError or AttributeError traceback
+    from deep in building the network or the game, and one from a newer jetdqn was read as this one's."""
+    version = doc.get("version", MODEL_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= MODEL_VERSION:
+        raise CheckpointError(f"{where} is a jetdqn model of format version {version!r}, which this jetdqn (format "
+                              f"{MODEL_VERSION}) cannot read; use the jetdqn that wrote it, or export the model again "
+                              "with this one.")
+    network = doc.get("network")
+
+    def counts(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+    wrong = next(((field, want) for field, ok, want in (
+        ("env", isinstance(doc.get("env"), str) and doc["env"].strip(), "a game or env id"),
+        ("network", isinstance(network, dict), "the network's description"),
+        ("network.obs_shape", isinstance(network, dict) and isinstance(network.get("obs_shape"), list)
+         and network["obs_shape"] and all(counts(n) for n in network["obs_shape"]), "a list of sizes"),
+        ("network.n_actions", isinstance(network, dict) and counts(network.get("n_actions")), "a count of actions"),
+        ("config", isinstance(doc.get("config", {}), dict), "the run's settings")) if not ok), None)
+    if wrong:
+        field, want = wrong
+        value = doc.get(field) if "." not in field else network.get(field.split(".")[1])
+        raise CheckpointError(f"{where} is not a model spec jetdqn can use: its {field} is {value!r}, not {want} "
+                              "(edited or damaged); export the model again with python -m jetdqn.export.")
     return doc
 
 
@@ -345,6 +374,7 @@ def _load_onnx(path: Path, providers: Optional[list[str]] = None) -> tuple[Polic
         doc = None
     if not isinstance(doc, dict):
         raise CheckpointError(f"{path} carries no jetdqn metadata; export it with python -m jetdqn.export.")
+    check_spec(doc, f"{path}'s metadata")
     name = session.get_inputs()[0].name
 
     def q_values(obs: np.ndarray) -> np.ndarray:

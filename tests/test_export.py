@@ -160,6 +160,26 @@ def test_play_with_an_onnx_model_and_what_a_bad_model_path_says(exported, tmp_pa
         play.main(["--model", str(tmp_path / "edited.safetensors"), "--display-freq", "0"])
     err = capsys.readouterr().err   # names the tensor, not only the network's class
     assert "do not fit the network its spec names (size mismatch for head" in err and "[6, 512]" in err, err
+    # a spec whose fields are not what the network is built from: a TypeError or AttributeError traceback, and
+    # a newer jetdqn's format read as this one's
+    for edit, said in ((lambda d: d.update(env={"id": "pong"}), "its env is {'id': 'pong'}, not a game or env id"),
+                       (lambda d: d.update(network="NatureCNN"), "its network is 'NatureCNN', not the network's "
+                                                                  "description"),
+                       (lambda d: d["network"].update(obs_shape="4,84,84"), "its network.obs_shape is '4,84,84', not "
+                                                                            "a list of sizes"),
+                       (lambda d: d["network"].update(n_actions=True), "its network.n_actions is True, not a count"),
+                       (lambda d: d.update(config=[]), "its config is [], not the run's settings"),
+                       (lambda d: d.update(version=2), "is a jetdqn model of format version 2, which this jetdqn "
+                                                       "(format 1) cannot read; use the jetdqn that wrote it, or "
+                                                       "export the model again with this one.")):
+        spec = json.loads((exported / "pong.json").read_text())
+        edit(spec)
+        (tmp_path / "edited.json").write_text(json.dumps(spec))
+        with pytest.raises(SystemExit) as stop:
+            play.main(["--model", str(tmp_path / "edited.safetensors"), "--display-freq", "0"])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.startswith(f"error: {tmp_path / 'edited.json'} ") and said in err \
+            and err.count("\n") == 1, err
 
 
 def test_every_run_writes_safetensors_weights_and_a_tensorboard_mirror(tmp_path):
