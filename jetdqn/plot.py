@@ -40,6 +40,10 @@ def evaluation_series(evals: list) -> dict:
     return series
 
 
+LOG_NUMBERS = ("wall_s", "return_mean", "lr")   # what the curve and the marks compute with (read_jsonl)
+EVAL_NUMBERS = ("wall_s", "return_mean", "return_std", "eps", "games", "episodes")
+
+
 def read_run(run_dir: Path) -> tuple[list, list]:
     """A run's log records (all of them: the curve draws those with a training return, ``lr_cut_marks``
     reads the learning rate of every one) and its evaluation records. log.jsonl is read once: a long run's
@@ -51,8 +55,10 @@ def read_run(run_dir: Path) -> tuple[list, list]:
         # run in it had only to go on
         raise ValueError(f"{run_dir} is not a run directory (it holds no log.jsonl or eval.jsonl); give the "
                          "--run-dir of a training run.")
-    log = read_jsonl(run_dir / "log.jsonl") if (run_dir / "log.jsonl").exists() else []
-    evals = read_jsonl(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").exists() else []
+    log = read_jsonl(run_dir / "log.jsonl", LOG_NUMBERS) if (run_dir / "log.jsonl").exists() else []
+    evals = [e for e in (read_jsonl(run_dir / "eval.jsonl", EVAL_NUMBERS) if (run_dir / "eval.jsonl").exists() else [])
+             if all(e.get(key) is not None for key in ("wall_s", "return_mean", "return_std", "eps"))
+             and (e.get("games") or e.get("episodes"))]   # what a point is drawn from
     if not returns(log) and not evals:
         raise ValueError(f"{run_dir} has no episode returns yet: no game has ended in its log.jsonl and it has "
                          "no evaluation; plot it once one has.")
@@ -61,7 +67,7 @@ def read_run(run_dir: Path) -> tuple[list, list]:
 
 def returns(log: list) -> list:
     """The log records that carry a training return (none before the first game ends)."""
-    return [r for r in log if r.get("return_mean") is not None]
+    return [r for r in log if r.get("return_mean") is not None and r.get("wall_s") is not None]
 
 
 # Settings a resume may change without changing what is learnt: how far the run goes (a step total or a
@@ -76,11 +82,12 @@ def segment_marks(run_dir: Path) -> list[tuple[dict, str]]:
     learning (any but UNMARKED) or refilled the replay from empty."""
     path = run_dir / "segments.jsonl"
     marks = []
-    for seg in read_jsonl(path) if path.exists() else []:
-        if not seg.get("resumed"):
+    for seg in read_jsonl(path, ("wall_s",)) if path.exists() else []:
+        if not seg.get("resumed") or seg.get("wall_s") is None:
             continue
-        words = [f"{k} {_short(a)} -> {_short(b)}" for k, (a, b) in seg.get("changed", {}).items()
-                 if k not in UNMARKED]
+        changed = seg.get("changed") if isinstance(seg.get("changed"), dict) else {}
+        words = [f"{k} {_short(pair[0])} -> {_short(pair[1])}" for k, pair in changed.items()
+                 if k not in UNMARKED and isinstance(pair, list) and len(pair) == 2]
         if seg.get("replay") == "refilled":
             words.append("replay refilled")
         if words:
@@ -95,11 +102,11 @@ def lr_cut_marks(run_dir: Path, log: Optional[list] = None) -> list[tuple[dict, 
     path, segments = run_dir / "log.jsonl", run_dir / "segments.jsonl"
     resumes = [seg["step"] for seg in read_jsonl(segments) if seg.get("resumed")] if segments.exists() else []
     if log is None:
-        log = read_jsonl(path) if path.exists() else []
+        log = read_jsonl(path, LOG_NUMBERS) if path.exists() else []
     marks, before = [], None
     for record in log:
         lr = record.get("lr")
-        if lr is None:
+        if lr is None or record.get("wall_s") is None:   # a mark stands at its step and its wall time
             continue
         if before is not None and lr != before[1] and not any(before[0] <= s < record["step"] for s in resumes):
             marks.append((record, f"lr {_short(before[1])} -> {_short(lr)}"))

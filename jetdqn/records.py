@@ -50,10 +50,14 @@ class JsonlWriter:
         self._f.close()
 
 
-def read_jsonl(path: Path) -> list[dict]:
+def read_jsonl(path: Path, numbers: tuple[str, ...] = (), number_lists: tuple[str, ...] = ()) -> list[dict]:
     """The records of a JSON-lines file; a line that is not one (cut by a kill, bytes that are not text) is
     skipped, as resuming's tidy_for_resume skips it: one stray byte was a UnicodeDecodeError's "'utf-8'
-    codec can't decode byte 0x89" out of plot, telemetry plot and a resume with nothing to train."""
+    codec can't decode byte 0x89" out of plot, telemetry plot and a resume with nothing to train.
+    A record is an object with a whole-number ``step``. ``numbers`` and ``number_lists`` name the fields a
+    reader computes with: where a record has them they must be numbers or null (or lists of those, as
+    cpu_per_core), and a record edited or damaged otherwise ("step": "abc", "return_mean": [1]) is skipped
+    as a cut line is. It was a TypeError traceback out of plot and telemetry plot."""
     records = []
     with open(path, errors="replace") as f:
         for line in f:
@@ -63,9 +67,25 @@ def read_jsonl(path: Path) -> list[dict]:
                     record = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line cut by a kill
-                if isinstance(record, dict) and "step" in record:
-                    records.append(record)  # anything else written into the file is not a record
+                # anything else written into the file is not a record
+                if isinstance(record, dict) and _whole(record.get("step")) \
+                        and all(_number(record.get(key)) for key in numbers) \
+                        and all(_numbers(record.get(key)) for key in number_lists):
+                    records.append(record)
     return records
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value) -> bool:
+    """A number, or null: a value not measured."""
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _numbers(value) -> bool:
+    return value is None or (isinstance(value, list) and all(_number(v) for v in value))
 
 
 class Progress:

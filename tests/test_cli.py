@@ -731,6 +731,27 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
                                          "are not on one scale; compare runs of one game.$"):
         plot_learning(run, tmp_path / "x.png", against=(copy,))
     assert not (tmp_path / "x.png").exists()
+    # records edited or damaged (a step that is not a number, a list where a number goes, a resume's changes
+    # that are not pairs): skipped as a cut line is; each was a TypeError traceback out of one of the plots
+    damaged = tmp_path / "damaged"
+    shutil.copytree(run, damaged)
+    good = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    last = good[-1]
+    with open(damaged / "log.jsonl", "a") as f:
+        for bad in ({**last, "step": "abc"}, {**last, "step": True}, {**last, "return_mean": [1]},
+                    {**last, "cpu_per_core": 5}, {**last, "gpu_load": {"a": 1}}, {**last, "wall_s": None, "lr": 1.0}):
+            f.write(json.dumps(bad) + "\n")
+    with open(damaged / "eval.jsonl", "a") as f:
+        f.write(json.dumps({"step": 500, "wall_s": 9.0, "return_mean": "high", "return_std": 0.0, "eps": 0.05,
+                            "games": 1}) + "\n")
+    with open(damaged / "segments.jsonl", "a") as f:
+        f.write(json.dumps({"step": 300, "wall_s": 9.0, "resumed": True, "changed": {"lr": 3}}) + "\n")
+    from jetdqn.records import read_jsonl
+    assert [r["step"] for r in read_jsonl(damaged / "log.jsonl", ("return_mean",))] == [r["step"] for r in good] + \
+        [last["step"]] * 3   # cpu_per_core 5, gpu_load {...}, wall_s null: numbers, or not asked for
+    for figure in (plot_learning(damaged, tmp_path / "d.png"), plot_run(damaged, tmp_path / "dt.png")):
+        with Image.open(figure) as im:
+            assert im.size[0] > 600
     proc = run_module("jetdqn.play", "--checkpoint", str(run / "model.pt"), "--display-freq", "0", "--max-steps", "30",
                       env={"DISPLAY": ""})
     assert "playing pong with" in proc.stdout

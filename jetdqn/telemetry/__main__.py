@@ -155,7 +155,8 @@ def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
         raise ValueError(f"there is no {run_dir}; give a run's directory.")
     if not (run_dir / "log.jsonl").is_file():
         raise ValueError(f"{run_dir} is not a run directory (it has no log.jsonl); give a run's directory.")
-    records = [r for r in read_jsonl(run_dir / "log.jsonl") if r.get("cpu_per_core") is not None]
+    records = [r for r in read_jsonl(run_dir / "log.jsonl", ("gpu_load", "emulator_cpu", "learner_cpu"),
+                                     ("cpu_per_core",)) if r.get("cpu_per_core") is not None]
     if not records:
         raise ValueError(f"{run_dir}/log.jsonl has no telemetry records (was the run made with --telemetry off?)")
     steps = [r["step"] for r in records]
