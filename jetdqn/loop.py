@@ -315,10 +315,11 @@ def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[
         step, wall_s = int(counters["step"]), float(counters.get("wall_s", 0.0))
     except (ckpt.CheckpointError, KeyError, TypeError, ValueError):
         return None
-    evals = [e for e in (read_jsonl(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").exists() else [])
-             if e.get("step") == step and e.get("games", 0) >= cfg.final_eval_games]
-    reached = next((e for e in evals if cfg.target_return is not None
-                    and e.get("return_mean", -math.inf) >= cfg.target_return), None)
+    numbers = ("games", "return_mean", "wall_s", "eval_s")   # a damaged record is skipped, not a TypeError
+    evals = [e for e in (read_jsonl(run_dir / "eval.jsonl", numbers) if (run_dir / "eval.jsonl").exists() else [])
+             if e.get("step") == step and (e.get("games") or 0) >= cfg.final_eval_games]
+    reached = next((e for e in evals if cfg.target_return is not None and e.get("return_mean") is not None
+                    and e["return_mean"] >= cfg.target_return), None)
     if reached is not None:
         why = (f"reached --target-return {cfg.target_return:g} at step {step:,} ({reached['return_mean']:.2f} over "
                f"{reached['games']} games): nothing to train, nothing written; give a higher --target-return to go on.")
@@ -333,7 +334,8 @@ def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[
             "reached_target": reached is not None, "last_eval": (reached or (evals[-1] if evals else None)),
             "steps_done": step, "nothing_to_train": True,   # the end of its last segment: the checkpoint's
             # clock, or the end of the evaluation played after that save
-            "run_wall_s": round(max([wall_s, *(e.get("wall_s", 0.0) + e.get("eval_s", 0.0) for e in evals)]), 3)}
+            "run_wall_s": round(max([wall_s, *((e.get("wall_s") or 0.0) + (e.get("eval_s") or 0.0)
+                                               for e in evals)]), 3)}
 
 
 def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:
@@ -512,7 +514,7 @@ def final_eval_owed(cfg: Config, played_at_the_end: Optional[dict]) -> bool:
     played at that step (``played_at_the_end``, None if nothing) had fewer than --final-eval-games games.
     finish() plays it; trained_already() asks the same before saying a resume has nothing to do."""
     return bool(cfg.eval_episodes) and (played_at_the_end is None
-                                        or played_at_the_end.get("games", 0) < cfg.final_eval_games)
+                                        or (played_at_the_end.get("games") or 0) < cfg.final_eval_games)
 
 
 def finish(run: Run, log: RunLog) -> None:

@@ -1228,6 +1228,10 @@ def test_resuming_a_finished_run_trains_nothing_and_writes_nothing_but_a_missing
     cartpole = ["--preset", "cartpole", "--run-dir", str(run), "--telemetry", "off", "--progress", "lines"]
     run_module("jetdqn.train", *cartpole, "--total-steps", "300", "--learn-start", "100", "--eval-episodes", "2",
                "--final-eval-games", "5")
+    final = records(run, "eval.jsonl")[-1]   # and records edited or damaged beside it: skipped (a TypeError)
+    with open(run / "eval.jsonl", "a") as f:
+        f.write(json.dumps({**final, "games": "ten", "return_mean": None, "wall_s": "x"}) + "\n")
+        f.write(json.dumps({**final, "games": None}) + "\n")
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
     out = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--batch-size", "16").stdout
     said, done = out.splitlines()
@@ -1237,8 +1241,8 @@ def test_resuming_a_finished_run_trains_nothing_and_writes_nothing_but_a_missing
                                                                      f"{run}"), out
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
     run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--final-eval-games", "10")
-    assert [(e["step"], e["kind"], e["games"]) for e in records(run, "eval.jsonl")] == [(300, "final", 5),
-                                                                                      (300, "final", 10)]
+    assert [(e["step"], e["kind"], e["games"]) for e in records(run, "eval.jsonl")] == [
+        (300, "final", 5), (300, "final", "ten"), (300, "final", None), (300, "final", 10)]
 
 
 def test_resuming_a_run_that_reached_its_target_trains_only_for_a_higher_one(tmp_path):
