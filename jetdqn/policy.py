@@ -281,12 +281,14 @@ def check_spec(doc: dict, where: str) -> dict:
         ("network.obs_shape", isinstance(network, dict) and isinstance(network.get("obs_shape"), list)
          and network["obs_shape"] and all(counts(n) for n in network["obs_shape"]), "a list of sizes"),
         ("network.n_actions", isinstance(network, dict) and counts(network.get("n_actions")), "a count of actions"),
-        ("config", isinstance(doc.get("config", {}), dict), "the run's settings")) if not ok), None)
+        # the preprocessing it was trained with (history, frame skip, ...): without it a game is played otherwise
+        ("config", isinstance(doc.get("config"), dict), "the run's settings")) if not ok), None)
     if wrong:
         field, want = wrong
-        value = doc.get(field) if "." not in field else network.get(field.split(".")[1])
-        raise CheckpointError(f"{where} is not a model spec jetdqn can use: its {field} is {value!r}, not {want} "
-                              "(edited or damaged); export the model again with python -m jetdqn.export.")
+        holder, key = (network, field.split(".")[1]) if "." in field else (doc, field)
+        what = f"its {field} is {holder[key]!r}, not {want}" if key in holder else f"it has no {field}, {want}"
+        raise CheckpointError(f"{where} is not a model spec jetdqn can use ({what}: edited or damaged?); export "
+                              "the model again with python -m jetdqn.export.")
     return doc
 
 

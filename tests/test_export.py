@@ -169,6 +169,7 @@ def test_play_with_an_onnx_model_and_what_a_bad_model_path_says(exported, tmp_pa
                                                                             "a list of sizes"),
                        (lambda d: d["network"].update(n_actions=True), "its network.n_actions is True, not a count"),
                        (lambda d: d.update(config=[]), "its config is [], not the run's settings"),
+                       (lambda d: d.pop("config"), "(it has no config, the run's settings: edited or damaged?); export"),
                        (lambda d: d.update(version=2), "is a jetdqn model of format version 2, which this jetdqn "
                                                        "(format 1) cannot read; use the jetdqn that wrote it, or "
                                                        "export the model again with this one.")):
