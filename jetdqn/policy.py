@@ -126,12 +126,17 @@ class Policy:
     def play_config(self, game: Optional[str] = None, env: Optional[str] = None, seed: int = 0, **more):
         """The Config to play with: the training run's preprocessing and evaluation games' sticky actions (its
         --eval-sticky-actions where it gave one), its game unless another is named."""
-        from .config import game_key, make_config
+        from .config import ConfigError, game_key, make_config
         keep = ("history", "dueling", "frame_skip", "noop_max", "max_episode_steps", "terminal_on_life_loss",
                 "sticky_actions", "full_action_space", "game", "env")
         explicit = {key: self.config[key] for key in keep if self.config.get(key) is not None}
         if self.config.get("eval_sticky_actions") is not None:   # the games its run was scored in
             explicit["sticky_actions"] = self.config["eval_sticky_actions"]
+        try:   # the model's own settings alone first: "--history takes a whole number" named a flag nobody gave
+            make_config({**explicit, "telemetry": "off"})
+        except ConfigError as exc:
+            raise CheckpointError(f"the settings saved with {self.source} are not ones jetdqn can play with (edited "
+                                  f"or damaged?): {exc}") from None
         if env:
             explicit.update(env=env, game=None)
         elif game:

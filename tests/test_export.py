@@ -181,6 +181,15 @@ def test_play_with_an_onnx_model_and_what_a_bad_model_path_says(exported, tmp_pa
         err = capsys.readouterr().err
         assert stop.value.code == 2 and err.startswith(f"error: {tmp_path / 'edited.json'} ") and said in err \
             and err.count("\n") == 1, err
+    # a setting in it that jetdqn refuses was said as if the user had given the flag
+    spec = json.loads((exported / "pong.json").read_text())
+    spec["config"]["history"] = "x"
+    (tmp_path / "edited.json").write_text(json.dumps(spec))
+    with pytest.raises(SystemExit):
+        play.main(["--model", str(tmp_path / "edited.safetensors"), "--display-freq", "0"])
+    assert capsys.readouterr().err == (f"error: the settings saved with {tmp_path / 'edited.safetensors'} are not ones "
+                                       "jetdqn can play with (edited or damaged?): --history takes a whole number, "
+                                       "got 'x'.\n")
 
 
 def test_every_run_writes_safetensors_weights_and_a_tensorboard_mirror(tmp_path):
