@@ -353,7 +353,8 @@ def config_for_resume(explicit: dict) -> dict:
         if key in asked and not same_setting(key, asked[key], saved.get(key)):
             why = ("the checkpoint depends on it" if key in FIXED_ON_RESUME else "its saved replay "
                    "(--checkpoint-replay) has a stream per env; --no-checkpoint-replay refills a new one")
-            raise ConfigError(f"--resume cannot change --{key.replace('_', '-')} (the run has {saved.get(key)!r}, "
+            had = "none" if saved.get(key) is None else repr(saved.get(key))   # not "the run has None"
+            raise ConfigError(f"--resume cannot change --{key.replace('_', '-')} (the run has {had}, "
                               f"asked {explicit[key]!r}): {why}; drop the flag, or start a new run in another "
                               "--run-dir.")
     # what the run has stays as it was written ('Pong' resumed as 'pong' is still 'Pong' in config.json)

@@ -109,6 +109,10 @@ def test_a_new_run_starts_from_another_runs_weights(tmp_path):
     other = run_module("jetdqn.train", "--resume", "--run-dir", str(tuned), "--init-weights",
                        str(tuned / "model.pt"), check=False)
     assert other.returncode == 2 and other.stderr.startswith("error: --resume cannot change --init-weights")
+    fresh = run_module("jetdqn.train", "--resume", "--run-dir", str(trained), "--init-weights",
+                       str(tuned / "model.pt"), check=False)   # was "(the run has None, asked ...)"
+    assert fresh.returncode == 2 and f"cannot change --init-weights (the run has none, asked '{tuned / 'model.pt'}')" \
+        in fresh.stderr, fresh.stderr
 
 
 def test_weights_that_do_not_fit_leave_the_run_directory_as_it_was(tmp_path):
