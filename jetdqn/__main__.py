@@ -22,7 +22,11 @@ def main(argv=None) -> int:
         print(f"jetdqn {__version__} ({versions()})", flush=True)
         return 0
     if not argv or argv[0] not in commands:
-        print(usage if not argv else f"error: jetdqn has no command {argv[0]!r}; {usage[len('usage: '):]}",
+        import difflib
+        near = difflib.get_close_matches(argv[0], commands, n=1, cutoff=0.6) if argv else []
+        meant = (f" (did you mean {near[0]}?)" if near else
+                 f" (the command comes first: jetdqn train {argv[0]} ...)" if argv and argv[0].startswith("-") else "")
+        print(usage if not argv else f"error: jetdqn has no command {argv[0]!r}{meant}; {usage[len('usage: '):]}",
               file=sys.stderr)
         return 2
     import importlib

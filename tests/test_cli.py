@@ -625,7 +625,12 @@ def test_the_console_script_says_its_version_and_names_an_unknown_command(capsys
     assert said.startswith(f"jetdqn {jetdqn.__version__} (torch {torch.__version__}, ale-py ") and "Python 3." in said
     assert main(["--help"]) == 0 and capsys.readouterr().out.startswith("usage: jetdqn {train,")
     assert main(["trian"]) == 2
-    assert capsys.readouterr().err.startswith("error: jetdqn has no command 'trian'; jetdqn {train,")
+    assert capsys.readouterr().err.startswith("error: jetdqn has no command 'trian' (did you mean train?); jetdqn "
+                                              "{train,")
+    assert main(["--game", "pong"]) == 2   # the command left out
+    assert capsys.readouterr().err.startswith("error: jetdqn has no command '--game' (the command comes first: "
+                                              "jetdqn train --game ...); jetdqn {train,")
+    assert main(["nope"]) == 2 and capsys.readouterr().err.startswith("error: jetdqn has no command 'nope'; ")
 
 
 def test_logged_epsilon_is_the_one_acting_used_with_apex_epsilons(tmp_path):
