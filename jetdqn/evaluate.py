@@ -200,11 +200,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .checkpoint import CheckpointError
     from .config import ConfigError, Parser, command, fail, games, given_path, one_model, probability, seed
     from .policy import load, model_of
-    def same_game(flag: str) -> str:
-        return f"{flag}: evaluate plays the game its model was trained on, which its config names; --games N is how many"
-    p = Parser(prog=command("evaluate"), description="The evaluation protocol on a run or a model.",
-               hints={"--game": same_game("--game"), "--env": same_game("--env"), "--episodes": "did you mean --games?",
-                      "--eval-episodes": "did you mean --games?", "--eval-eps": "did you mean --eps?"})
+    # train's flags a user may bring here, where the nearest spelling misleads (--game: "did you mean --games?")
+    its_game = "evaluate plays the game its model was trained on, which its config names; --games N is how many"
+    hints = {"--game": f"--game: {its_game}", "--env": f"--env: {its_game}", "--episodes": "did you mean --games?",
+             "--eval-episodes": "did you mean --games?", "--eval-eps": "did you mean --eps?"}
+    p = Parser(prog=command("evaluate"), description="The evaluation protocol on a run or a model.", hints=hints)
     p.add_argument("model", nargs="?", type=given_path, default=None,
                    help="A run directory (its model.pt) or a model file (.pt, .safetensors, .onnx).")
     p.add_argument("--model", dest="model_flag", metavar="MODEL", type=given_path, default=None,
