@@ -25,7 +25,10 @@ from .signals import outlive_the_terminal, said, stop_on_signals
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog=command("play"), description=__doc__.splitlines()[0])
+    # evaluate's and train's words for play's own: the nearest spelling of --games is --game, the game's name
+    p = Parser(prog=command("play"), description=__doc__.splitlines()[0],
+               hints={"--games": "--games: play counts games with --episodes N; --game names the game",
+                      "--eval-episodes": "did you mean --episodes?", "--eval-eps": "did you mean --eps?"})
     p.add_argument("--checkpoint", type=given_path, help="A checkpoint (checkpoints/latest.pt or a model-only file); "
                                         "without one an untrained network plays.")
     p.add_argument("--model", type=given_path, default=None, help="A trained model: a run directory (its model.pt), a checkpoint "

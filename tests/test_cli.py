@@ -368,6 +368,8 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
                                                               "was trained on, which its config names; --games N is how "
                                                               "many); see --help."),
             ("jetdqn.evaluate", [run, "--episodes", "3"], "--episodes 3 (did you mean --games?)"),   # train's word
+            ("jetdqn.play", [run, "--games", "3"], "--games 3 (--games: play counts games with --episodes N; --game "
+                                                   "names the game); see --help."),   # evaluate's word
             ("jetdqn.train", ["--target", "18"], "python -m jetdqn.train: unrecognized arguments: --target 18 (did "
                                                  "you mean --target-eps or --target-return or --target-update?)"),
             ("jetdqn.train", ["--batchsize", "8"], "unrecognized arguments: --batchsize 8 (did you mean --batch-size?)"),
