@@ -652,10 +652,26 @@ def _is_number(text: str) -> bool:
         return False
 
 
+# play's, evaluate's and other programs' words that train does not take, where the nearest spelling misleads
+# (--steps: "did you mean --n-step?", --games: "did you mean --game?")
+TRAIN_HINTS = {
+    "--steps": "did you mean --total-steps?",
+    "--games": "--games: a run's evaluations play --eval-episodes N games, and --final-eval-games N at its end; "
+               "--game names the game",
+    "--episodes": "did you mean --eval-episodes?",
+    "--eps": "--eps: training's epsilon falls from --eps-start to --eps-end over --eps-decay-steps; --eval-eps is "
+             "the evaluations'",
+    "--checkpoint": "--checkpoint: --resume --run-dir RUN continues a run from its checkpoint; --init-weights MODEL "
+                    "starts a new one from a model's weights",
+    "--model": "--model: --init-weights MODEL starts a new run from a model's weights; --resume --run-dir RUN "
+               "continues a run",
+}
+
+
 def build_parser(prog: str, description: str, fields: Optional[set[str]] = None) -> argparse.ArgumentParser:
     """An argparse parser with one flag per Config field (bools get --x / --no-x)."""
-    parser = Parser(prog=prog, description=description,
-                                     argument_default=argparse.SUPPRESS)
+    parser = Parser(prog=prog, description=description, argument_default=argparse.SUPPRESS,
+                    hints=TRAIN_HINTS if fields is None else None)
     for f in dataclasses.fields(Config):
         if not f.metadata.get("cli", True) or (fields is not None and f.name not in fields):
             continue

@@ -373,6 +373,9 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
             ("jetdqn.train", ["--target", "18"], "python -m jetdqn.train: unrecognized arguments: --target 18 (did "
                                                  "you mean --target-eps or --target-return or --target-update?)"),
             ("jetdqn.train", ["--batchsize", "8"], "unrecognized arguments: --batchsize 8 (did you mean --batch-size?)"),
+            ("jetdqn.train", ["--steps", "8"], "unrecognized arguments: --steps 8 (did you mean --total-steps?)"),  # not --n-step
+            ("jetdqn.train", ["--games", "8"], "--games 8 (--games: a run's evaluations play --eval-episodes N games, "
+                                               "and --final-eval-games N at its end; --game names the game)"),
             ("jetdqn.play", ["--recrod", "a.mp4"], "unrecognized arguments: --recrod (did you mean --record?)"),  # a.mp4: MODEL
             ("jetdqn.bench", ["pong", "--stpes", "4"], "python -m jetdqn.bench: unrecognized arguments: --stpes 4 "
                                                        "(did you mean --steps?)"),
