@@ -152,6 +152,14 @@ def test_play_with_an_onnx_model_and_what_a_bad_model_path_says(exported, tmp_pa
     assert re.search(r"cannot write it \(Unsupported (onnx_opset_version|ONNX opset version): 99\)", err), err
     assert (tmp_path / "kept.onnx").read_bytes() == (exported / "pong.onnx").read_bytes()
     assert not list(tmp_path.glob(".*.tmp"))
+    # an opset torch writes but cannot keep to (a Cast node ONNX's checker refuses at 5): was its ValidationError
+    with pytest.raises(SystemExit) as stop:
+        export.main(["--checkpoint", str(PONG_MODEL), "--onnx", str(tmp_path / "kept.onnx"), "--opset", "5"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("error: --opset 5: torch's ONNX exporter cannot write it (what it "
+                                                   "writes at opset 5 fails ONNX's checker: ") and err.count("\n") == 1, err
+    assert (tmp_path / "kept.onnx").read_bytes() == (exported / "pong.onnx").read_bytes()
+    assert not list(tmp_path.glob(".*.tmp"))
     spec = json.loads((exported / "pong.json").read_text())
     spec["network"]["n_actions"] = 4                      # a spec edited by hand: weights for 6 actions
     (tmp_path / "edited.json").write_text(json.dumps(spec))
