@@ -501,6 +501,14 @@ def test_a_run_kept_on_a_disk_that_is_not_mounted_is_named_so(tmp_path):
     (["jetdqn.bench", "pong", "--extra-flags", "--lr", "1e-4", "--out", "{dir}/b"], "put it last): unrecognized "
                                                                                    "arguments: --out {dir}/b"),
     (["jetdqn.bench", "pong", "--extra-flags", "--lr", "-1"], "--lr must be positive"),
+    # what the bench sets in each run: the last --run-dir won and the bench read its own folder (a traceback),
+    # --total-steps 5 failed every case one by one
+    (["jetdqn.bench", "pong", "--extra-flags", "--amp", "off", "--run-dir", "{dir}/r"],
+     "--extra-flags --run-dir: bench pong sets it in each of its runs (a folder of the benchmark's own); drop it."),
+    (["jetdqn.bench", "pong", "--extra-flags", "--total-steps", "5"], "--extra-flags --total-steps: bench pong sets it "
+                                                                       "in each of its runs (from its --steps)"),
+    (["jetdqn.bench", "acting", "--flags", "--num-envs", "3"], "--flags --num-envs: bench acting sets it in each of "
+                                                               "its runs (from its --splits); drop it."),
     (["jetdqn.bench", "convs", "--steps", "10", "--out", "{binary}/tables"], "is a file, and the results need a folder"),
     # the whole benchmark ran (minutes) before the write failed with a traceback: root may write anywhere but there
     (["jetdqn.bench", "pong", "--out", "/proc/jetdqn-results"], "--out /proc/jetdqn-results: no folder can be made in "

@@ -133,6 +133,7 @@ def _unusable(args) -> Optional[str]:
     from ..config import ConfigError
     from ..envs.atari import ale_env_id
     from ..rundir import dangling_link
+    from .runner import set_by_the_bench
     out = getattr(args, "out", None)
     if out:   # checked now: the results are written after the whole benchmark has run
         missing = dangling_link(Path(out))
@@ -155,12 +156,22 @@ def _unusable(args) -> Optional[str]:
             if load(model).engine.startswith("onnxruntime") and args.what == "engines":   # was a torch.load traceback
                 return (f"--model {model}: bench engines makes its own ONNX export to time; give the checkpoint "
                         "(.pt), the .safetensors or the run directory it came from.")
+        if args.what == "acting":
+            from ..config import build_parser as train_parser
+            flags = train_parser(f"{command('bench acting')} --flags (every word after it goes to each run's "
+                                 "jetdqn.train: put it last)", "").parse_args(args.flags)
+            taken = set_by_the_bench("acting", vars(flags), "--flags")
+            if taken:
+                return taken
         if args.what == "pong":
             from ..config import build_parser as train_parser, make_config, refuse_replaced
             from ..telemetry import unusable_source
             # REMAINDER: a bench flag typed after it (--out X) is among them, and said only "unrecognized"
             flags = train_parser(f"{command('bench pong')} --extra-flags (every word after it goes to each "
                                  "case's jetdqn.train: put it last)", "").parse_args(args.extra_flags)
+            taken = set_by_the_bench("pong", vars(flags), "--extra-flags")
+            if taken:
+                return taken
             cfg = make_config({"preset": "seed-tx1", "game": args.game, "telemetry": args.telemetry,
                                "tegrastats_path": args.tegrastats_path, **vars(flags)})
             typed = set(vars(flags)) | ({"tegrastats_path"} if args.tegrastats_path != "tegrastats" else set())

@@ -24,6 +24,37 @@ from . import others
 from .cases import Case
 
 
+# What a benchmark sets in each of its runs to measure them, and so takes from no flags passed on to them
+# (--extra-flags, bench acting's --flags): given there, the last of two --run-dir sent a case's log elsewhere
+# and the bench read its own folder (a FileNotFoundError traceback), and --total-steps 5 failed every case
+# one by one ("no records after learn_start"). The bench flag that sets it, or why it is the bench's.
+SET_BY_EVERY_BENCH = {
+    "run_dir": "a folder of the benchmark's own", "resume": "each run starts anew", "overwrite": "each run starts anew",
+    "preset": "seed-tx1, the TX1 table's settings, for every run", "game": "from its --game",
+    "total_steps": "from its --steps", "learn_start": "from where its window lies",
+    "log_every": "at its window's edges", "checkpoint_every": "no checkpoint inside its window",
+}
+SET_BY_BENCH = {
+    "pong": {**SET_BY_EVERY_BENCH, "learn_start": "from its --learn-start", "telemetry": "from its --telemetry",
+             "tegrastats_path": "from its --tegrastats-path", "seed": "0, 1, ... for its repeats",
+             "display_start": "where a row's measured steps start"},
+    "acting": {**SET_BY_EVERY_BENCH, "num_envs": "from its --splits", "env_groups": "from its --splits",
+               "total_steps": "from its --steps and --warmup", "eps_start": "0: acting is greedy",
+               "eps_end": "0: acting is greedy", "replay_size": "from its --steps and --warmup",
+               "eval_episodes": "0: no evaluation", "telemetry": "procfs, what its rows read"},
+}
+
+
+def set_by_the_bench(what: str, given: dict, flag: str) -> Optional[str]:
+    """Why one of the train flags ``given`` (parsed, by Config field) cannot be passed on to bench ``what``'s runs
+    through ``flag``, or None."""
+    taken = next((key for key in given if key in SET_BY_BENCH[what]), None)
+    if taken is None:
+        return None
+    return (f"{flag} --{taken.replace('_', '-')}: bench {what} sets it in each of its runs "
+            f"({SET_BY_BENCH[what][taken]}); drop it.")
+
+
 def train_command(run_dir: Path, preset: str, game: str, *flags: str) -> list[str]:
     """The jetdqn.train command a benchmark process runs (its own run directory, no progress output)."""
     return [sys.executable, "-m", "jetdqn.train", "--preset", preset, "--game", game, "--run-dir", str(run_dir),
