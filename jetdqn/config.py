@@ -624,6 +624,16 @@ class Parser(argparse.ArgumentParser):
             # the command given: its flags, not another command's (bench reuse --frames was "did you mean --frames?")
             chosen = [commands[first]] if first in commands else list(commands.values())
             known = sorted(flags(self).union(*(flags(sub) for sub in chosen)))
+            # "--lr 3" quoted as one word (a script's "$FLAGS"): argparse's message shows it as two, and then
+            # "did you mean --lr?" named the flag that was given
+            joined = next((w for w in getattr(self, "_given", []) if w.startswith("--") and len(w.split()) > 1
+                           and w.split()[0] in known), None)
+            if joined is not None:
+                flag, value = joined.split(None, 1)
+                print(f"error: {self.prog}: {joined!r} is one word, a flag and its value together (quoted, or a "
+                      f"variable in quotes): give them as two words, or as {flag}={value}; see --help.",
+                      file=sys.stderr)
+                raise SystemExit(2)
             for word in message.split(":", 1)[1].split():
                 word = word.split("=")[0]
                 if not word.startswith("--"):

@@ -374,6 +374,10 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
                                                  "you mean --target-eps or --target-return or --target-update?)"),
             ("jetdqn.train", ["--batchsize", "8"], "unrecognized arguments: --batchsize 8 (did you mean --batch-size?)"),
             ("jetdqn.train", ["--steps", "8"], "unrecognized arguments: --steps 8 (did you mean --total-steps?)"),  # not --n-step
+            # a flag and its value quoted as one word: "unrecognized arguments: --lr 3 (did you mean --lr?)"
+            ("jetdqn.train", ["--lr 3"], "python -m jetdqn.train: '--lr 3' is one word, a flag and its value together "
+                                         "(quoted, or a variable in quotes): give them as two words, or as --lr=3; see "
+                                         "--help."),
             ("jetdqn.train", ["--games", "8"], "--games 8 (--games: a run's evaluations play --eval-episodes N games, "
                                                "and --final-eval-games N at its end; --game names the game)"),
             ("jetdqn.play", ["--recrod", "a.mp4"], "unrecognized arguments: --recrod (did you mean --record?)"),  # a.mp4: MODEL
