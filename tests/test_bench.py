@@ -378,6 +378,7 @@ def test_rows_are_not_a_percentage_of_a_baseline_that_did_not_run(tmp_path):
     assert len(measured) == 2 and all(line.split(" | ")[2] == "-" for line in measured), measured
 
 
+@pytest.mark.slow   # make test's time (~9 s; 10:34 from a fresh clone on 2026-12-06's VM)
 def test_a_row_measured_beside_other_work_says_so(tmp_path):
     """A row measured while another process kept a core busy (a training run left going) was reported as this
     machine's speed. On these 2 cores one busy Python loop made the plain row 20x slower. The row's line

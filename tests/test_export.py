@@ -511,6 +511,7 @@ def _limited(argv: list, max_file_bytes: int, cwd: Path) -> subprocess.Completed
         resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))))
 
 
+@pytest.mark.slow   # make test's time (~9 s; 10:34 from a fresh clone on 2026-12-06's VM)
 def test_a_write_past_a_file_size_limit_or_without_permission_says_which(tmp_path):
     """Every failed write asked "is the disk full or read-only?": a wrong lead for a file past a size limit
     (ulimit -f, or vfat's 4 GiB: a checkpoint with its replay on a USB stick) and for a container's user who

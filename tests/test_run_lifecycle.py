@@ -509,6 +509,7 @@ def test_a_run_kept_on_a_disk_that_is_not_mounted_is_named_so(tmp_path):
                                                                        "in each of its runs (from its --steps)"),
     (["jetdqn.bench", "acting", "--flags", "--num-envs", "3"], "--flags --num-envs: bench acting sets it in each of "
                                                                "its runs (from its --splits); drop it."),
+    (["jetdqn.bench", "acting", "--flags", "--lr", "-1"], "--lr must be positive"),   # each row failed on it
     (["jetdqn.bench", "convs", "--steps", "10", "--out", "{binary}/tables"], "is a file, and the results need a folder"),
     # the whole benchmark ran (minutes) before the write failed with a traceback: root may write anywhere but there
     (["jetdqn.bench", "pong", "--out", "/proc/jetdqn-results"], "--out /proc/jetdqn-results: no folder can be made in "

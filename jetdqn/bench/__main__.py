@@ -156,27 +156,25 @@ def _unusable(args) -> Optional[str]:
             if load(model).engine.startswith("onnxruntime") and args.what == "engines":   # was a torch.load traceback
                 return (f"--model {model}: bench engines makes its own ONNX export to time; give the checkpoint "
                         "(.pt), the .safetensors or the run directory it came from.")
-        if args.what == "acting":
-            from ..config import build_parser as train_parser
-            flags = train_parser(f"{command('bench acting')} --flags (every word after it goes to each run's "
-                                 "jetdqn.train: put it last)", "").parse_args(args.flags)
-            taken = set_by_the_bench("acting", vars(flags), "--flags")
-            if taken:
-                return taken
-        if args.what == "pong":
+        if args.what in ("acting", "pong"):
             from ..config import build_parser as train_parser, make_config, refuse_replaced
-            from ..telemetry import unusable_source
+            flag, words, whose = (("--flags", args.flags, "run") if args.what == "acting" else
+                                  ("--extra-flags", args.extra_flags, "case"))
             # REMAINDER: a bench flag typed after it (--out X) is among them, and said only "unrecognized"
-            flags = train_parser(f"{command('bench pong')} --extra-flags (every word after it goes to each "
-                                 "case's jetdqn.train: put it last)", "").parse_args(args.extra_flags)
-            taken = set_by_the_bench("pong", vars(flags), "--extra-flags")
+            flags = train_parser(f"{command('bench ' + args.what)} {flag} (every word after it goes to each "
+                                 f"{whose}'s jetdqn.train: put it last)", "").parse_args(words)
+            taken = set_by_the_bench(args.what, vars(flags), flag)
             if taken:
                 return taken
-            cfg = make_config({"preset": "seed-tx1", "game": args.game, "telemetry": args.telemetry,
-                               "tegrastats_path": args.tegrastats_path, **vars(flags)})
-            typed = set(vars(flags)) | ({"tegrastats_path"} if args.tegrastats_path != "tegrastats" else set())
-            refuse_replaced(cfg, typed)   # as each case's train would: every case would fail on it, one by one
-            return unusable_source(cfg)
+            bench_sets = ({"telemetry": "procfs"} if args.what == "acting" else
+                          {"telemetry": args.telemetry, "tegrastats_path": args.tegrastats_path})
+            cfg = make_config({"preset": "seed-tx1", "game": args.game, **bench_sets, **vars(flags)})
+            typed = set(vars(flags)) | ({"tegrastats_path"} if getattr(args, "tegrastats_path", "tegrastats")
+                                        != "tegrastats" else set())
+            refuse_replaced(cfg, typed)   # as each run's train would: every run would fail on it, one by one
+            if args.what == "pong":
+                from ..telemetry import unusable_source
+                return unusable_source(cfg)
     except (ConfigError, CheckpointError) as exc:
         return str(exc)
     return None
