@@ -87,6 +87,12 @@ case "$run_dir" in
   /*) ;;
   *) run_dir="${PWD}/${run_dir}" ;;
 esac
+# a file there: docker mounts it over the container's runs/ folder and says "not a directory" at its start,
+# and the mkdir below ended the script with its own words
+if [ -e "$run_dir" ] && [ ! -d "$run_dir" ]; then
+  echo "error: --run-dir $run_dir is a file, and the container's runs/ needs a folder there; give a folder" >&2
+  exit 2
+fi
 args+=(-v "${run_dir}:/opt/jetdqn/runs" -v "${PWD}/benchmarks/results:/opt/jetdqn/benchmarks/results")
 args+=("$image")
 if [ $# -gt 0 ]; then

@@ -65,6 +65,10 @@ def test_a_relative_run_dir_is_a_host_folder_and_a_flag_without_its_value_is_one
     proc = subprocess.run(["bash", "docker/run.sh", "--dry-run", "--imgae", "jetdqn:cuda", "make", "bench-pong"],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("error: docker/run.sh has no option --imgae;")
+    proc = subprocess.run(["bash", "docker/run.sh", "--dry-run", "--run-dir", "README.md"], cwd=ROOT,
+                          capture_output=True, text=True)   # a file: docker's "not a directory" at its start
+    assert proc.returncode == 2 and proc.stderr == (f"error: --run-dir {ROOT / 'README.md'} is a file, and the "
+                                                    "container's runs/ needs a folder there; give a folder\n"), proc.stderr
     assert dry_run(tmp_path, "--", "-c", "true")[-2:] == ["-c", "true"]
 
 
