@@ -132,16 +132,20 @@ class Policy:
         explicit = {key: self.config[key] for key in keep if self.config.get(key) is not None}
         if self.config.get("eval_sticky_actions") is not None:   # the games its run was scored in
             explicit["sticky_actions"] = self.config["eval_sticky_actions"]
-        try:   # the model's own settings alone first: "--history takes a whole number" named a flag nobody gave
-            make_config({**explicit, "telemetry": "off"})
-        except ConfigError as exc:
-            raise CheckpointError(f"the settings saved with {self.source} are not ones jetdqn can play with (edited "
-                                  f"or damaged?): {exc}") from None
+        saved = dict(explicit)
         if env:
             explicit.update(env=env, game=None)
         elif game:
             explicit.update(game=game, env=None)
-        cfg = make_config({**explicit, "seed": seed, "telemetry": "off", **more})
+        try:
+            cfg = make_config({**explicit, "seed": seed, "telemetry": "off", **more})
+        except ConfigError:
+            try:   # whose setting it is: "--history takes a whole number" named a flag nobody gave
+                make_config({**saved, "telemetry": "off"})
+            except ConfigError as exc:
+                raise CheckpointError(f"the settings saved with {self.source} are not ones jetdqn can play with "
+                                      f"(edited or damaged?): {exc}") from None
+            raise
         if game_key(cfg.env_name) != game_key(self.env_name):
             raise CheckpointError(f"{self.source} was trained on {self.env_name!r}, not {cfg.env_name!r}; "
                                   f"play {self.env_name} or give another model.")
