@@ -7,6 +7,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from jetdqn.telemetry import Sampler, name_this_thread
 from jetdqn.telemetry import procfs
 from conftest import run_module
@@ -115,6 +117,7 @@ def test_another_process_cpu_counts_for_the_role_it_was_marked_with():
     assert sampler.summary({}, 0.2)["emulator_cpu"] == 0.0
 
 
+@pytest.mark.slow   # 13 s; test_fastpath's Pong run checks the emulator threads' share in make test
 def test_pong_run_reports_plausible_telemetry(tmp_path):
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "procfs",
