@@ -306,6 +306,11 @@ class Config:
             raise ConfigError(f"--display-freq {self.display_freq} shows this process's env 0, and with --backend ray "
                               "the envs play in the actors' processes: drop --display-freq (jetdqn.play --model "
                               "RUN_DIR shows the agent).")
+        if self.ray_address is not None and not is_ray_address(self.ray_address):
+            # Ray's own parse of 'nonsense' or 'host:abc' was a ValueError traceback once the run was built
+            raise ConfigError(f"--ray-address takes a Ray cluster's HOST:PORT (its head's GCS: 6379 unless `ray start "
+                              f"--port` chose another), ray://HOST:PORT (Ray Client: 10001), or auto (the cluster "
+                              f"`ray start` began on this machine), got {self.ray_address!r}.")
         if self.threads < -1:
             raise ConfigError(f"--threads must be auto or 0 or more, got {self.threads}.")
         if self.num_envs > 1 and not self.is_atari:
@@ -707,6 +712,21 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
                             metavar=None if f.metadata.get("choices") else f.name.upper(),
                             help=f"{help_text} (default: {default})")
     return parser
+
+
+def is_ray_address(address: str) -> bool:
+    """Whether ``address`` has a form ray.init reads: auto, local, HOST:PORT, ray://HOST[:PORT] (IPv6 hosts in
+    brackets). Whether a cluster answers there is the Ray backend's to find out (``cluster_unreachable``)."""
+    if address in ("auto", "local"):
+        return True
+    client = address.startswith("ray://")
+    rest = address[len("ray://"):] if client else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or rest.endswith("]"):   # no port: Ray Client's default
+        host, port = rest, ""
+    if not host or "/" in host or any(c.isspace() for c in host):
+        return False
+    return (client and not port) or (port.isdigit() and 0 < int(port) < 65536)
 
 
 def _int_like(text: str) -> int:

@@ -50,6 +50,36 @@ def test_a_cluster_nobody_answers_is_one_sentence_and_overwrite_keeps_the_run_th
         assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir() if p.is_file() and p.name != ".lock"} == before
 
 
+def test_a_ray_address_ray_cannot_read_or_an_auto_with_no_cluster_is_one_sentence(tmp_path):
+    """Ray's own parse of --ray-address nonsense (or host:abc) was a ValueError traceback once the run was built;
+    auto with no cluster on this machine said the cluster "did not let this process join" and named its token."""
+    from jetdqn.config import is_ray_address
+    assert [a for a in ("auto", "local", "head:6379", "10.0.0.2:6379", "[::1]:6379", "ray://head", "ray://head:10001")
+            if not is_ray_address(a)] == []
+    assert [a for a in ("nonsense", "head:abc", "head:99999", "head:0", ":6379", "http://head:8265", "ray://",
+                        "ray://head:x", "[::1]") if is_ray_address(a)] == []
+    for address in ("head:abc",):
+        proc = run_module("jetdqn.train", "--preset", "smoke", "--backend", "ray", "--ray-address", address,
+                          "--run-dir", str(tmp_path / "run"), "--telemetry", "off", check=False)
+        assert proc.returncode == 2 and proc.stderr == (
+            "error: --ray-address takes a Ray cluster's HOST:PORT (its head's GCS: 6379 unless `ray start --port` "
+            "chose another), ray://HOST:PORT (Ray Client: 10001), or auto (the cluster `ray start` began on this "
+            f"machine), got {address!r}.\n"), proc.stderr
+    assert not (tmp_path / "run").exists()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_TMPDIR"] = str(tmp_path / "ray")   # no ray_current_cluster there: only a running GCS could be found
+    if subprocess.run(["pgrep", "-f", "gcs_server"], capture_output=True).returncode == 0:
+        pytest.skip("a Ray cluster runs on this machine: auto would join it")
+    proc = subprocess.run([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--backend", "ray",
+                           "--ray-address", "auto", "--run-dir", str(tmp_path / "run"), "--telemetry", "off"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.endswith(
+        "error: --ray-address auto joins the cluster `ray start` began on this machine (or the one RAY_ADDRESS "
+        "names), and none runs: start one with `ray start --head`, give its HOST:PORT, or drop --ray-address for a "
+        "local Ray.\n"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
 def test_a_ray_address_where_something_else_listens_is_one_sentence(tmp_path):
     """A --ray-address whose port answers but is not Ray's (the dashboard's 8265, a web server): ray.init
     retried it for minutes (still at it after 200 s), printing only Ray's C++ warnings."""

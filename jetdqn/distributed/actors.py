@@ -211,6 +211,10 @@ class RayActing:
             from ..needs import stopped_while_starting
             stopped_while_starting(signal.SIGTERM, None)
         except ConnectionError as exc:
+            if cfg.ray_address == "auto" and "Could not find any running Ray instance" in str(exc):
+                raise ConfigError("--ray-address auto joins the cluster `ray start` began on this machine (or the one "
+                                  "RAY_ADDRESS names), and none runs: start one with `ray start --head`, give its "
+                                  "HOST:PORT, or drop --ray-address for a local Ray.") from None
             # the probe above found an HTTP/2 server there: Ray's GCS turning this process away (most often its
             # token authentication), or another gRPC service, which the probe cannot tell from it (an HTTP/2
             # proxy answering every address, 404 to Ray's calls, read as a cluster refusing the token)
