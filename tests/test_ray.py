@@ -50,22 +50,28 @@ def test_a_cluster_nobody_answers_is_one_sentence_and_overwrite_keeps_the_run_th
         assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir() if p.is_file() and p.name != ".lock"} == before
 
 
-def test_a_ray_address_ray_cannot_read_or_an_auto_with_no_cluster_is_one_sentence(tmp_path):
-    """Ray's own parse of --ray-address nonsense (or host:abc) was a ValueError traceback once the run was built;
-    auto with no cluster on this machine said the cluster "did not let this process join" and named its token."""
+def test_a_ray_address_ray_cannot_read_is_one_sentence(tmp_path):
+    """Ray's own parse of --ray-address nonsense (or host:abc) was a ValueError traceback once the run was built."""
     from jetdqn.config import is_ray_address
     assert [a for a in ("auto", "local", "head:6379", "10.0.0.2:6379", "[::1]:6379", "ray://head", "ray://head:10001")
             if not is_ray_address(a)] == []
     assert [a for a in ("nonsense", "head:abc", "head:99999", "head:0", ":6379", "http://head:8265", "ray://",
                         "ray://head:x", "[::1]") if is_ray_address(a)] == []
-    for address in ("head:abc",):
-        proc = run_module("jetdqn.train", "--preset", "smoke", "--backend", "ray", "--ray-address", address,
-                          "--run-dir", str(tmp_path / "run"), "--telemetry", "off", check=False)
-        assert proc.returncode == 2 and proc.stderr == (
-            "error: --ray-address takes a Ray cluster's HOST:PORT (its head's GCS: 6379 unless `ray start --port` "
-            "chose another), ray://HOST:PORT (Ray Client: 10001), or auto (the cluster `ray start` began on this "
-            f"machine), got {address!r}.\n"), proc.stderr
+    address = "head:abc"
+    proc = run_module("jetdqn.train", "--preset", "smoke", "--backend", "ray", "--ray-address", address,
+                      "--run-dir", str(tmp_path / "run"), "--telemetry", "off", check=False)
+    assert proc.returncode == 2 and proc.stderr == (
+        "error: --ray-address takes a Ray cluster's HOST:PORT (its head's GCS: 6379 unless `ray start --port` "
+        "chose another), ray://HOST:PORT (Ray Client: 10001), or auto (the cluster `ray start` began on this "
+        f"machine), got {address!r}.\n"), proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow   # 11 s: three starts that import Ray
+def test_ray_address_auto_with_no_cluster_or_a_bad_ray_address_variable_is_one_sentence(tmp_path):
+    """auto with no cluster on this machine said the cluster "did not let this process join" and named its token;
+    auto takes RAY_ADDRESS first, and a bad one was Ray's ValueError traceback, an unreachable one retried for
+    minutes."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["RAY_TMPDIR"] = str(tmp_path / "ray")   # no ray_current_cluster there: only a running GCS could be found
     if subprocess.run(["pgrep", "-f", "gcs_server"], capture_output=True).returncode == 0:
@@ -78,6 +84,18 @@ def test_a_ray_address_ray_cannot_read_or_an_auto_with_no_cluster_is_one_sentenc
         "names), and none runs: start one with `ray start --head`, give its HOST:PORT, or drop --ray-address for a "
         "local Ray.\n"), proc.stderr
     assert len(proc.stderr.splitlines()) == 1 and not (tmp_path / "run").exists()
+    for ray_address, said in (("nonsense", "error: RAY_ADDRESS='nonsense', which --ray-address auto joins, is not an "
+                                           "address Ray reads (HOST:PORT, ray://HOST:PORT): set it to the cluster's, "
+                                           "or unset it.\n"),
+                              ("127.0.0.1:1", "error: cannot reach the Ray cluster at RAY_ADDRESS=127.0.0.1:1 "
+                                              "(Connection refused at port 1); start it with `ray start --head` "
+                                              "there, or drop --ray-address for a local Ray.\n")):
+        proc = subprocess.run([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--backend", "ray",
+                               "--ray-address", "auto", "--run-dir", str(tmp_path / "run"), "--telemetry", "off"],
+                              cwd=ROOT, env={**env, "RAY_ADDRESS": ray_address}, capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 2 and proc.stderr == said, proc.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_ray_address_where_something_else_listens_is_one_sentence(tmp_path):

@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..config import Config, ConfigError
+from ..config import Config, ConfigError, is_ray_address
 from ..needs import broken_install
 from ..rollout import Experience, apex_epsilons
 
@@ -189,9 +189,18 @@ class RayActing:
         ray, cfg = self.ray, self.cfg
         if ray.is_initialized():
             return
-        unreachable = cluster_unreachable(cfg.ray_address) if cfg.ray_address else None
+        address, named = cfg.ray_address, cfg.ray_address
+        if address == "auto" and os.environ.get("RAY_ADDRESS", "auto") != "auto":
+            # Ray's auto takes RAY_ADDRESS first: a bad one was Ray's ValueError traceback, an unreachable one
+            # retried for minutes
+            address = os.environ["RAY_ADDRESS"]
+            named = f"RAY_ADDRESS={address}"
+            if not is_ray_address(address):
+                raise ConfigError(f"RAY_ADDRESS={address!r}, which --ray-address auto joins, is not an address Ray "
+                                  "reads (HOST:PORT, ray://HOST:PORT): set it to the cluster's, or unset it.")
+        unreachable = cluster_unreachable(address) if address else None
         if unreachable:
-            raise ConfigError(f"cannot reach the Ray cluster at {cfg.ray_address} ({unreachable}); start it with "
+            raise ConfigError(f"cannot reach the Ray cluster at {named} ({unreachable}); start it with "
                               "`ray start --head` there, or drop --ray-address for a local Ray.")
         ours = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
         try:
