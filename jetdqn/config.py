@@ -715,18 +715,15 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
 
 
 def is_ray_address(address: str) -> bool:
-    """Whether ``address`` has a form ray.init reads: auto, local, HOST:PORT, ray://HOST[:PORT] (IPv6 hosts in
-    brackets). Whether a cluster answers there is the Ray backend's to find out (``cluster_unreachable``)."""
+    """Whether ``address`` has a form ray.init reads: auto, local, HOST:PORT or ray://HOST:PORT (IPv6 hosts in
+    brackets). Ray Client's ray://HOST without a port waited 30 s for a connection timeout where its port is
+    probed in 5 (``cluster_unreachable``), so the port is asked for there too."""
     if address in ("auto", "local"):
         return True
-    client = address.startswith("ray://")
-    rest = address[len("ray://"):] if client else address
-    host, sep, port = rest.rpartition(":")
-    if not sep or rest.endswith("]"):   # no port: Ray Client's default
-        host, port = rest, ""
-    if not host or "/" in host or any(c.isspace() for c in host):
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or host.endswith(":") or "/" in host or any(c.isspace() for c in host):
         return False
-    return (client and not port) or (port.isdigit() and 0 < int(port) < 65536)
+    return port.isdigit() and 0 < int(port) < 65536
 
 
 def _int_like(text: str) -> int:

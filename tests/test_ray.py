@@ -53,10 +53,10 @@ def test_a_cluster_nobody_answers_is_one_sentence_and_overwrite_keeps_the_run_th
 def test_a_ray_address_ray_cannot_read_is_one_sentence(tmp_path):
     """Ray's own parse of --ray-address nonsense (or host:abc) was a ValueError traceback once the run was built."""
     from jetdqn.config import is_ray_address
-    assert [a for a in ("auto", "local", "head:6379", "10.0.0.2:6379", "[::1]:6379", "ray://head", "ray://head:10001")
+    assert [a for a in ("auto", "local", "head:6379", "10.0.0.2:6379", "[::1]:6379", "ray://head:10001")
             if not is_ray_address(a)] == []
     assert [a for a in ("nonsense", "head:abc", "head:99999", "head:0", ":6379", "http://head:8265", "ray://",
-                        "ray://head:x", "[::1]") if is_ray_address(a)] == []
+                        "ray://head:x", "ray://head", "[::1]", "::1") if is_ray_address(a)] == []
     address = "head:abc"
     proc = run_module("jetdqn.train", "--preset", "smoke", "--backend", "ray", "--ray-address", address,
                       "--run-dir", str(tmp_path / "run"), "--telemetry", "off", check=False)
