@@ -618,6 +618,15 @@ class Parser(argparse.ArgumentParser):
             after = [given[i + 1] for i, word in enumerate(given[:-1]) if word == missing.group(1)]
             if after and _is_number(after[0]):
                 message += f" (a negative number is read as a flag here: write {missing.group(1)}={after[0]})"
+        invalid = re.fullmatch(r"argument (--[\w-]+): invalid choice: '(.*)' \(choose from (.*)\)", message, re.S)
+        if invalid:   # a device or a name as torch or another tool spells it: cuda:1, GPU, CPU
+            flag, value, choices = invalid.group(1), invalid.group(2), re.findall(r"'([^']*)'", invalid.group(3))
+            head, sep, index = value.lower().partition(":")
+            head = "cuda" if head == "gpu" and "cuda" in choices else head
+            if head == "cuda" and sep and index.isdigit() and "cuda" in choices:
+                message += f" (a run uses one GPU: pick it with CUDA_VISIBLE_DEVICES={index} and {flag} cuda)"
+            elif head in choices:
+                message += f" (did you mean {head}?)"
         if message.startswith("unrecognized arguments:"):
             import difflib
 

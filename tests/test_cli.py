@@ -387,7 +387,14 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
             ("jetdqn.bench", ["reuse", "--frames", "9"], "unrecognized arguments: --frames 9 (--frames is a flag of "
                                                          "replay, not of reuse)"),
             ("jetdqn.telemetry", ["watch", "--out", "t.png"], "(--out is a flag of plot, not of watch)"),
-            ("jetdqn.train", ["--foo", "3"], "python -m jetdqn.train: unrecognized arguments: --foo 3; see --help.")):
+            ("jetdqn.train", ["--foo", "3"], "python -m jetdqn.train: unrecognized arguments: --foo 3; see --help."),
+            # a device as torch spells it was only "invalid choice": a multi-GPU machine's user needs the variable
+            ("jetdqn.train", ["--device", "cuda:1"], "argument --device: invalid choice: 'cuda:1' (choose from 'auto', "
+                                                     "'cpu', 'cuda') (a run uses one GPU: pick it with "
+                                                     "CUDA_VISIBLE_DEVICES=1 and --device cuda); see --help."),
+            ("jetdqn.play", ["--device", "GPU"], "invalid choice: 'GPU' (choose from 'auto', 'cpu', 'cuda') (did you "
+                                                 "mean cuda?)"),
+            ("jetdqn.train", ["--amp", "BF16"], "(did you mean bf16?)")):
         proc = run_module(module, *argv, check=False, timeout=120)   # forked warm: torch imported once, not six times
         assert proc.returncode == 2 and said in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     for argv, flag in ((["outside_eval.py", "w.safetensors", "--sticky", "0"], "--sticky 0"),   # --sticky-actions
