@@ -135,6 +135,13 @@ def test_an_empty_path_is_refused_by_name(tmp_path):
         ": argument --ray-address: an empty value (an unset shell variable?); see --help.\n"), ray.stderr
     with pytest.raises(ConfigError, match="^--ray-address is an empty value: give one, or leave it out for the "):
         jetdqn.train(preset="smoke", backend="ray", ray_address=" ")
+    # "$RUNS/" with RUNS unset: the run's files (and --overwrite's removals of its own) went into / beside etc
+    root = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", "/", "--overwrite", check=False, cwd=tmp_path)
+    assert root.returncode == 2 and root.stderr == ("error: --run-dir / is the filesystem's root (a variable in "
+                                                    "\"$DIR/\" that is not set?): give the run a folder of its own.\n"), root.stderr
+    with pytest.raises(ConfigError, match="^--run-dir /tmp/.. is the filesystem's root: give the run a folder of its own.$"):
+        jetdqn.train(preset="smoke", run_dir="/tmp/..")
+    assert not Path("/log.jsonl").exists() and not Path("/.lock").exists()
     with pytest.raises(CheckpointError, match="^the model's path is empty: give a run directory or a model file.$"):
         jetdqn.load("")
     with pytest.raises(TypeError, match=r"^jetdqn.load takes a model's path \(a str or pathlib.Path\), got None.$"):
