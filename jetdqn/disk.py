@@ -34,6 +34,10 @@ def why_not_written(exc: BaseException) -> str:
         return f"{said}: the disk failed the write (dmesg may say why)"
     if exc.errno == errno.ENAMETOOLONG:   # past NAME_MAX (255 bytes) or PATH_MAX: the name, not the disk
         return f"{said}: a file or folder name holds at most 255 bytes"
+    if exc.errno == errno.EMFILE:   # the process's descriptors, not the disk
+        return f"{said}: this process has as many files open as ulimit -n lets it ({open_files_limit()})"
+    if exc.errno == errno.ENFILE:
+        return f"{said}: the system's table of open files is full (fs.file-max)"
     if exc.errno == errno.ENOENT and isinstance(exc.filename, str):   # a folder that went away, or one that
         folder = os.path.dirname(os.path.abspath(exc.filename))         # takes no new files (/proc, /sys)
         return f"{said}: {folder} takes no new files" if os.path.isdir(folder) else f"{said}: {folder} is gone"
@@ -132,6 +136,10 @@ def what_to_do(exc: BaseException, where: str = "the run directory") -> str:
         return f"let user {user()} write {where} (or run as its owner)"
     if number == errno.ENAMETOOLONG:
         return f"give {where} a shorter name"
+    if number == errno.EMFILE:
+        return "raise ulimit -n (1024 is the usual default)"
+    if number == errno.ENFILE:
+        return "close other programs' files, or raise fs.file-max"
     if number == errno.ENOENT:
         return f"put {where} in a folder that is there and takes files"
     blocking = in_the_way(exc)
@@ -140,6 +148,13 @@ def what_to_do(exc: BaseException, where: str = "the run directory") -> str:
     if number == errno.EFBIG:
         return f"raise ulimit -f, or move {where} to a filesystem that holds larger files (ext4)"
     return f"free some space (or make {where} writable)"
+
+
+def open_files_limit() -> str:
+    """The soft limit on this process's open files (``ulimit -n``), as a number or "unlimited"."""
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
 
 
 def user() -> str:

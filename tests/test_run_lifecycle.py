@@ -1301,6 +1301,25 @@ def test_a_folder_where_a_file_goes_or_a_file_where_a_folder_goes_is_named_with_
     assert why_not_written(refused.value) == f"File exists: {tmp_path / 'afile'} is a file where jetdqn writes a folder"
 
 
+def test_a_write_past_the_open_files_limit_names_ulimit_n_not_the_disk(tmp_path):
+    """A process at its ``ulimit -n`` (EMFILE) was told "(Too many open files; is the disk full or read-only?)
+    ... free some space": the disk had room. A real EMFILE, from the kernel, in a child whose limit is 12."""
+    child = subprocess.run([sys.executable, "-c", """
+import resource, sys
+from jetdqn.disk import what_to_do, why_not_written
+resource.setrlimit(resource.RLIMIT_NOFILE, (12, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+held = []
+try:
+    while True:
+        held.append(open(sys.argv[1], "a"))
+except OSError as exc:
+    print(why_not_written(exc)); print(what_to_do(exc))
+""", str(tmp_path / "log.jsonl")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0 and child.stdout.splitlines() == [
+        "Too many open files: this process has as many files open as ulimit -n lets it (12)",
+        "raise ulimit -n (1024 is the usual default)"], child.stdout + child.stderr
+
+
 @pytest.mark.slow   # two runs and two resumes: the sentences' parts are tested above
 def test_a_run_file_that_is_a_folder_stops_the_resume_with_the_fix(tmp_path):
     run = tmp_path / "run"
