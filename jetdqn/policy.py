@@ -99,10 +99,16 @@ class Policy:
         batch, _ = self.as_batch(obs)
         return epsilon_greedy(lambda o: self.q_values(o).argmax(axis=1), batch, eps, rng, self.n_actions)
 
-    def predict(self, obs: np.ndarray, eps: float = 0.0, rng: Optional[np.random.Generator] = None):
-        """The action for one observation (an int), or actions for a batch (an array); greedy by default."""
+    def predict(self, obs: np.ndarray, eps: float = 0.0, rng=None):
+        """The action for one observation (an int), or actions for a batch (an array); greedy by default.
+        ``rng``: a numpy Generator, or a seed for one (``rng=3`` was an AttributeError), as numpy's own
+        functions take it."""
         batch, single = self.as_batch(obs)
-        actions = self.act(batch, eps, rng if rng is not None else np.random.default_rng())
+        try:
+            rng = np.random.default_rng(rng)   # a Generator is passed through as it is
+        except (TypeError, ValueError):
+            raise ValueError(f"rng is a numpy Generator or a seed (a whole number of 0 or more); got {rng!r}") from None
+        actions = self.act(batch, eps, rng)
         return int(actions[0]) if single else actions
 
     def evaluate(self, game: Optional[str] = None, games: int = 10, eps: float = 0.05, seed: int = 0,
@@ -158,7 +164,10 @@ class Policy:
 
 def _check_eps(eps) -> None:
     """An epsilon (or per-row epsilons) outside [0, 1] is a mistake, not a policy (2 acted at random)."""
-    values = np.asarray(eps, dtype=float)
+    try:
+        values = np.asarray(eps, dtype=float)
+    except (TypeError, ValueError):   # 'a': "could not convert string to float", naming no argument
+        raise ValueError(f"eps is a probability, from 0 to 1; got {eps!r}") from None
     if not (np.all(values >= 0.0) and np.all(values <= 1.0)):
         raise ValueError(f"eps is a probability, from 0 to 1; got {eps!r}")
 

@@ -584,9 +584,14 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
         jetdqn.train(preset="smoke", total_steps="1e400")
     with pytest.raises(ConfigError, match=r"^--eval-episodes must be at most 1,000,000 games"):   # float(10**400)
         jetdqn.train(preset="smoke", eval_episodes=10**400)
-    for eps in (2, -1, float("nan")):
+    for eps in (2, -1, float("nan"), "a", None):   # 'a': numpy's "could not convert string to float"
         with pytest.raises(ValueError, match=r"^eps is a probability, from 0 to 1"):
             policy.predict(pong_stacks[0], eps=eps)
+    # rng as numpy's functions take it, a Generator or a seed (rng=3 was an AttributeError)
+    assert (policy.predict(pong_stacks[:64], eps=1.0, rng=3) == policy.predict(pong_stacks[:64], eps=1.0,
+                                                                               rng=np.random.default_rng(3))).all()
+    with pytest.raises(ValueError, match=r"^rng is a numpy Generator or a seed \(a whole number of 0 or more\); got -1$"):
+        policy.predict(pong_stacks[0], eps=0.5, rng=-1)
     with pytest.raises(ValueError, match=r"^eps is a probability"):
         policy.evaluate(games=1, eps=1.5)
     assert policy.act(pong_stacks[:2], np.array([0.0, 1.0]), np.random.default_rng(0)).shape == (2,)
