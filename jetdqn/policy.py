@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import numbers
 import os
+import re
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -201,6 +202,10 @@ def load(path, device: Optional[str] = None, providers: Optional[list[str]] = No
         raise TypeError(f"jetdqn.load takes a model's path (a str or pathlib.Path), got {path!r}.")
     if isinstance(path, str) and not path.strip():   # Path('') is the current directory
         raise CheckpointError("the model's path is empty: give a run directory or a model file.")
+    if device not in (None, "auto", "cpu", "cuda"):   # 'x' ran on the CPU without a word
+        pick = (f" (one GPU: pick it with CUDA_VISIBLE_DEVICES={device.split(':', 1)[1]} and device='cuda')"
+                if isinstance(device, str) and re.fullmatch(r"cuda:\d+", device) else "")
+        raise ValueError(f"device is auto, cpu or cuda; got {device!r}{pick}")
     from .config import out_of_reach, too_long
     why = too_long(os.fspath(path)) or out_of_reach(os.path.expanduser(os.fspath(path)))
     if why:   # pathlib's exists() raised ENAMETOOLONG or EACCES on it: an OSError traceback

@@ -594,4 +594,8 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
         policy.predict(pong_stacks[0], eps=0.5, rng=-1)
     with pytest.raises(ValueError, match=r"^eps is a probability"):
         policy.evaluate(games=1, eps=1.5)
+    for device, said in (("x", "'x'"), ("cuda:1", r"'cuda:1' \(one GPU: pick it with CUDA_VISIBLE_DEVICES=1 and "
+                                                 r"device='cuda'\)")):   # 'x' ran on the CPU without a word
+        with pytest.raises(ValueError, match=rf"^device is auto, cpu or cuda; got {said}$"):
+            jetdqn.load(PONG_MODEL, device=device)
     assert policy.act(pong_stacks[:2], np.array([0.0, 1.0]), np.random.default_rng(0)).shape == (2,)
