@@ -202,6 +202,8 @@ def load(path, device: Optional[str] = None, providers: Optional[list[str]] = No
         raise TypeError(f"jetdqn.load takes a model's path (a str or pathlib.Path), got {path!r}.")
     if isinstance(path, str) and not path.strip():   # Path('') is the current directory
         raise CheckpointError("the model's path is empty: give a run directory or a model file.")
+    if reuse_conv not in (False, True, "kernels"):   # 'x' was read as True
+        raise ValueError(f"reuse_conv is True, False or 'kernels'; got {reuse_conv!r}")
     if device not in (None, "auto", "cpu", "cuda"):   # 'x' ran on the CPU without a word
         pick = (f" (one GPU: pick it with CUDA_VISIBLE_DEVICES={device.split(':', 1)[1]} and device='cuda')"
                 if isinstance(device, str) and re.fullmatch(r"cuda:\d+", device) else "")
@@ -383,6 +385,14 @@ def _load_onnx(path: Path, providers: Optional[list[str]] = None) -> tuple[Polic
                               "onnxruntime-gpu; on a Jetson the wheel from jetson-containers).") from None
     if not path.exists():
         raise CheckpointError(f"no ONNX model at {path}; export one with python -m jetdqn.export.")
+    if isinstance(providers, str):   # iterated a letter at a time: "Unknown Provider Type: C", then the CPU
+        providers = [providers]
+    missing = [p for p in providers or [] if p not in ort.get_available_providers()]
+    if missing:   # ONNX Runtime printed a warning (or its "EP Error" banner) and ran on the CPU
+        what = ("is not an ONNX Runtime execution provider" if missing[0] not in ort.get_all_providers() else
+                "is not in this onnxruntime (onnxruntime-gpu, or a Jetson's wheel, has CUDA's and TensorRT's)")
+        raise ValueError(f"providers: {missing[0]!r} {what}; this one has "
+                         f"{', '.join(ort.get_available_providers())}")
     try:   # the model's bytes: onnxruntime takes only a UTF-8 path, and a Latin-1 folder name was "not ONNX"
         model = path.read_bytes()
     except OSError as exc:

@@ -44,7 +44,16 @@ def test_an_onnx_model_runs_where_device_says(exported):
     from jetdqn.checkpoint import CheckpointError
     from jetdqn.policy import load
     assert load(exported / "pong.onnx", device="cpu").engine == "onnxruntime (CPUExecutionProvider)"
+    # providers a name at a time: one given as a string was read a letter at a time ("Unknown Provider Type: C"),
+    # and a misspelt or missing one ran on the CPU after ONNX Runtime's banner or warning
+    assert load(exported / "pong.onnx", providers="CPUExecutionProvider").engine == "onnxruntime (CPUExecutionProvider)"
+    with pytest.raises(ValueError, match=r"^providers: 'CPUProvider' is not an ONNX Runtime execution provider; this "
+                                         r"one has .*CPUExecutionProvider"):
+        load(exported / "pong.onnx", providers=["CPUProvider"])
     gpu = {"TensorrtExecutionProvider", "CUDAExecutionProvider"} & set(ort.get_available_providers())
+    if "CUDAExecutionProvider" not in gpu:
+        with pytest.raises(ValueError, match=r"^providers: 'CUDAExecutionProvider' is not in this onnxruntime "):
+            load(exported / "pong.onnx", providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
     if gpu:
         assert load(exported / "pong.onnx", device="cuda").engine.removeprefix("onnxruntime (")[:-1] in gpu
         return
@@ -598,4 +607,6 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
                                                  r"device='cuda'\)")):   # 'x' ran on the CPU without a word
         with pytest.raises(ValueError, match=rf"^device is auto, cpu or cuda; got {said}$"):
             jetdqn.load(PONG_MODEL, device=device)
+    with pytest.raises(ValueError, match=r"^reuse_conv is True, False or 'kernels'; got 'x'$"):   # read as True
+        jetdqn.load(PONG_MODEL, reuse_conv="x")
     assert policy.act(pong_stacks[:2], np.array([0.0, 1.0]), np.random.default_rng(0)).shape == (2,)
