@@ -273,7 +273,8 @@ class FigureNotWritten(NotWritten):
 
     def __str__(self) -> str:
         before = " The plot there before is unchanged." if Path(self.filename).exists() else ""
-        return f"could not write {self.filename} ({why_not_written(self)}).{before}"
+        # a run another user trained, or a committed result in a checkout this user may not write
+        return f"could not write {self.filename} ({why_not_written(self)}); --out FILE.png writes it elsewhere.{before}"
 
 
 def save_figure(fig, path: Path) -> Path:

@@ -1417,7 +1417,7 @@ def test_a_plot_on_a_read_only_disk_is_one_sentence(small_disk):
     for command, png in ((["jetdqn.plot"], "learning_curve.png"), (["jetdqn.telemetry", "plot"], "telemetry.png")):
         proc = run_module(*command, str(run), check=False)
         assert proc.returncode == 2 and proc.stderr == (f"error: could not write {run / png} (Read-only file "
-                                                        "system).\n"), proc.stderr
+                                                        "system); --out FILE.png writes it elsewhere.\n"), proc.stderr
 
 
 @pytest.mark.slow
@@ -1465,8 +1465,8 @@ def test_a_plot_that_does_not_fit_leaves_the_earlier_one_whole(small_disk):
     fill(small_disk, leave=8 << 10)
     proc = run_module("jetdqn.plot", str(pong), "--out", str(curve), *other, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr == f"error: could not write {curve} (No space left on device). The plot there before is " \
-                          "unchanged.\n"
+    assert proc.stderr == f"error: could not write {curve} (No space left on device); --out FILE.png writes it " \
+                          "elsewhere. The plot there before is unchanged.\n"
     assert curve.read_bytes() == before and sorted(p.name for p in small_disk.iterdir()) == ["curve.png", "filler"]
 
 
