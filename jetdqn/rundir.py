@@ -207,7 +207,8 @@ def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"--run-dir {run_dir} is a file, not a directory; give a directory.")
-    if run_dir.resolve() == Path("/"):   # "$RUNS/" with RUNS unset: a run's files went into / beside bin and etc
+    # "$RUNS/" with RUNS unset: a run's files went into / beside bin and etc (realpath: a link loop is no error)
+    if os.path.realpath(run_dir) == "/":
         unset = " (a variable in \"$DIR/\" that is not set?)" if str(cfg.run_dir).endswith("/") else ""
         raise ConfigError(f"--run-dir {cfg.run_dir} is the filesystem's root{unset}: give the run a folder of its "
                           "own.")

@@ -142,6 +142,10 @@ def test_an_empty_path_is_refused_by_name(tmp_path):
     with pytest.raises(ConfigError, match="^--run-dir /tmp/.. is the filesystem's root: give the run a folder of its own.$"):
         jetdqn.train(preset="smoke", run_dir="/tmp/..")
     assert not Path("/log.jsonl").exists() and not Path("/.lock").exists()
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")   # and the root's check read a link loop as no error
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    with pytest.raises(ConfigError, match="^cannot use .*loop1/x as the run directory: "):
+        jetdqn.train(preset="smoke", run_dir=str(tmp_path / "loop1" / "x"))
     with pytest.raises(CheckpointError, match="^the model's path is empty: give a run directory or a model file.$"):
         jetdqn.load("")
     with pytest.raises(TypeError, match=r"^jetdqn.load takes a model's path \(a str or pathlib.Path\), got None.$"):
