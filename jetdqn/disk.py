@@ -79,11 +79,16 @@ def missing_folder(path) -> Optional[str]:
     """Why a file cannot be made at ``path`` for want of its folder (one clause), or None where the folder is
     there: "its folder X does not exist", or, where a file stands on the way, "X is a file, not a folder"
     (it was said not to exist, beside the file of that name)."""
-    folder = Path(path).resolve().parent
+    folder = Path(os.path.realpath(path)).parent   # realpath: a link loop is no error (resolve raised on it)
     if folder.is_dir():
         return None
     blocking = first_file_on(folder)
-    return f"{blocking} is a file, not a folder" if blocking else f"its folder {folder} does not exist"
+    if blocking:
+        return f"{blocking} is a file, not a folder"
+    broken = next((p for p in (folder, *folder.parents) if p.is_symlink() and not p.exists()), None)
+    if broken is not None:   # a drive not mounted, or links that lead to each other
+        return f"{broken} is a link to {os.readlink(broken)}, which leads to nothing (a drive not mounted? a loop?)"
+    return f"its folder {folder} does not exist"
 
 
 class NotWritten(OSError):

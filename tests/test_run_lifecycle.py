@@ -541,6 +541,19 @@ def test_mistakes_that_used_to_pass_silently_or_with_a_traceback_are_one_sentenc
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_a_file_to_write_behind_a_link_loop_is_one_sentence(tmp_path):
+    """Links that lead to each other (or to a drive not mounted) on the way to export's --onnx, play's --record
+    or plot's --out: pathlib's resolve() raised "RuntimeError: Symlink loop", a traceback."""
+    from jetdqn.disk import missing_folder
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    said = f"{tmp_path / 'a'} is a link to {tmp_path / 'b'}, which leads to nothing (a drive not mounted? a loop?)"
+    assert missing_folder(tmp_path / "a" / "x.png") == said
+    pong = ROOT / "benchmarks" / "results" / "learn-pong" / "run"
+    proc = run_module("jetdqn.export", str(pong), "--onnx", str(tmp_path / "a" / "x.onnx"), check=False)
+    assert proc.returncode == 2 and proc.stderr == f"error: --onnx {tmp_path / 'a' / 'x.onnx'}: {said}.\n", proc.stderr
+
+
 def _interrupt_after(argv: list[str], marker: str, cwd: Path, sig=signal.SIGINT) -> tuple[int, str, str]:
     """Start ``python -m argv``, send ``sig`` (SIGINT: what Ctrl-C sends) once ``marker`` is printed, and return
     the exit status with what it printed."""

@@ -43,7 +43,7 @@ def unwritable(path: str) -> Optional[str]:
     no_folder = missing_folder(target)
     if no_folder:
         return no_folder
-    folder = target.resolve().parent
+    folder = Path(os.path.realpath(target)).parent
     if not os.access(folder, os.W_OK):
         return f"its folder {folder} is not writable"
     return None
