@@ -234,7 +234,7 @@ def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
         if in_the_way(exc):   # a file on the way: "(Not a directory)" did not say which
             raise ConfigError(f"cannot use {run_dir} as the run directory ({why_not_written(exc)}); "
                               f"{what_to_do(exc)}, or give another --run-dir.") from None
-        raise ConfigError(f"cannot use {run_dir} as the run directory ({exc.strerror or exc}); give a directory "
+        raise ConfigError(f"cannot use {run_dir} as the run directory ({why_not_written(exc)}); give a directory "
                           "you can write to.") from None
     has_checkpoint = (run_dir / "checkpoints" / "latest.pt").exists()
     if not cfg.resume and has_checkpoint and not cfg.overwrite:

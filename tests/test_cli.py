@@ -142,6 +142,10 @@ def test_an_empty_path_is_refused_by_name(tmp_path):
     with pytest.raises(ConfigError, match="^--run-dir /tmp/.. is the filesystem's root: give the run a folder of its own.$"):
         jetdqn.train(preset="smoke", run_dir="/tmp/..")
     assert not Path("/log.jsonl").exists() and not Path("/.lock").exists()
+    # a folder that could not be made said only the OS's words ("(Permission denied)": which user, where?)
+    with pytest.raises(ConfigError, match=r"^cannot use /proc/jetdqn-run as the run directory \(No such file or "
+                                          r"directory: /proc takes no new files\); give a directory you can write to.$"):
+        jetdqn.train(preset="smoke", run_dir="/proc/jetdqn-run")
     (tmp_path / "loop1").symlink_to(tmp_path / "loop2")   # and the root's check read a link loop as no error
     (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
     with pytest.raises(ConfigError, match="^cannot use .*loop1/x as the run directory: "):
