@@ -594,6 +594,11 @@ def given_value(text: str) -> str:
     return text
 
 
+# other tools' words for one of our choices: --device gpu, --telemetry none, --source nvml (procfs reads NVML)
+CHOICE_WORDS = (("gpu", "cuda"), ("none", "off"), ("no", "off"), ("false", "off"), ("nvml", "procfs"),
+                ("proc", "procfs"))
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with its mistakes said in one line (argparse's own prints the whole usage first), and flags
     spelt in full: argparse takes any unique prefix, so evaluate's ``--game breakout`` was read as
@@ -622,7 +627,7 @@ class Parser(argparse.ArgumentParser):
         if invalid:   # a device or a name as torch or another tool spells it: cuda:1, GPU, CPU
             flag, value, choices = invalid.group(1), invalid.group(2), re.findall(r"'([^']*)'", invalid.group(3))
             head, sep, index = value.lower().partition(":")
-            head = "cuda" if head == "gpu" and "cuda" in choices else head
+            head = next((ours for theirs, ours in CHOICE_WORDS if head == theirs and ours in choices), head)
             if head == "cuda" and sep and index.isdigit() and "cuda" in choices:
                 message += f" (a run uses one GPU: pick it with CUDA_VISIBLE_DEVICES={index} and {flag} cuda)"
             elif head in choices:

@@ -409,7 +409,9 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
                                                      "CUDA_VISIBLE_DEVICES=1 and --device cuda); see --help."),
             ("jetdqn.play", ["--device", "GPU"], "invalid choice: 'GPU' (choose from 'auto', 'cpu', 'cuda') (did you "
                                                  "mean cuda?)"),
-            ("jetdqn.train", ["--amp", "BF16"], "(did you mean bf16?)")):
+            ("jetdqn.train", ["--amp", "BF16"], "(did you mean bf16?)"),
+            ("jetdqn.train", ["--telemetry", "none"], "(did you mean off?)"),
+            ("jetdqn.telemetry", ["watch", "--source", "nvml"], "(did you mean procfs?)")):   # procfs reads NVML
         proc = run_module(module, *argv, check=False, timeout=120)   # forked warm: torch imported once, not six times
         assert proc.returncode == 2 and said in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     for argv, flag in ((["outside_eval.py", "w.safetensors", "--sticky", "0"], "--sticky 0"),   # --sticky-actions
