@@ -113,10 +113,10 @@ bench-pong: install xvfb
 # The committed result is in benchmarks/results/learn-pong/run; a new run goes to runs/ so it never meets it.
 LEARN_DIR ?= runs/learn-pong
 learn-pong: install
-	@if [ -f $(LEARN_DIR)/checkpoints/latest.pt ]; then \
-	  $(PY) -m jetdqn.train --resume --run-dir $(LEARN_DIR); \
-	else $(PY) -m jetdqn.train --preset pong-fast --run-dir $(LEARN_DIR); fi
-	$(PY) -m jetdqn.plot $(LEARN_DIR)
+	@if [ -f "$(LEARN_DIR)/checkpoints/latest.pt" ]; then \
+	  $(PY) -m jetdqn.train --resume --run-dir "$(LEARN_DIR)"; \
+	else $(PY) -m jetdqn.train --preset pong-fast --run-dir "$(LEARN_DIR)"; fi
+	$(PY) -m jetdqn.plot "$(LEARN_DIR)"
 
 bench-convs: install
 	$(PY) -m jetdqn.bench convs
