@@ -234,7 +234,11 @@ def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
         if in_the_way(exc):   # a file on the way: "(Not a directory)" did not say which
             raise ConfigError(f"cannot use {run_dir} as the run directory ({why_not_written(exc)}); "
                               f"{what_to_do(exc)}, or give another --run-dir.") from None
-        raise ConfigError(f"cannot use {run_dir} as the run directory ({why_not_written(exc)}); give a directory "
+        # the write's words where they say more (which user, a folder that takes no files); flock's EIO is no
+        # failed write
+        why = why_not_written(exc) if exc.errno in (errno.EACCES, errno.EPERM, errno.ENOENT, errno.EMFILE,
+                                                    errno.ENFILE) else exc.strerror or exc
+        raise ConfigError(f"cannot use {run_dir} as the run directory ({why}); give a directory "
                           "you can write to.") from None
     has_checkpoint = (run_dir / "checkpoints" / "latest.pt").exists()
     if not cfg.resume and has_checkpoint and not cfg.overwrite:

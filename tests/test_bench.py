@@ -309,13 +309,15 @@ def test_a_killed_benchmark_takes_its_running_case_with_it(tmp_path):
             break
         time.sleep(0.2)
     assert case is not None and bench.poll() is None
-    # the case's run directory made (it is still importing torch before that: 2 s were not enough on a slow
-    # day of the 2-core VM), then 2 s more: training, its signal handlers in place
+    # the case in its loop (its config.json is written there), its signal handlers in place: a stop while a
+    # run still starts removes the run directory that start made, as a refused start does. Its folder alone
+    # (then 2 s) was not enough on a slow day of the 2-core VM: the emulators and replay were still being made
     made = time.monotonic() + 180   # its own wait: on a slow VM the start alone took most of the first one
-    while time.monotonic() < made and bench.poll() is None and not list(tmp.glob("jetdqn-bench-pong-*/baseline-0")):
+    while time.monotonic() < made and bench.poll() is None and not list(tmp.glob("jetdqn-bench-pong-*/baseline-0/config.json")):
         time.sleep(0.2)
-    assert list(tmp.glob("jetdqn-bench-pong-*/baseline-0")), f"the case made no run directory in 3 minutes: {list(tmp.rglob('*'))}"
-    time.sleep(2)
+    assert list(tmp.glob("jetdqn-bench-pong-*/baseline-0/config.json")), \
+        f"the case did not reach its loop in 3 minutes: {list(tmp.rglob('*'))}"
+    time.sleep(1)
     bench.kill()
     bench.wait()
     try:
