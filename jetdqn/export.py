@@ -200,6 +200,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--safetensors", type=written_path, default=None, help="Write the weights to this file (.safetensors) and "
                                                        "their spec beside it (.json).")
     p.add_argument("--opset", type=int, default=None, help=f"ONNX opset (default {ONNX_OPSET}).")
+    p.add_argument("--best", action="store_true", help="A run directory's best weights (best.pt or best.safetensors, "
+                                                        "written with --save-best), as evaluate --best.")
     args = p.parse_args(argv)
     exit_on_stop()   # a SIGTERM mid-write ends it as Ctrl-C does: the .tmp file goes, the earlier export stays
     try:
@@ -211,6 +213,9 @@ def main(argv: Optional[list[str]] = None) -> int:
              "--onnx OUT.onnx), or --checkpoint PATH.")
     if not (args.onnx or args.safetensors):
         fail("nothing to export: give --onnx OUT.onnx and/or --safetensors OUT.safetensors.")
+    if args.best and not Path(args.checkpoint).is_dir():   # as evaluate's: the file given is no run's best
+        fail(f"--best picks a run directory's best weights, and {args.checkpoint} is not a directory; give the run "
+             "directory, or drop --best.")
     if args.opset is not None and not args.onnx:   # was ignored: a safetensors file has no opset
         fail(f"--opset {args.opset} is the ONNX file's opset, and there is no --onnx: add --onnx OUT.onnx, or drop "
              "--opset.")
@@ -230,7 +235,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                  or "--onnx needs the onnx package: pip install onnx (or pip install -e \".[export]\").")
     from .policy import model_of, read_model
     try:
-        weights, spec = read_model(model_of(Path(args.checkpoint)))
+        weights, spec = read_model(model_of(Path(args.checkpoint), args.best))
     except CheckpointError as exc:
         fail(str(exc))
     spec = model_spec(spec["network"], spec["env"], spec["config"], spec.get("step"), spec.get("evaluated"))

@@ -15,6 +15,7 @@ import json
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -36,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "or an ONNX export (.onnx, played with ONNX Runtime).")
     p.add_argument("named", nargs="?", type=given_path, default=None, metavar="MODEL",
                    help="The same as --model: python -m jetdqn.play RUN_DIR, as python -m jetdqn.evaluate RUN_DIR.")
+    p.add_argument("--best", action="store_true", help="A run directory's best weights (best.pt or best.safetensors, "
+                                                        "written with --save-best), as evaluate --best.")
     p.add_argument("--game", type=given_value, default=None, help="ALE game id (default: the checkpoint's game, else pong).")
     p.add_argument("--env", type=given_value, default=None, help="A gymnasium env id instead of an Atari game.")
     p.add_argument("--episodes", type=count, default=3, help="Games to play (default 3; 0 = as many as "
@@ -69,6 +72,11 @@ def check_args(args: argparse.Namespace) -> None:
     if args.named is not None:   # `jetdqn play RUN_DIR` was "unrecognized arguments", where evaluate takes it
         from .config import one_model
         args.model = one_model(args.named, "--model" if args.model else "--checkpoint", args.model or args.checkpoint)
+    given = args.model or args.checkpoint
+    if args.best and not (given and Path(given).is_dir()):   # play had no --best, where evaluate takes it
+        raise ConfigError(f"--best picks a run directory's best weights, and {given} is not a directory; give the "
+                          "run directory, or drop --best." if given else "--best picks a run directory's best "
+                          "weights: give the run directory (python -m jetdqn.play RUN_DIR --best).")
     if args.reuse_conv and not (args.model or args.checkpoint):
         raise ConfigError("--reuse-conv needs a trained model (--model or --checkpoint).")
     if args.model and args.checkpoint:
@@ -94,7 +102,9 @@ def load_player(args: argparse.Namespace, out=print):
     path = args.model or args.checkpoint
     sticky = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
     if path:
-        from .policy import load
+        from .policy import load, model_of
+        if args.best:
+            path = model_of(Path(path), best=True)
         policy = load(path, device="cpu" if args.reuse_conv else args.device, reuse_conv=args.reuse_conv)
         path = policy.source   # the file it read: a run directory's model.pt (policy.model_of)
         cfg = policy.play_config(game=args.game, env=args.env, seed=args.seed, **sticky)

@@ -60,6 +60,16 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
     shipped = json.loads(run_module("jetdqn.evaluate", str(results), "--best", "--games", "1", "--json").stdout)
     assert shipped["model"].endswith("best.safetensors") and shipped["trained_steps"] == 100
     assert shipped["sticky_actions"] == 0.25
+    # play and export take --best as evaluate does (both said "unrecognized arguments: --best")
+    played = run_module("jetdqn.play", str(results), "--best", "--display-freq", "0", "--max-steps", "5").stdout
+    assert played.startswith(f"playing pong with {results / 'best.safetensors'} "), played
+    exported = run_module("jetdqn.export", str(run), "--best", "--safetensors", str(tmp_path / "b.safetensors")).stdout
+    assert json.loads((tmp_path / "b.json").read_text())["step"] == 100, exported
+    for module, argv in (("jetdqn.play", ["--display-freq", "0"]), ("jetdqn.export", ["--onnx", "x.onnx"])):
+        refused = run_module(module, str(run / "model.pt"), "--best", *argv, check=False)
+        assert refused.returncode == 2 and refused.stderr.endswith(
+            f"--best picks a run directory's best weights, and {run / 'model.pt'} is not a directory; give the run "
+            "directory, or drop --best.\n"), refused.stderr
 
 
 def test_a_run_trained_with_sticky_actions_is_scored_in_the_games_eval_sticky_actions_names(tmp_path):
