@@ -189,14 +189,14 @@ def model_of(path: Path, best: bool = False) -> Path:
 
 
 def load(path, device: Optional[str] = None, providers: Optional[list[str]] = None,
-         reuse_conv: Union[bool, str] = False) -> Policy:
+         reuse_conv: Union[bool, str] = False, best: bool = False) -> Policy:
     """A Policy from a checkpoint (.pt: latest.pt or model.pt), ``model.safetensors`` (with its .json) or an
     ``.onnx`` export. ``device``: where the network runs, cpu (torch's default here), cuda or auto; an ONNX
     model is run by ``providers``, else those ``device`` names (``onnx_device_providers``; unset: the best
     this onnxruntime has).
     ``reuse_conv``: a torch Nature CNN on the CPU reuses its activations from step to step (nature_reuse.py);
     "kernels" runs the same numpy kernels with reuse off (the benchmarks' baseline for what reuse gains).
-    A run directory stands for its model (``model_of``); a leading ``~`` is the home folder, as in train's
+    A run directory stands for its model (``model_of``), or with ``best`` its --save-best weights; a leading ``~`` is the home folder, as in train's
     ``run_dir`` and every path flag (``config.home_expanded``)."""
     if not isinstance(path, (str, os.PathLike)):   # os.fspath's "expected str, bytes or os.PathLike object"
         raise TypeError(f"jetdqn.load takes a model's path (a str or pathlib.Path), got {path!r}.")
@@ -212,7 +212,10 @@ def load(path, device: Optional[str] = None, providers: Optional[list[str]] = No
     why = too_long(os.fspath(path)) or out_of_reach(os.path.expanduser(os.fspath(path)))
     if why:   # pathlib's exists() raised ENAMETOOLONG or EACCES on it: an OSError traceback
         raise CheckpointError(f"the model's path: {why}.")
-    path = model_of(Path(os.path.expanduser(path)))
+    path = Path(os.path.expanduser(path))
+    if best and not path.is_dir():   # the file given is no run's best
+        raise CheckpointError(f"best=True picks a run directory's best weights, and {path} is not a directory.")
+    path = model_of(path, best)
     if path.suffix == ".onnx":
         if reuse_conv:
             raise CheckpointError(f"--reuse-conv runs the network's own weights: give the .pt or .safetensors "

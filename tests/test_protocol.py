@@ -60,6 +60,8 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
     shipped = json.loads(run_module("jetdqn.evaluate", str(results), "--best", "--games", "1", "--json").stdout)
     assert shipped["model"].endswith("best.safetensors") and shipped["trained_steps"] == 100
     assert shipped["sticky_actions"] == 0.25
+    import jetdqn
+    assert jetdqn.load(results, best=True).source == str(results / "best.safetensors")
     # play and export take --best as evaluate does (both said "unrecognized arguments: --best")
     played = run_module("jetdqn.play", str(results), "--best", "--display-freq", "0", "--max-steps", "5").stdout
     assert played.startswith(f"playing pong with {results / 'best.safetensors'} "), played
