@@ -13,6 +13,8 @@ def main(argv=None) -> int:
     usage = f"usage: jetdqn {{{','.join(commands)}}} [flags]  (each takes --help); jetdqn --version"
     from .signals import outlive_the_terminal
     outlive_the_terminal(goes_on=False)   # --help on a full disk: one sentence and status 2 (each command sets its own)
+    if argv[:1] == ["help"]:   # git's and pip's word: "jetdqn has no command 'help'"
+        argv = [argv[1], "--help"] if argv[1:2] and argv[1] in commands else ["--help"]
     if argv[:1] in (["-h"], ["--help"]):
         print(usage, flush=True)   # flushed here: a full disk's error at the exit's flush is "Exception ignored"
         return 0

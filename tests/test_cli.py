@@ -664,6 +664,12 @@ def test_the_console_script_says_its_version_and_names_an_unknown_command(capsys
     assert capsys.readouterr().err.startswith("error: jetdqn has no command '--game' (the command comes first: "
                                               "jetdqn train --game ...); jetdqn {train,")
     assert main(["nope"]) == 2 and capsys.readouterr().err.startswith("error: jetdqn has no command 'nope'; ")
+    # git's and pip's word: "jetdqn has no command 'help'"
+    assert main(["help"]) == 0 and capsys.readouterr().out.startswith("usage: jetdqn {train,")
+    with pytest.raises(SystemExit) as shown:
+        main(["help", "export"])
+    out = capsys.readouterr().out   # the program's name is the console script's, or python -m's here
+    assert shown.value.code == 0 and out.startswith("usage: ") and "export [-h] [--checkpoint CHECKPOINT]" in out, out
 
 
 def test_logged_epsilon_is_the_one_acting_used_with_apex_epsilons(tmp_path):
