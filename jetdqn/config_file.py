@@ -89,8 +89,9 @@ def settings_from_file(path) -> dict[str, Any]:
     every run started from the file, and an overwrite there would wipe a run each time."""
     from pathlib import Path
     path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"--config {path} is a folder; give a settings file.")
+    if path.is_dir():   # a run directory given for its settings: name the file that holds them
+        run = f" (a run's settings are its {path / 'config.json'})" if (path / "config.json").is_file() else ""
+        raise ConfigError(f"--config {path} is a folder; give a settings file{run}.")
     if not path.exists():   # a pipe is read as a file: --config <(jq ... base.json) said "no such file"
         raise ConfigError(f"--config {path}: no such file.")
     try:

@@ -361,6 +361,10 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         train.main(["--config", str(tmp_path), "--run-dir", str(tmp_path / "b")])
     assert stop.value.code == 2 and f"--config {tmp_path} is a folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:   # a run directory: its config.json is named
+        train.main(["--config", str(run), "--run-dir", str(tmp_path / "b")])
+    assert stop.value.code == 2 and capsys.readouterr().err == (f"error: --config {run} is a folder; give a settings "
+                                                                f"file (a run's settings are its {run / 'config.json'}).\n")
     # a pipe, as --config <(jq ... base.json) gives: was "no such file"
     read, write = os.pipe()
     with os.fdopen(write, "w") as f:
