@@ -104,7 +104,7 @@ class Config:
     backend: str = _f("local", "Where the actors run: in this process, or as Ray actors (pip install jetdqn[ray]).",
                       ("local", "ray"))
     num_actors: int = _f(2, "With --backend ray: actor processes, each with --num-envs envs and its own epsilon.")
-    ray_address: Optional[str] = _f(None, "With --backend ray: a running Ray cluster (default: start a local one).")
+    ray_address: Optional[str] = _f(None, "With --backend ray: a running Ray cluster, HOST:PORT (its GCS), ray://HOST:PORT or auto (default: start a local one).")
     ray_segment: int = _f(50, "With --backend ray: env steps an actor collects per request.")
     ray_weights_every: int = _f(100, "With --backend ray: updates between weight broadcasts to the actors.")
     # --- exploration
