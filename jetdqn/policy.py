@@ -53,7 +53,8 @@ class Policy:
         last = (*self.obs_shape[1:], self.obs_shape[0])
         hint = ("; frames stacked last (Stable-Baselines3's VecFrameStack) go first: np.moveaxis(obs, -1, -3)"
                 if len(self.obs_shape) == 3 and obs.shape[-3:] == last and last != self.obs_shape else "")
-        raise ValueError(f"an observation of shape {obs.shape}: this network takes {self.obs_shape} (one) or "
+        one = f"{self.obs_shape} or {frame}" if frame != self.obs_shape else f"{self.obs_shape}"   # (4,): the env's own
+        raise ValueError(f"an observation of shape {obs.shape}: this network takes {one} (one) or "
                          f"[N, {', '.join(map(str, self.obs_shape))}] (a batch){hint}")
 
     @staticmethod

@@ -118,6 +118,10 @@ def test_every_engine_takes_a_vector_observation_as_numbers_of_any_kind(tmp_path
         assert policy.predict(states[0].tolist()) == int(reference[0].argmax())
         with pytest.raises(ValueError, match=r"^observations that are not numbers \(dtype <U1\): this network "):
             policy.predict(["a", "b", "c", "d"])
+        # the env's own 4 numbers are taken as they are, and the sentence names that shape too
+        with pytest.raises(ValueError, match=r"^an observation of shape \(3,\): this network takes \(1, 4\) or \(4,\) "
+                                             r"\(one\) or \[N, 1, 4\] \(a batch\)$"):
+            policy.predict([0.0, 0.1, 0.2])
 
 
 def test_safetensors_round_trip(exported, pong_stacks):
