@@ -75,6 +75,12 @@ def first_file_on(path: Path) -> Optional[Path]:
     return None
 
 
+def first_broken_link(path) -> Optional[Path]:
+    """The first of ``path`` and the folders above it that is a symbolic link leading to nothing (a drive not
+    mounted, links that loop), or None."""
+    return next((p for p in (Path(path), *Path(path).parents) if p.is_symlink() and not p.exists()), None)
+
+
 def missing_folder(path) -> Optional[str]:
     """Why a file cannot be made at ``path`` for want of its folder (one clause), or None where the folder is
     there: "its folder X does not exist", or, where a file stands on the way, "X is a file, not a folder"
@@ -85,7 +91,7 @@ def missing_folder(path) -> Optional[str]:
     blocking = first_file_on(folder)
     if blocking:
         return f"{blocking} is a file, not a folder"
-    broken = next((p for p in (folder, *folder.parents) if p.is_symlink() and not p.exists()), None)
+    broken = first_broken_link(folder)
     if broken is not None:   # a drive not mounted, or links that lead to each other
         return f"{broken} is a link to {os.readlink(broken)}, which leads to nothing (a drive not mounted? a loop?)"
     return f"its folder {folder} does not exist"

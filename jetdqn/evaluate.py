@@ -199,7 +199,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     exit_on_stop()   # SIGTERM says so and closes the games' emulators, as Ctrl-C does
     from .checkpoint import CheckpointError
     from .config import ConfigError, Parser, command, fail, games, given_path, one_model, probability, seed
-    from .policy import load, model_of
+    from .policy import load, model_of, not_a_run_for_best
     # train's flags a user may bring here, where the nearest spelling misleads (--game: "did you mean --games?")
     its_game = "evaluate plays the game its model was trained on, which its config names; --games N is how many"
     hints = {"--game": f"--game: {its_game}", "--env": f"--env: {its_game}", "--episodes": "did you mean --games?",
@@ -234,9 +234,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.model is None:   # play's --model was "unrecognized arguments", and evaluate then "model is required"
         fail("nothing to evaluate: give the model, a run directory or a file (python -m jetdqn.evaluate RUN_DIR), "
              "or --model PATH.")
-    if args.best and not Path(args.model).is_dir():   # was ignored: the file given was evaluated as the best
-        fail(f"--best picks a run directory's best weights, and {args.model} is not a directory; give the run "
-             "directory, or drop --best.")
+    if args.best and not_a_run_for_best(args.model):   # was ignored: the file given was evaluated as the best
+        fail(not_a_run_for_best(args.model))
     if args.record and not Path(args.model).is_dir():
         fail(f"--record keeps the result in a run directory's evaluations.jsonl, and {args.model} is not a "
              "directory; give the run directory, or drop --record.")

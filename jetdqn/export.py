@@ -23,7 +23,7 @@ from typing import Optional
 from .checkpoint import CheckpointError
 from .config import ConfigError, Parser, command, ends_on_ctrl_c, fail, given_path, one_model, written_path
 from .disk import missing_folder, why_not_written
-from .policy import MODEL_FORMAT, MODEL_VERSION
+from .policy import MODEL_FORMAT, MODEL_VERSION, not_a_run_for_best
 from .signals import exit_on_stop
 
 ONNX_OPSET = 17
@@ -213,9 +213,8 @@ def main(argv: Optional[list[str]] = None) -> int:
              "--onnx OUT.onnx), or --checkpoint PATH.")
     if not (args.onnx or args.safetensors):
         fail("nothing to export: give --onnx OUT.onnx and/or --safetensors OUT.safetensors.")
-    if args.best and not Path(args.checkpoint).is_dir():   # as evaluate's: the file given is no run's best
-        fail(f"--best picks a run directory's best weights, and {args.checkpoint} is not a directory; give the run "
-             "directory, or drop --best.")
+    if args.best and not_a_run_for_best(args.checkpoint):   # as evaluate's: the file given is no run's best
+        fail(not_a_run_for_best(args.checkpoint))
     if args.opset is not None and not args.onnx:   # was ignored: a safetensors file has no opset
         fail(f"--opset {args.opset} is the ONNX file's opset, and there is no --onnx: add --onnx OUT.onnx, or drop "
              "--opset.")

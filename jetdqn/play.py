@@ -15,7 +15,6 @@ import json
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -73,10 +72,12 @@ def check_args(args: argparse.Namespace) -> None:
         from .config import one_model
         args.model = one_model(args.named, "--model" if args.model else "--checkpoint", args.model or args.checkpoint)
     given = args.model or args.checkpoint
-    if args.best and not (given and Path(given).is_dir()):   # play had no --best, where evaluate takes it
-        raise ConfigError(f"--best picks a run directory's best weights, and {given} is not a directory; give the "
-                          "run directory, or drop --best." if given else "--best picks a run directory's best "
-                          "weights: give the run directory (python -m jetdqn.play RUN_DIR --best).")
+    if args.best:   # play had no --best, where evaluate takes it
+        from .policy import not_a_run_for_best
+        refused = not_a_run_for_best(given) if given else ("--best picks a run directory's best weights: give the "
+                                                           "run directory (python -m jetdqn.play RUN_DIR --best).")
+        if refused:
+            raise ConfigError(refused)
     if args.reuse_conv and not (args.model or args.checkpoint):
         raise ConfigError("--reuse-conv needs a trained model (--model or --checkpoint).")
     if args.model and args.checkpoint:
@@ -102,10 +103,9 @@ def load_player(args: argparse.Namespace, out=print):
     path = args.model or args.checkpoint
     sticky = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
     if path:
-        from .policy import load, model_of
-        if args.best:
-            path = model_of(Path(path), best=True)
-        policy = load(path, device="cpu" if args.reuse_conv else args.device, reuse_conv=args.reuse_conv)
+        from .policy import load
+        policy = load(path, device="cpu" if args.reuse_conv else args.device, reuse_conv=args.reuse_conv,
+                      best=args.best)
         path = policy.source   # the file it read: a run directory's model.pt (policy.model_of)
         cfg = policy.play_config(game=args.game, env=args.env, seed=args.seed, **sticky)
         env = make_env(cfg, args.seed)

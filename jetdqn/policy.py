@@ -174,6 +174,14 @@ def _check_eps(eps) -> None:
         raise ValueError(f"eps is a probability, from 0 to 1; got {eps!r}")
 
 
+def not_a_run_for_best(given) -> Optional[str]:
+    """Why --best cannot take ``given`` (evaluate's, play's and export's flag), or None: only a run directory
+    has best weights, and a file given with it was played or exported as if it were the best."""
+    if Path(given).is_dir():
+        return None
+    return f"--best picks a run directory's best weights, and {given} is not a directory; give the run directory, or drop --best."
+
+
 def model_of(path: Path, best: bool = False) -> Path:
     """The model a path names: a model file as it is; for a run directory its best.pt (``best``), its
     model.pt, or its last checkpoint (evaluate, play and ``jetdqn.load`` all take a run directory). The

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 from .config import Config, ConfigError, config_from_json, game_key, make_config, typed_setting, unread_reset
-from .disk import in_the_way, what_to_do, why_not_written
+from .disk import first_broken_link, in_the_way, what_to_do, why_not_written
 from .presets import PRESETS
 
 # what a run (and evaluate --record, plot) writes in its directory: a new run there starts without them
@@ -196,10 +196,8 @@ def held_by(run_dir: Path):
 def dangling_link(path: Path) -> Optional[str]:
     """Why ``path`` cannot be made, when it or a folder above it is a symbolic link to something missing (on
     a board, runs kept on an NVMe drive or SD card that is not mounted): mkdir said "File exists"."""
-    for p in (Path(path), *Path(path).parents):
-        if p.is_symlink() and not p.exists():
-            return f"{p} is a link to {os.readlink(p)}, which does not exist: is its disk mounted?"
-    return None
+    p = first_broken_link(path)
+    return None if p is None else f"{p} is a link to {os.readlink(p)}, which does not exist: is its disk mounted?"
 
 
 def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
