@@ -53,9 +53,21 @@ class Policy:
         last = (*self.obs_shape[1:], self.obs_shape[0])
         hint = ("; frames stacked last (Stable-Baselines3's VecFrameStack) go first: np.moveaxis(obs, -1, -3)"
                 if len(self.obs_shape) == 3 and obs.shape[-3:] == last and last != self.obs_shape else "")
+        if self.obs_shape[0] > 1 and obs.shape[-len(self.obs_shape) + 1:] == self.obs_shape[1:]:
+            hint = self.stacking_hint(obs.shape)
         one = f"{self.obs_shape} or {frame}" if frame != self.obs_shape else f"{self.obs_shape}"   # (4,): the env's own
         raise ValueError(f"an observation of shape {obs.shape}: this network takes {one} (one) or "
                          f"[N, {', '.join(map(str, self.obs_shape))}] (a batch){hint}")
+
+    def stacking_hint(self, shape: tuple) -> str:
+        """What to give a network trained on a history of observations when one frame (or a batch of single
+        frames) came: `jetdqn.train(env="CartPole-v1")` stacks 4 (--history's default), and predict(obs) with
+        the env's own observation said only which shape it takes, not that it is the last 4 stacked, nor how
+        training stacked them (zeros before an episode's first observation, not copies of it)."""
+        n, what = self.obs_shape[0], "frames" if len(self.obs_shape) == 3 else "observations"
+        each = "for each of a batch's rows " if len(shape) > len(self.obs_shape) - 1 else ""
+        return (f"; it was trained on the last {n} {what} stacked (--history {n}): give {each}np.stack of the "
+                f"last {n}, oldest first, with zeros before an episode's first, as training stacked them")
 
     @staticmethod
     def _as_vector(obs: np.ndarray) -> np.ndarray:

@@ -618,3 +618,26 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
     with pytest.raises(ValueError, match=r"^reuse_conv is True, False or 'kernels'; got 'x'$"):   # read as True
         jetdqn.load(PONG_MODEL, reuse_conv="x")
     assert policy.act(pong_stacks[:2], np.array([0.0, 1.0]), np.random.default_rng(0)).shape == (2,)
+
+
+def test_one_observation_for_a_network_trained_on_a_history_names_how_training_stacked_them(tmp_path):
+    """`jetdqn.train(env="CartPole-v1")` stacks 4 observations (--history's default); predict(obs) with the env's
+    own observation said only the shape it takes. The sentence now says they are the last 4 stacked, oldest
+    first, zeros before an episode's first, which is what training's and evaluation's FrameStack gives."""
+    import gymnasium as gym
+    import jetdqn
+    from jetdqn.envs.base import FrameStack
+    run = tmp_path / "run"
+    jetdqn.train(env="CartPole-v1", run_dir=str(run), total_steps=300, telemetry="off", progress="off")
+    policy = jetdqn.load(run)
+    obs, _ = gym.make("CartPole-v1").reset(seed=0)
+    with pytest.raises(ValueError, match=r"^an observation of shape \(4,\): this network takes \(4, 4\) \(one\) or "
+                                         r"\[N, 4, 4\] \(a batch\); it was trained on the last 4 observations stacked "
+                                         r"\(--history 4\): give np.stack of the last 4, oldest first, with zeros "
+                                         r"before an episode's first, as training stacked them$"):
+        policy.predict(obs)
+    with pytest.raises(ValueError, match=r"give for each of a batch's rows np.stack of the last 4"):
+        policy.predict(np.stack([obs, obs]))
+    stacked = np.stack([np.zeros_like(obs)] * 3 + [obs])   # the sentence's fix
+    assert np.array_equal(stacked, FrameStack(4, obs.shape, np.float32).reset(obs))
+    assert policy.predict(stacked) == int(policy.q_values(stacked)[0].argmax())
