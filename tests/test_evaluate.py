@@ -101,3 +101,15 @@ def test_sticky_actions_reach_the_emulator_in_every_env_type():
     for env in (make_env(cfg, 0), make_envs(cfg, 0, num_envs=2)):
         assert env.n_actions == 18   # --full-action-space: all 18 joystick actions, not Pong's 6
         env.close()
+
+
+def test_a_gymnasium_envs_record_names_the_step_limit_its_games_end_at():
+    """CartPole-v1's own TimeLimit ends a game at 500 steps whatever --max-episode-steps says above it; the
+    evaluation record said 27,000 (the Atari default). A lower --max-episode-steps is the limit it names."""
+    from jetdqn.evaluate import protocol
+    for settings, cap in (({}, 500), ({"max_episode_steps": 200}, 200), ({"max_episode_steps": 900}, 500)):
+        cfg = make_config({"env": "CartPole-v1", **settings})
+        returns, lengths = play_games(DQNAgent(cfg, (4, 4), 2, torch.device("cpu")), cfg, games=2, eps=0.0, seed=1)
+        assert protocol(cfg, 0.0)["max_episode_steps"] == cap
+        assert max(lengths) <= cap
+    assert protocol(make_config({"game": "pong"}), 0.05)["max_episode_steps"] == 27_000

@@ -81,6 +81,17 @@ class GymEnv:
         self._env.close()
 
 
+def own_time_limit(env_id: str) -> Optional[int]:
+    """The steps gymnasium's own TimeLimit ends a game at (CartPole-v1: 500), which gym.make keeps under
+    --max-episode-steps: an evaluation record said 27,000 (the Atari default) for CartPole games that end at
+    500. None for an env without one, or an id gymnasium does not know."""
+    import gymnasium as gym
+    try:
+        return gym.spec(env_id).max_episode_steps
+    except Exception:  # gymnasium raises several types for an unknown id; making the env says why
+        return None
+
+
 def _atari_rom(env_id: str) -> str:
     """The ROM an Atari id names ('ALE/Pong-v5', 'PongNoFrameskip-v4' -> 'pong'), else ''. An id gymnasium
     has for an env of its own is not one, whatever its name: Blackjack-v1 is the card game of toy_text, and
