@@ -487,3 +487,19 @@ def test_the_report_says_which_gpu_rows_ran_fp32_layers_in_tf32():
     # a GPU without TF32 (a Jetson Xavier, Volta) or a CPU machine: the line is left out
     assert tf32_line([{**row, "tf32": xavier} for row in rows]) == ""
     assert cudnn_line(rows[-1:], {}) == "cuDNN flags: not applied (no CUDA device here; the cuDNN rows are not run)"
+
+
+def test_bench_acting_refuses_a_split_it_would_time_nothing_of_before_any_runs(tmp_path):
+    """The default splits' 64 envs step 64 at a time: with --warmup 10 the warm-up's record is at step 64, and
+    --steps 50 ends the run there. That row was an IndexError traceback after nine splits had run. Now it is
+    refused before any run, naming the --steps that times a loop step; one more step is timed."""
+    proc = run_module("jetdqn.bench", "acting", "--steps", "50", "--warmup", "10", "--out", str(tmp_path), check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == ("error: the split 64x1 steps its 64 envs together, so its warm-up ends at step 64, and "
+                           "--steps 50 after --warmup 10 leaves it nothing to time; give --steps 55 or more (to time "
+                           "a loop step of 64 envs past it)\n")
+    proc = run_module("jetdqn.bench", "acting", "--warmup", "0", "--out", str(tmp_path), check=False)
+    assert proc.returncode == 2 and "argument --warmup: '0' is not a positive integer" in proc.stderr
+    from jetdqn.bench.acting import untimed_split
+    assert untimed_split([(8, 2)], 10, 5) is not None and untimed_split([(8, 2)], 10, 7) is None   # 16: 10 + 7 > 16
+    assert list(tmp_path.iterdir()) == []

@@ -97,7 +97,7 @@ def build_parser() -> Parser:
     pa = sub.add_parser("acting", help="greedy acting only: env steps/s for each split of envs into groups")
     pa.add_argument("--game", default="pong")
     pa.add_argument("--steps", type=positive_int, default=20_000, help="measured steps per split (default 20000)")
-    pa.add_argument("--warmup", type=count, default=2_000, help="steps before the measured window (default 2000)")
+    pa.add_argument("--warmup", type=positive_int, default=2_000, help="steps before the measured window (default 2000)")
     pa.add_argument("--splits", type=splits, default=None, help="ENVSxGROUPS,... (default: 1x1,2x1,4x1,8x1,16x1,32x1,64x1,8x2,16x2,64x2)")
     pa.add_argument("--out", type=given_path, default="benchmarks/results")
     pa.add_argument("--flags", nargs=argparse.REMAINDER, default=["--amp", "bf16", "--channels-last"],
@@ -146,6 +146,11 @@ def _unusable(args) -> Optional[str]:
             os.rmdir(tempfile.mkdtemp(prefix=".jetdqn-bench-probe-", dir=existing))
         except OSError as exc:
             return f"--out {out}: no folder can be made in {existing} ({exc.strerror}); give a folder you can write to."
+    if args.what == "acting":
+        from .acting import untimed_split
+        untimed = untimed_split(args.splits, args.warmup, args.steps)
+        if untimed:
+            return untimed
     try:
         for game in getattr(args, "games", None) or [getattr(args, "game", None)]:
             if game is not None:
@@ -226,9 +231,6 @@ def _run(args) -> int:
     if args.what == "convs":
         return bench_convs(args)
     if args.what == "acting":
-        if args.steps <= 0 or args.warmup <= 0:
-            print("error: --steps and --warmup must be positive integers", file=sys.stderr)
-            return 2
         return bench_acting(args)
     return bench_replay(args)
 

@@ -8,6 +8,7 @@ import shlex
 import shutil
 import statistics
 from pathlib import Path
+from typing import Optional
 
 from ..records import read_jsonl
 from .machine import machine_info, machine_line
@@ -42,6 +43,19 @@ def bench_acting(args) -> int:
     return 0 if all("error" not in r for r in rows) else 1
 
 
+def untimed_split(splits: Optional[list], warmup: int, steps: int) -> Optional[str]:
+    """A split whose envs, stepping together, reach --warmup + --steps in the loop step that ends the warm-up:
+    its run writes the warm-up's record and no other, and the row was an IndexError traceback (after every
+    split before it had run; `--steps 50 --warmup 10` with the default splits' 64 envs)."""
+    for envs, groups in splits or ACTING_SPLITS:
+        warmed = -(-warmup // envs) * envs   # the first loop step at or past --warmup: the warm-up's record
+        if warmup + steps <= warmed:
+            return (f"the split {envs}x{groups} steps its {envs} envs together, so its warm-up ends at step "
+                    f"{warmed:,}, and --steps {steps:,} after --warmup {warmup:,} leaves it nothing to time; give "
+                    f"--steps {warmed - warmup + 1:,} or more (to time a loop step of {envs} envs past it)")
+    return None
+
+
 def acting_row(envs: int, groups: int, args, workdir: Path) -> dict:
     """One split: learning never starts (learn_start past the end), epsilon 0, the first record is warm-up."""
     run_dir = workdir / f"n{envs}g{groups}"
@@ -57,6 +71,8 @@ def acting_row(envs: int, groups: int, args, workdir: Path) -> dict:
         return {"envs": envs, "groups": groups, "error": error}
     records = read_jsonl(run_dir / "log.jsonl")
     window = records[1:]  # the first record is the warm-up (start-up, first forward passes)
+    if not window:   # untimed_split refuses the settings that lead here; a run that ended early is said, not divided
+        return {"envs": envs, "groups": groups, "error": f"no record after the warm-up's in {run_dir / 'log.jsonl'}"}
     seconds = sum(r["interval_s"] for r in window)
     steps = window[-1]["step"] - records[0]["step"]
     row = {"envs": envs, "groups": groups, "env_steps_per_s": steps / seconds,
