@@ -503,3 +503,22 @@ def test_bench_acting_refuses_a_split_it_would_time_nothing_of_before_any_runs(t
     from jetdqn.bench.acting import untimed_split
     assert untimed_split([(8, 2)], 10, 5) is not None and untimed_split([(8, 2)], 10, 7) is None   # 16: 10 + 7 > 16
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_case_whose_envs_step_past_the_window_is_not_run_and_the_steps_it_names_measure_it(tmp_path):
+    """8 envs step 8 at a time: `--learn-start 32 --warmup-steps 1 --steps 3` ends the run in the loop step (to
+    40) that opens the window, and the row failed after its run ("no records after learn_start"). It is now
+    "not run", naming the --steps that measure it; a real 8-env run with that many has its window."""
+    from types import SimpleNamespace
+    from jetdqn.bench.cases import Case
+    from jetdqn.bench.runner import run_case
+    case = Case("eight", "8 envs", ["--display-freq", "0", "--num-envs", "8"])
+    assert case.window_reason(32, 1, 3, []) == ("not run: its 8 envs step together, so the window opens at step 40, "
+                                                "where --steps 3 ends the run; give --steps 8 or more")
+    assert case.window_reason(32, 1, 8, []) is None and case.window_reason(32, 1, 3, ["--num-envs", "2"]) is None
+    assert Case("one", "1 env", ["--display-freq", "0"]).window_reason(32, 1, 1, []) is None
+    args = SimpleNamespace(learn_start=32, warmup_steps=1, steps=8, extra_flags=["--replay-size", "1000"],
+                           game="pong", telemetry="off", case_timeout=120, keep_runs=False)
+    row = run_case(case, args, tmp_path, 0)
+    assert "error" not in row, row
+    assert row["updates"] > 0 and row["s_per_1000_steps"] > 0

@@ -49,15 +49,22 @@ class Case:
         """Why this row cannot measure the window asked ("not run: ..."), or None. A Ray actor sends its steps
         a segment at a time (--ray-segment steps of each of its envs: 100 here), and the run's records come
         with them: a window edge inside a segment has no record, and `bench pong --steps 8` ran both Ray rows
-        for nothing ("failed: no records after learn_start")."""
-        if not self.needs_ray:
-            return None
+        for nothing ("failed: no records after learn_start"). Envs in this process step together too: with 8,
+        `--learn-start 32 --warmup-steps 1 --steps 3` ends the run in the loop step (to 40) that opens the
+        window, and the row failed the same way after its run."""
         flags = [*self.flags, *extra_flags]
         last = {flags[i]: flags[i + 1] for i in range(len(flags) - 1) if flags[i].startswith("--")}
         try:
             envs, per_env = int(last.get("--num-envs", 1)), int(last.get("--ray-segment", 50))
         except ValueError:
-            return None   # train refuses those in its own words
+            return None   # train refuses those in its own words; --num-envs auto is counted by the run
+        if not self.needs_ray:
+            start = learn_start + warmup_steps
+            opened = -(-start // envs) * envs   # the loop step that reaches the window's start: its first record
+            if start + steps > opened:
+                return None
+            return (f"not run: its {envs} envs step together, so the window opens at step {opened:,}, where "
+                    f"--steps {steps:,} ends the run; give --steps {opened - start + 1:,} or more")
         segment = envs * per_env
         off = [f"--{name} {value}" for name, value in (("learn-start", learn_start), ("warmup-steps", warmup_steps),
                                                         ("steps", steps)) if value % segment]
