@@ -641,3 +641,17 @@ def test_one_observation_for_a_network_trained_on_a_history_names_how_training_s
     stacked = np.stack([np.zeros_like(obs)] * 3 + [obs])   # the sentence's fix
     assert np.array_equal(stacked, FrameStack(4, obs.shape, np.float32).reset(obs))
     assert policy.predict(stacked) == int(policy.q_values(stacked)[0].argmax())
+
+
+def test_bench_engines_and_reuse_name_a_vector_network_they_cannot_time(tmp_path):
+    """A CartPole run as `bench engines --model` was a ConfigError traceback (--channels-last is for Atari) and
+    as `bench reuse --nature` numpy's "axes don't match array": both time the Nature CNN on Atari frames."""
+    import jetdqn
+    run = tmp_path / "cartpole"
+    jetdqn.train(preset="cartpole", run_dir=str(run), total_steps=300, telemetry="off", progress="off")
+    for what, flag in (("engines", "--model"), ("reuse", "--nature")):
+        proc = run_module("jetdqn.bench", what, flag, str(run), "--out", str(tmp_path / "out"), check=False)
+        assert proc.returncode == 2 and proc.stderr == (
+            f"error: {flag} {run}: {run / 'model.pt'} is a network for CartPole-v1's vector observations, and bench "
+            f"{what} times the Nature CNN on Atari frames; give an Atari run's model.\n"), proc.stderr
+    assert not (tmp_path / "out").exists()

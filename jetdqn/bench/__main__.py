@@ -158,9 +158,14 @@ def _unusable(args) -> Optional[str]:
         model = getattr(args, "model", None) or getattr(args, "nature", None)
         if model:
             from ..policy import load
-            if load(model).engine.startswith("onnxruntime") and args.what == "engines":   # was a torch.load traceback
+            policy = load(model)
+            if policy.engine.startswith("onnxruntime") and args.what == "engines":   # was a torch.load traceback
                 return (f"--model {model}: bench engines makes its own ONNX export to time; give the checkpoint "
                         "(.pt), the .safetensors or the run directory it came from.")
+            if len(policy.obs_shape) != 3:   # a CartPole run: a ConfigError or numpy's ValueError traceback
+                flag = "--model" if args.what == "engines" else "--nature"
+                return (f"{flag} {model}: {policy.source} is a network for {policy.env_name}'s vector observations, "
+                        f"and bench {args.what} times the Nature CNN on Atari frames; give an Atari run's model.")
         if args.what in ("acting", "pong"):
             from ..config import build_parser as train_parser, make_config, refuse_replaced
             flag, words, whose = (("--flags", args.flags, "run") if args.what == "acting" else
