@@ -54,12 +54,12 @@ class Policy:
         hint = ("; frames stacked last (Stable-Baselines3's VecFrameStack) go first: np.moveaxis(obs, -1, -3)"
                 if len(self.obs_shape) == 3 and obs.shape[-3:] == last and last != self.obs_shape else "")
         if self.obs_shape[0] > 1 and obs.shape[-len(self.obs_shape) + 1:] == self.obs_shape[1:]:
-            hint = self.stacking_hint(obs.shape)
+            hint = self._stacking_hint(obs.shape)
         one = f"{self.obs_shape} or {frame}" if frame != self.obs_shape else f"{self.obs_shape}"   # (4,): the env's own
         raise ValueError(f"an observation of shape {obs.shape}: this network takes {one} (one) or "
                          f"[N, {', '.join(map(str, self.obs_shape))}] (a batch){hint}")
 
-    def stacking_hint(self, shape: tuple) -> str:
+    def _stacking_hint(self, shape: tuple) -> str:
         """What to give a network trained on a history of observations when one frame (or a batch of single
         frames) came: `jetdqn.train(env="CartPole-v1")` stacks 4 (--history's default), and predict(obs) with
         the env's own observation said only which shape it takes, not that it is the last 4 stacked, nor how

@@ -495,13 +495,14 @@ def test_bench_acting_refuses_a_split_it_would_time_nothing_of_before_any_runs(t
     refused before any run, naming the --steps that times a loop step; one more step is timed."""
     proc = run_module("jetdqn.bench", "acting", "--steps", "50", "--warmup", "10", "--out", str(tmp_path), check=False)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == ("error: the split 64x1 steps its 64 envs together, so its warm-up ends at step 64, and "
+    assert proc.stderr == ("error: the split 64x1 steps 64 envs at a time, so its warm-up ends at step 64, and "
                            "--steps 50 after --warmup 10 leaves it nothing to time; give --steps 55 or more (to time "
-                           "a loop step of 64 envs past it)\n")
+                           "a loop step past it)\n")
     proc = run_module("jetdqn.bench", "acting", "--warmup", "0", "--out", str(tmp_path), check=False)
     assert proc.returncode == 2 and "argument --warmup: '0' is not a positive integer" in proc.stderr
     from jetdqn.bench.acting import untimed_split
-    assert untimed_split([(8, 2)], 10, 5) is not None and untimed_split([(8, 2)], 10, 7) is None   # 16: 10 + 7 > 16
+    # two groups of 4: a loop step is 4 envs' steps, the warm-up's record at 12
+    assert untimed_split([(8, 2)], 10, 2) is not None and untimed_split([(8, 2)], 10, 3) is None
     assert list(tmp_path.iterdir()) == []
 
 
@@ -513,9 +514,12 @@ def test_a_case_whose_envs_step_past_the_window_is_not_run_and_the_steps_it_name
     from jetdqn.bench.cases import Case
     from jetdqn.bench.runner import run_case
     case = Case("eight", "8 envs", ["--display-freq", "0", "--num-envs", "8"])
-    assert case.window_reason(32, 1, 3, []) == ("not run: its 8 envs step together, so the window opens at step 40, "
+    assert case.window_reason(32, 1, 3, []) == ("not run: its envs step 8 at a time, so the window opens at step 40, "
                                                 "where --steps 3 ends the run; give --steps 8 or more")
     assert case.window_reason(32, 1, 8, []) is None and case.window_reason(32, 1, 3, ["--num-envs", "2"]) is None
+    assert case.window_reason(32, 1, 3, ["--env-groups", "2"]) == (   # 4 at a time: the window opens at 36
+        "not run: its envs step 4 at a time, so the window opens at step 36, where --steps 3 ends the run; give "
+        "--steps 4 or more")
     assert Case("one", "1 env", ["--display-freq", "0"]).window_reason(32, 1, 1, []) is None
     args = SimpleNamespace(learn_start=32, warmup_steps=1, steps=8, extra_flags=["--replay-size", "1000"],
                            game="pong", telemetry="off", case_timeout=120, keep_runs=False)

@@ -44,15 +44,16 @@ def bench_acting(args) -> int:
 
 
 def untimed_split(splits: Optional[list], warmup: int, steps: int) -> Optional[str]:
-    """A split whose envs, stepping together, reach --warmup + --steps in the loop step that ends the warm-up:
-    its run writes the warm-up's record and no other, and the row was an IndexError traceback (after every
-    split before it had run; `--steps 50 --warmup 10` with the default splits' 64 envs)."""
+    """A split whose envs, stepping together (a group at a time), reach --warmup + --steps in the loop step that
+    ends the warm-up: its run writes the warm-up's record and no other, and the row was an IndexError traceback
+    (after every split before it had run; `--steps 50 --warmup 10` with the default splits' 64 envs)."""
     for envs, groups in splits or ACTING_SPLITS:
-        warmed = -(-warmup // envs) * envs   # the first loop step at or past --warmup: the warm-up's record
+        per = envs // groups   # a loop step steps one group (make_envs splits the envs evenly)
+        warmed = -(-warmup // per) * per   # the first loop step at or past --warmup: the warm-up's record
         if warmup + steps <= warmed:
-            return (f"the split {envs}x{groups} steps its {envs} envs together, so its warm-up ends at step "
-                    f"{warmed:,}, and --steps {steps:,} after --warmup {warmup:,} leaves it nothing to time; give "
-                    f"--steps {warmed - warmup + 1:,} or more (to time a loop step of {envs} envs past it)")
+            return (f"the split {envs}x{groups} steps {per} envs at a time, so its warm-up ends at step {warmed:,}, "
+                    f"and --steps {steps:,} after --warmup {warmup:,} leaves it nothing to time; give --steps "
+                    f"{warmed - warmup + 1:,} or more (to time a loop step past it)")
     return None
 
 

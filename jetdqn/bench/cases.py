@@ -56,14 +56,16 @@ class Case:
         last = {flags[i]: flags[i + 1] for i in range(len(flags) - 1) if flags[i].startswith("--")}
         try:
             envs, per_env = int(last.get("--num-envs", 1)), int(last.get("--ray-segment", 50))
+            groups = int(last.get("--env-groups", 1))
         except ValueError:
             return None   # train refuses those in its own words; --num-envs auto is counted by the run
         if not self.needs_ray:
+            per = max(1, envs // max(1, groups))   # a loop step steps one group of envs (train refuses uneven ones)
             start = learn_start + warmup_steps
-            opened = -(-start // envs) * envs   # the loop step that reaches the window's start: its first record
+            opened = -(-start // per) * per   # the loop step that reaches the window's start: its first record
             if start + steps > opened:
                 return None
-            return (f"not run: its {envs} envs step together, so the window opens at step {opened:,}, where "
+            return (f"not run: its envs step {per} at a time, so the window opens at step {opened:,}, where "
                     f"--steps {steps:,} ends the run; give --steps {opened - start + 1:,} or more")
         segment = envs * per_env
         off = [f"--{name} {value}" for name, value in (("learn-start", learn_start), ("warmup-steps", warmup_steps),
