@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..records import read_jsonl
+from .cases import record_step
 from .machine import machine_info, machine_line
 from .report import bench_command, markdown_table, new_result_path, with_ext, write_text, writing_results
 from .runner import run_process, train_command
@@ -49,7 +50,7 @@ def untimed_split(splits: Optional[list], warmup: int, steps: int) -> Optional[s
     (after every split before it had run; `--steps 50 --warmup 10` with the default splits' 64 envs)."""
     for envs, groups in splits or ACTING_SPLITS:
         per = envs // groups   # a loop step steps one group (make_envs splits the envs evenly)
-        warmed = -(-warmup // per) * per   # the first loop step at or past --warmup: the warm-up's record
+        warmed = record_step(warmup, per)   # the warm-up's record
         if warmup + steps <= warmed:
             return (f"the split {envs}x{groups} steps {per} envs at a time, so its warm-up ends at step {warmed:,}, "
                     f"and --steps {steps:,} after --warmup {warmup:,} leaves it nothing to time; give --steps "

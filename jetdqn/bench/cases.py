@@ -8,6 +8,12 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 
+def record_step(step: int, per: int) -> int:
+    """The loop step whose record covers ``step`` when a loop step steps ``per`` envs (one group of them): the
+    first multiple of ``per`` at or past it. A window that ends there has nothing after its opening record."""
+    return -(-step // per) * per
+
+
 @dataclass(eq=False)
 class Case:
     key: str                        # short id: run directories, --cases
@@ -62,7 +68,7 @@ class Case:
         if not self.needs_ray:
             per = max(1, envs // max(1, groups))   # a loop step steps one group of envs (train refuses uneven ones)
             start = learn_start + warmup_steps
-            opened = -(-start // per) * per   # the loop step that reaches the window's start: its first record
+            opened = record_step(start, per)   # the window's first record
             if start + steps > opened:
                 return None
             return (f"not run: its envs step {per} at a time, so the window opens at step {opened:,}, where "
