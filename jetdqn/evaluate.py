@@ -240,8 +240,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.model is None:   # play's --model was "unrecognized arguments", and evaluate then "model is required"
         fail("nothing to evaluate: give the model, a run directory or a file (python -m jetdqn.evaluate RUN_DIR), "
              "or --model PATH.")
-    if args.best and not_a_run_for_best(args.model):   # was ignored: the file given was evaluated as the best
-        fail(not_a_run_for_best(args.model))
+    if args.best and (refused := not_a_run_for_best(args.model)):   # was ignored: the file was evaluated as the best
+        fail(refused)
     if args.record and not Path(args.model).is_dir():
         fail(f"--record keeps the result in a run directory's evaluations.jsonl, and {args.model} is not a "
              "directory; give the run directory, or drop --record.")

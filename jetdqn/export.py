@@ -213,8 +213,8 @@ def main(argv: Optional[list[str]] = None) -> int:
              "--onnx OUT.onnx), or --checkpoint PATH.")
     if not (args.onnx or args.safetensors):
         fail("nothing to export: give --onnx OUT.onnx and/or --safetensors OUT.safetensors.")
-    if args.best and not_a_run_for_best(args.checkpoint):   # as evaluate's: the file given is no run's best
-        fail(not_a_run_for_best(args.checkpoint))
+    if args.best and (refused := not_a_run_for_best(args.checkpoint)):   # as evaluate's: a file is no run's best
+        fail(refused)
     if args.opset is not None and not args.onnx:   # was ignored: a safetensors file has no opset
         fail(f"--opset {args.opset} is the ONNX file's opset, and there is no --onnx: add --onnx OUT.onnx, or drop "
              "--opset.")
