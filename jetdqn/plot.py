@@ -35,8 +35,8 @@ def evaluation_series(evals: list) -> dict:
     and, when one crosses the target, a 30-game confirmation at the same step; one line through both would
     zigzag and one legend would name only one game count."""
     series: dict = {}
-    for e in evals:
-        series.setdefault((e.get("games", e["episodes"]), e["eps"]), []).append(e)
+    for e in evals:   # games where the record has them, as read_run chose it (a record with only games was a KeyError)
+        series.setdefault((e.get("games") or e.get("episodes"), e["eps"]), []).append(e)
     return series
 
 
@@ -58,7 +58,8 @@ def read_run(run_dir: Path) -> tuple[list, list]:
     log = read_jsonl(run_dir / "log.jsonl", LOG_NUMBERS) if (run_dir / "log.jsonl").exists() else []
     evals = [e for e in (read_jsonl(run_dir / "eval.jsonl", EVAL_NUMBERS) if (run_dir / "eval.jsonl").exists() else [])
              if all(e.get(key) is not None for key in ("wall_s", "return_mean", "return_std", "eps"))
-             and (e.get("games") or e.get("episodes"))]   # what a point is drawn from
+             and (e.get("games") or e.get("episodes"))   # what a point is drawn from
+             and e["return_std"] >= 0]   # a spread below 0 (edited) was matplotlib's sentence, naming no file
     if not returns(log) and not evals:
         raise ValueError(f"{run_dir} has no episode returns yet: no game has ended in its log.jsonl and it has "
                          "no evaluation; plot it once one has.")

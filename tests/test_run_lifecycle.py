@@ -1097,6 +1097,21 @@ def test_play_records_every_frame_when_nothing_is_shown_and_plot_skips_non_recor
         assert Path(run_module(*module).stdout.strip()).stat().st_size > 1000
 
 
+def test_plot_draws_evaluations_that_name_only_games_and_skips_a_spread_below_zero(tmp_path):
+    """eval.jsonl edited by hand (or from a tool that writes "games" alone): a record without "episodes" was a
+    KeyError traceback, a negative return_std matplotlib's "'yerr' must not contain negative values"."""
+    run = tmp_path / "run"
+    run.mkdir()
+    point = {"step": 1000, "wall_s": 10.0, "return_mean": -20.0, "return_std": 1.0, "eps": 0.05}
+    (run / "eval.jsonl").write_text(json.dumps({**point, "games": 3}) + "\n"
+                                    + json.dumps({**point, "step": 2000, "return_std": -1.0, "episodes": 3}) + "\n")
+    out = run_module("jetdqn.plot", str(run), check=False)
+    assert out.returncode == 0 and Path(out.stdout.strip()).stat().st_size > 1000, out.stderr
+    (run / "eval.jsonl").write_text(json.dumps({**point, "return_std": -1.0, "episodes": 3}) + "\n")
+    only_bad = run_module("jetdqn.plot", str(run), check=False)
+    assert only_bad.returncode == 2 and "has no episode returns yet" in only_bad.stderr, only_bad.stderr
+
+
 def test_checkpoint_mistakes_are_named_for_what_they_are(tmp_path):
     """A folder with no model given as a checkpoint, a checkpoint of another game, a resume that changes what it cannot, a
     dueling mismatch, a checkpoint with parts missing, a truncated one: each one sentence that says what is
