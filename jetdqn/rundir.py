@@ -364,6 +364,7 @@ def config_for_resume(explicit: dict) -> dict:
             raise ConfigError(f"--resume cannot change --{key.replace('_', '-')} (the run has {had}, "
                               f"asked {explicit[key]!r}): {why}; drop the flag, or start a new run in another "
                               "--run-dir.")
+    refuse_auto_size_for_saved_replay(explicit, saved, run_dir, replay_kept)
     # what the run has stays as it was written ('Pong' resumed as 'pong' is still 'Pong' in config.json)
     explicit = {k: v for k, v in explicit.items() if k not in fixed}
     if explicit.get("preset") is not None and explicit["preset"] != saved.get("preset"):
@@ -386,6 +387,23 @@ def config_for_resume(explicit: dict) -> dict:
         raise ConfigError(f"{source}, the run's saved settings: {exc} Fix it there, or give that setting now as "
                           "a flag.") from None
     return resumed
+
+
+def refuse_auto_size_for_saved_replay(explicit: dict, saved: dict, run_dir: Path, replay_kept: bool) -> None:
+    """--replay-size auto on a resume of a run of a set size whose replay was saved with its checkpoint: the
+    saved replay is loaded as it was saved, so auto sizes nothing, yet config.json and segments.jsonl said
+    "replay_size 1000 -> 0" (a size given as a number is refused already: replay.sizing.refuse_another_size).
+    A run that began with auto resumes with it as before."""
+    if not replay_kept or "replay_size" not in explicit or not saved.get("replay_size"):
+        return
+    if typed_setting("replay_size", explicit["replay_size"]) != 0:
+        return
+    replay = run_dir / "checkpoints" / "replay"
+    if replay.is_dir() and any(replay.iterdir()):
+        raise ConfigError(f"--replay-size auto cannot apply to the replay saved with the checkpoint "
+                          f"(--checkpoint-replay), which was made for {saved['replay_size']:,} transitions and is "
+                          "loaded as it was saved: drop --replay-size, or resume with --no-checkpoint-replay for a "
+                          "new replay sized auto, refilled for --learn-start steps.")
 
 
 def refused_alone(saved: dict, refusal: str) -> bool:

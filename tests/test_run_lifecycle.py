@@ -345,14 +345,21 @@ def test_a_replay_size_the_saved_replay_cannot_take_is_refused_on_resume(tmp_pat
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
     # a longer --n-step than the saved ring holds: "give --replay-size 251" was then refused as above, and with
     # --replay-size auto (no size to check it by) the run went on with every return cut short
-    for size in ([], ["--replay-size", "auto"]):
-        short = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--n-step", "250", *size,
-                           "--total-steps", "400", check=False)
-        what = "the replay saved with the checkpoint (--checkpoint-replay)" if size else "--replay-size 200"
-        assert short.returncode == 2 and short.stderr == (
-            f"error: --n-step 250 needs 251 transitions in each env's ring for one whole return, and {what} keeps "
-            "200: resume with --no-checkpoint-replay and --replay-size 251 or more (a new replay, refilled for "
-            "--learn-start steps; the saved one keeps its size), or a smaller --n-step.\n"), short.stderr
+    short = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--n-step", "250", "--total-steps", "400",
+                       check=False)
+    assert short.returncode == 2 and short.stderr == (
+        "error: --n-step 250 needs 251 transitions in each env's ring for one whole return, and --replay-size 200 "
+        "keeps 200: resume with --no-checkpoint-replay and --replay-size 251 or more (a new replay, refilled for "
+        "--learn-start steps; the saved one keeps its size), or a smaller --n-step.\n"), short.stderr
+    # auto sizes nothing either: the saved replay loads as it was saved, while config.json and segments.jsonl
+    # said "replay_size 200 -> 0"
+    for n_step in ("1", "250"):
+        auto = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--replay-size", "auto", "--n-step",
+                          n_step, "--total-steps", "400", check=False)
+        assert auto.returncode == 2 and auto.stderr == (
+            "error: --replay-size auto cannot apply to the replay saved with the checkpoint (--checkpoint-replay), "
+            "which was made for 200 transitions and is loaded as it was saved: drop --replay-size, or resume with "
+            "--no-checkpoint-replay for a new replay sized auto, refilled for --learn-start steps.\n"), auto.stderr
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
     run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--replay-size", "2000", "--no-checkpoint-replay",
                "--total-steps", "400")
