@@ -854,6 +854,10 @@ def make_config(explicit: dict[str, Any]) -> Config:
             raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}.")
         values.update(PRESETS[preset])
     values.update(explicit)
+    if preset is not None:   # a preset's value that only a mode reads, where a flag turned that mode off: the
+        # cartpole preset's Adam epsilon with --optimizer rmsprop was "--adam-eps 1e-08 has no effect", a flag
+        # nobody typed. A value given now is still refused.
+        values = unread_reset(values, explicit)
     if "env" in explicit and explicit["env"] and "game" not in explicit:
         values["game"] = None
     if "game" in explicit and explicit["game"] and "env" not in explicit:

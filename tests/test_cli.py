@@ -10,7 +10,7 @@ import pytest
 
 import jetdqn
 from jetdqn.checkpoint import CheckpointError
-from jetdqn.config import PRESETS, ConfigError, make_config, parse_config
+from jetdqn.config import PRESETS, Config, ConfigError, make_config, parse_config
 from conftest import ROOT, run_module, run_without
 
 
@@ -31,6 +31,27 @@ def test_every_preset_is_a_valid_config():
     breakout = make_config({"preset": "breakout", "lr": 5e-5})
     assert (breakout.game, breakout.target_return, breakout.eps_decay_steps, breakout.lr) == ("breakout", 100.0,
                                                                                             250_000, 5e-5)
+
+
+def test_a_flag_that_turns_off_a_mode_a_preset_tuned_drops_the_presets_value_for_it(tmp_path):
+    """--preset cartpole --optimizer rmsprop was "--adam-eps 1e-08 has no effect without --optimizer adam", a
+    flag nobody typed (the preset's Adam epsilon). The preset's value goes; the same value typed is still refused."""
+    other = {"adam": "rmsprop", "rmsprop": "adam"}
+    tried = 0
+    for name, values in PRESETS.items():
+        for setting in set(values) & set(Config._ONLY_WITH):
+            if values[setting] == Config.__dataclass_fields__[setting].default or "optimizer" not in values:
+                continue
+            cfg = make_config({"preset": name, "optimizer": other[values["optimizer"]]})
+            assert getattr(cfg, setting) == Config.__dataclass_fields__[setting].default, (name, setting)
+            with pytest.raises(ConfigError, match=f"--{setting.replace('_', '-')} .* has no effect without"):
+                make_config({"preset": name, "optimizer": other[values["optimizer"]], setting: values[setting]})
+            tried += 1
+    assert tried >= 1   # cartpole's adam_eps 1e-8
+    run = run_module("jetdqn.train", "--preset", "cartpole", "--optimizer", "rmsprop", "--total-steps", "300",
+                     "--learn-start", "100", "--eval-episodes", "0", "--run-dir", str(tmp_path / "run"),
+                     "--telemetry", "off", "--progress", "off")
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["optimizer"] == "rmsprop", run.stderr
 
 
 @pytest.mark.parametrize("argv, message", [
