@@ -301,7 +301,8 @@ class Config:
         if self.replay_size and self.batch_size > self.replay_size:
             raise ConfigError(f"--batch-size {self.batch_size} is larger than --replay-size {self.replay_size}.")
         if self.backend == "ray" and (self.async_learner or self.num_envs == 0):
-            raise ConfigError("--backend ray runs its own actors: drop --async-learner and give --num-envs a number.")
+            fixes = ["drop --async-learner"] * self.async_learner + ["give --num-envs a number (not auto)"] * (not self.num_envs)
+            raise ConfigError(f"--backend ray runs its own actors: {' and '.join(fixes)}.")
         if self.backend == "ray" and self.display_freq:   # the window stayed empty, and nothing said why
             raise ConfigError(f"--display-freq {self.display_freq} shows this process's env 0, and with --backend ray "
                               "the envs play in the actors' processes: drop --display-freq (jetdqn.play --model "
@@ -867,7 +868,33 @@ def make_config(explicit: dict[str, Any]) -> Config:
     for name in PATH_FIELDS:   # a --config file's or the API's; the flags' are given_path's
         if isinstance(values.get(name), str):
             values[name] = home_expanded(values[name])
-    return Config(**values).validate()
+    try:
+        return Config(**values).validate()
+    except ConfigError as exc:
+        if preset is None:
+            raise
+        raise ConfigError(f"{exc}{presets_part(str(exc), preset, explicit)}") from None
+
+
+def presets_part(refusal: str, preset: str, explicit: dict[str, Any]) -> str:
+    """What a refusal owes to the preset: the settings it names that --preset gave and no flag did, with the
+    flag that changes each. ``--preset pong-gpu --compile`` was "--cuda-graphs and --compile both capture
+    the network; pick one", and nobody had typed --cuda-graphs. The game a preset trains on is its point,
+    not a setting to change."""
+    import re
+    parts = []
+    for name, value in PRESETS[preset].items():
+        flag, default = _flag(name), _FIELDS[name].default
+        if (name in explicit or name in ("game", "env") or value == default or "a preset's" in refusal
+                or not re.search(re.escape(flag) + r"(?![\w-])", refusal)):
+            continue
+        if isinstance(value, bool):
+            parts.append(f"{flag if value else '--no-' + flag[2:]} ({'--no-' + flag[2:] if value else flag} overrides it)")
+        else:
+            shown = "auto" if value == 0 and name in ("num_envs", "replay_size") else value
+            parts.append(f"{flag} {shown} ({flag} {'none' if default is None else default} overrides it)")
+    return f" --preset {preset} gave {' and '.join(parts)}." if parts else ""
+
 
 
 def parse_config(argv: Optional[list[str]], prog: Optional[str] = None,

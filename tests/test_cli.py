@@ -54,6 +54,33 @@ def test_a_flag_that_turns_off_a_mode_a_preset_tuned_drops_the_presets_value_for
     assert json.loads((tmp_path / "run" / "config.json").read_text())["optimizer"] == "rmsprop", run.stderr
 
 
+def test_a_refusal_that_names_a_setting_the_preset_gave_says_so_and_how_to_override_it(tmp_path):
+    """--preset pong-gpu --compile was "--cuda-graphs and --compile both capture the network; pick one", and
+    nobody had typed --cuda-graphs; --preset pong-gpu --backend ray said "drop --async-learner", which no one
+    had given either (the preset's --num-envs auto was the cause)."""
+    refused = run_module("jetdqn.train", "--preset", "pong-gpu", "--compile", "--run-dir", str(tmp_path / "run"),
+                         check=False)
+    assert refused.returncode == 2 and refused.stderr == (
+        "error: --cuda-graphs and --compile both capture the network; pick one. --preset pong-gpu gave --cuda-graphs "
+        "(--no-cuda-graphs overrides it).\n"), refused.stderr
+    assert not (tmp_path / "run").exists()
+    for given, said in (
+            ({"preset": "pong-gpu", "backend": "ray"}, "--backend ray runs its own actors: give --num-envs a number "
+             "(not auto). --preset pong-gpu gave --num-envs auto (--num-envs 1 overrides it)."),
+            ({"preset": "pong-fast", "replay_device": "cpu"}, "--replay-compress lz4 is for --replay-device host: drop "
+             "one of the two. --preset pong-fast gave --replay-compress lz4 (--replay-compress off overrides it)."),
+            ({"preset": "breakout", "double": False}, "only the target network runs there: drop one of the two. "
+             "--preset breakout gave --fuse-target (--no-fuse-target overrides it)."),
+            ({"preset": "breakout", "double": False, "fuse_target": True}, "only the target network runs there: "
+             "drop one of the two."),   # typed: no more to say
+            ({"backend": "ray", "async_learner": True}, "--backend ray runs its own actors: drop --async-learner.")):
+        with pytest.raises(ConfigError) as exc:
+            make_config(given)
+        assert str(exc.value).endswith(said), str(exc.value)
+    fixed = make_config({"preset": "pong-gpu", "compile": True, "cuda_graphs": False})
+    assert (fixed.compile, fixed.cuda_graphs) == (True, False)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--batch-size", "0"], "--batch-size must be a positive integer"),
     (["--eps-end", "2"], "--eps-end must be between 0 and 1"),
