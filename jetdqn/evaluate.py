@@ -101,8 +101,17 @@ def describe(record: dict) -> str:
     spread = (f" +- {stderr:.2f} (standard error; std {record['return_std']:.2f})" if stderr is not None
               else f" (std {record['return_std']:.2f})")
     sticky = f", sticky {record['sticky_actions']:g}" if record.get("sticky_actions") else ""
-    games = f"{record['games']} game{'s' * (record['games'] != 1)}"
+    games = f"{record['games']} game{'s' * (record['games'] != 1)}{cut_short(record)}"
     return f"return {record['return_mean']:.2f}{spread} over {games}, eps {record['eps']:g}{sticky}"
+
+
+def cut_short(record: dict) -> str:
+    """' (2 cut at the 300-step limit)' where games reached the step limit (--max-episode-steps, or a gymnasium
+    env's own) before their end: a run trained with --max-episode-steps 300 evaluated Pong at "return -7.00 over
+    1 game", a score of the first 300 steps that read as a whole game's."""
+    cap, lengths = record.get("max_episode_steps"), record.get("lengths") or []
+    cut = sum(1 for n in lengths if cap and n >= cap)
+    return f" ({cut} cut at the {cap:,}-step limit)" if cut else ""
 
 
 def unlike_training(played: float, trained: Optional[float]) -> str:

@@ -36,7 +36,9 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
     assert np.isclose(result["return_stderr"], np.std(result["returns"], ddof=1) / 2)
     assert result["trained_steps"] == 100
     plain = run_module("jetdqn.evaluate", str(run), "--games", "2", "--record", "--sticky-actions", "0").stdout
-    assert "over 2 games, eps 0.05, no sticky actions (trained with sticky actions 0.25)" in plain   # not as trained
+    # not as trained; and games the run's --max-episode-steps 50 ended are said to be cut there, not whole games
+    assert "over 2 games (2 cut at the 50-step limit), eps 0.05, no sticky actions (trained with sticky actions " \
+        "0.25)" in plain, plain
     assert "model.pt (weights of step 100)" in plain
     kept = [json.loads(line) for line in (run / "evaluations.jsonl").read_text().splitlines()]
     assert [(r["games"], r["step"], r["sticky_actions"], len(r["returns"])) for r in kept] == [(4, 100, 0.25, 4),
