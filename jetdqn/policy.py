@@ -196,7 +196,8 @@ def not_a_run_for_best(given) -> Optional[str]:
 
 def model_of(path: Path, best: bool = False) -> Path:
     """The model a path names: a model file as it is; for a run directory its best.pt (``best``), its
-    model.pt, or its last checkpoint (evaluate, play and ``jetdqn.load`` all take a run directory). The
+    model.pt, or its last checkpoint (evaluate, play and ``jetdqn.load`` all take a run directory, and its
+    checkpoints/ folder). The
     safetensors twins come next: a run's committed results keep best.safetensors and model.safetensors
     (weights with no pickled code, which other tools read) but no .pt."""
     if not path.is_dir():
@@ -205,6 +206,8 @@ def model_of(path: Path, best: bool = False) -> Path:
     for name in names:
         if (path / name).exists():
             return path / name
+    if not best and (path / "latest.pt").is_file():   # a run's checkpoints/ folder: its checkpoint, not "holds no
+        return path / "latest.pt"                      # ... checkpoints/latest.pt" of the folder that holds it
     raise CheckpointError(f"{path} holds no {' or '.join(names)}: give a run directory of a finished (or "
                           "checkpointed) run, or a model file" + (" (best.pt needs --save-best)" if best else "") + ".")
 

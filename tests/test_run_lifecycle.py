@@ -1125,9 +1125,14 @@ def test_checkpoint_mistakes_are_named_for_what_they_are(tmp_path):
     wrong (not "corrupt" for what is not, not two networks that read the same). One smoke run serves them all."""
     run = tmp_path / "run"
     run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--telemetry", "off", "--total-steps", "100")
-    as_dir = run_module("jetdqn.play", "--checkpoint", str(run / "checkpoints"), "--display-freq", "0", "--max-steps",
+    (tmp_path / "empty").mkdir()
+    as_dir = run_module("jetdqn.play", "--checkpoint", str(tmp_path / "empty"), "--display-freq", "0", "--max-steps",
                         "5", check=False)   # a run directory plays its model.pt; a folder that holds none is refused
     assert as_dir.returncode == 2 and "holds no model.pt or model.safetensors or checkpoints/latest.pt" in as_dir.stderr
+    # the run's checkpoints/ folder plays the checkpoint in it (it was refused as holding no checkpoints/latest.pt)
+    played = run_module("jetdqn.play", "--checkpoint", str(run / "checkpoints"), "--display-freq", "0", "--max-steps",
+                        "5").stdout
+    assert f"playing pong with {run / 'checkpoints' / 'latest.pt'} (" in played, played
     other_game = run_module("jetdqn.play", "--checkpoint", str(run / "checkpoints" / "latest.pt"), "--game",
                             "breakout", "--display-freq", "0", "--max-steps", "10", check=False)
     assert other_game.returncode == 2 and "trained on 'pong', not 'breakout'" in other_game.stderr
