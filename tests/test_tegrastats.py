@@ -275,6 +275,11 @@ def test_telemetry_watch_reads_a_tegrastats_at_its_path_and_names_its_own_flags(
     assert missing.returncode == 2 and missing.stderr == (f"error: --source tegrastats: no '{tmp_path / 'none'}' on "
                                                           "this machine (it ships with Jetson Linux); use --source "
                                                           "auto or procfs, or --tegrastats-path.\n")
+    # with --source auto (train's --telemetry default) a mistyped path fell back to /proc without a word
+    auto = run_module("jetdqn.telemetry", "watch", "--tegrastats-path", str(tmp_path / "none"), "--count", "1",
+                      "--interval", "0.1").stdout.splitlines()
+    assert auto[0] == (f"telemetry: --tegrastats-path: no '{tmp_path / 'none'}' on this machine (it ships with Jetson "
+                       "Linux); going on without tegrastats") and auto[1].endswith("(procfs)"), auto
 
 
 def test_telemetry_watch_stopped_by_sigterm_says_so_and_takes_its_tegrastats_with_it(tegrastats_lines, tmp_path):

@@ -298,20 +298,22 @@ def unusable_source(cfg, flag: str = "--telemetry") -> Optional[str]:
     can). Asked by make_sampler, and by ``jetdqn.bench pong`` before its first case: each case failed on it in
     turn and the results file held only failed rows."""
     if cfg.telemetry == "tegrastats" and not shutil.which(cfg.tegrastats_path):
-        path = cfg.tegrastats_path
-        if os.sep in path and os.path.isdir(path):   # which() said no; "no such file" would send the user looking
-            what = f"{path!r} is a folder, not the tegrastats program"
-        elif os.sep in path and os.path.exists(path):
-            what = f"{path!r} is not a program this user can run"
-        else:
-            what = f"no {path!r} on this machine (it ships with Jetson Linux)"
-        return f"{flag} tegrastats: {what}; use {flag} auto or procfs, or --tegrastats-path."
+        return f"{flag} tegrastats: {why_not_tegrastats(cfg.tegrastats_path)}; use {flag} auto or procfs, or --tegrastats-path."
     if cfg.telemetry == "jtop":
         from .jtop import jtop_available
         ok, why = jtop_available()
         if not ok:
             return f"{flag} jtop: {why}; use {flag} auto or procfs."
     return None
+
+
+def why_not_tegrastats(path: str) -> str:
+    """Why ``path`` (--tegrastats-path) cannot be started."""
+    if os.sep in path and os.path.isdir(path):   # which() said no; "no such file" would send the user looking
+        return f"{path!r} is a folder, not the tegrastats program"
+    if os.sep in path and os.path.exists(path):
+        return f"{path!r} is not a program this user can run"
+    return f"no {path!r} on this machine (it ships with Jetson Linux)"
 
 
 def make_sampler(cfg, on_event: Callable[[str], None] = print, flag: str = "--telemetry") -> Sampler:
@@ -327,6 +329,8 @@ def make_sampler(cfg, on_event: Callable[[str], None] = print, flag: str = "--te
         return NullSampler()
     if kind in ("auto", "tegrastats") and shutil.which(cfg.tegrastats_path):
         return TegrastatsSampler(cfg.tegrastats_path, interval, on_event)
+    if kind == "auto" and cfg.tegrastats_path != "tegrastats":   # a path given, mistyped: auto went on without a word
+        on_event(f"telemetry: --tegrastats-path: {why_not_tegrastats(cfg.tegrastats_path)}; going on without tegrastats")
     if kind in ("auto", "jtop"):
         from .jtop import JtopSampler, jtop_available
         ok, why = (True, "") if kind == "jtop" else jtop_available()   # unusable_source asked it already
