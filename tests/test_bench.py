@@ -20,12 +20,16 @@ def test_bench_pong_tiny(xvfb, tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     out = run_module("jetdqn.bench", "pong", "--steps", "100", "--learn-start", "100", "--warmup-steps", "100", "--repeats", "1",
-                     "--out", str(tmp_path), "--cases", "baseline,1/3 frames,no display", "--keep-runs", timeout=600,
-                     env={"TMPDIR": str(tmp)}).stdout
+                     "--out", str(tmp_path), "--cases", "baseline,1/3 frames,no display", "--keep-runs",
+                     "--extra-flags", "--telemetry-interval-ms", "500", timeout=600, env={"TMPDIR": str(tmp)}).stdout
     kept = next(tmp.glob("jetdqn-runs-*"))   # --keep-runs: where they are is said, and no benchmark removes them
     assert f"- the cases' run directories are kept in {kept}\n" in out
     assert sorted(p.name for p in kept.iterdir()) == ["baseline-0", "tx1-all-frames-0", "tx1-third-0"], list(kept.iterdir())
     md = next(tmp_path.glob("*-pong.md")).read_text()
+    # flags given to every row are said beside the settings they may change (--extra-flags --num-envs 4 ran the
+    # row named "1 env" with 4, and only the command at the foot showed it)
+    assert "\nEvery row also ran with --extra-flags --telemetry-interval-ms 500: where a row's name or the settings " \
+        "above say otherwise, these ran.\n" in md, md
     data = json.loads(next(tmp_path.glob("*-pong.json")).read_text())
     rows = {r["name"]: r for r in data["rows"]}
     header = next(l for l in md.splitlines() if l.startswith("| Test case"))

@@ -517,6 +517,9 @@ def test_a_run_kept_on_a_disk_that_is_not_mounted_is_named_so(tmp_path):
     (["jetdqn.bench", "acting", "--flags", "--num-envs", "3"], "--flags --num-envs: bench acting sets it in each of "
                                                                "its runs (from its --splits); drop it."),
     (["jetdqn.bench", "acting", "--flags", "--lr", "-1"], "--lr must be positive"),   # each row failed on it
+    # a gymnasium env ran each row of a table named for Pong's settings on CartPole
+    (["jetdqn.bench", "pong", "--extra-flags", "--env", "CartPole-v1"], "--extra-flags --env: bench pong sets it in "
+                                                                         "each of its runs (an ALE game, from its --game"),
     (["jetdqn.bench", "convs", "--steps", "10", "--out", "{binary}/tables"], "is a file, and the results need a folder"),
     # the whole benchmark ran (minutes) before the write failed with a traceback: root may write anywhere but there
     (["jetdqn.bench", "pong", "--out", "/proc/jetdqn-results"], "--out /proc/jetdqn-results: no folder can be made in "

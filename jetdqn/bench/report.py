@@ -153,6 +153,9 @@ def header(info: dict, args) -> str:
                  f"median of {args.repeats} runs, each in its own process, in rounds of one run per case (± is the spread, slowest run less fastest; Ray "
                  f"rows: one run, as each starts a local Ray); env steps/s before learning: the {args.learn_start} steps of "
                  f"acting (epsilon ~1, so mostly random actions; `jetdqn.bench acting` times greedy acting)")
+    if args.extra_flags:   # --extra-flags --num-envs 4 ran the row named "1 env" with 4, and nothing said so
+        parts.append(f"Every row also ran with --extra-flags {' '.join(args.extra_flags)}: where a row's name or the "
+                     "settings above say otherwise, these ran.")
     return "\n".join(parts)
 
 

@@ -31,6 +31,7 @@ from .cases import Case
 SET_BY_EVERY_BENCH = {
     "run_dir": "a folder of the benchmark's own", "resume": "each run starts anew", "overwrite": "each run starts anew",
     "preset": "seed-tx1, the TX1 table's settings, for every run", "game": "from its --game",
+    "env": "an ALE game, from its --game; its rows time the emulator and the Atari CNN",
     "total_steps": "from its --steps", "learn_start": "from where its window lies",
     "log_every": "at its window's edges", "checkpoint_every": "no checkpoint inside its window",
 }
