@@ -301,7 +301,8 @@ class Config:
         if self.replay_size and self.batch_size > self.replay_size:
             raise ConfigError(f"--batch-size {self.batch_size} is larger than --replay-size {self.replay_size}.")
         if self.backend == "ray" and (self.async_learner or self.num_envs == 0):
-            fixes = ["drop --async-learner"] * self.async_learner + ["give --num-envs a number (not auto)"] * (not self.num_envs)
+            fixes = (["drop --async-learner"] * self.async_learner
+                     + ["give --num-envs a number (not auto)"] * (not self.num_envs))
             raise ConfigError(f"--backend ray runs its own actors: {' and '.join(fixes)}.")
         if self.backend == "ray" and self.display_freq:   # the window stayed empty, and nothing said why
             raise ConfigError(f"--display-freq {self.display_freq} shows this process's env 0, and with --backend ray "
@@ -882,19 +883,21 @@ def presets_part(refusal: str, preset: str, explicit: dict[str, Any]) -> str:
     the network; pick one", and nobody had typed --cuda-graphs. The game a preset trains on is its point,
     not a setting to change."""
     import re
+    if "a preset's" in refusal:   # the refusal says it already (--target-return's)
+        return ""
     parts = []
     for name, value in PRESETS[preset].items():
         flag, default = _flag(name), _FIELDS[name].default
-        if (name in explicit or name in ("game", "env") or value == default or "a preset's" in refusal
+        if (name in explicit or name in ("game", "env") or value == default
                 or not re.search(re.escape(flag) + r"(?![\w-])", refusal)):
             continue
         if isinstance(value, bool):
-            parts.append(f"{flag if value else '--no-' + flag[2:]} ({'--no-' + flag[2:] if value else flag} overrides it)")
+            on, off = flag, "--no-" + flag[2:]
+            parts.append(f"{on} ({off} overrides it)" if value else f"{off} ({on} overrides it)")
         else:
             shown = "auto" if value == 0 and name in ("num_envs", "replay_size") else value
             parts.append(f"{flag} {shown} ({flag} {'none' if default is None else default} overrides it)")
     return f" --preset {preset} gave {' and '.join(parts)}." if parts else ""
-
 
 
 def parse_config(argv: Optional[list[str]], prog: Optional[str] = None,

@@ -197,9 +197,8 @@ def not_a_run_for_best(given) -> Optional[str]:
 def model_of(path: Path, best: bool = False) -> Path:
     """The model a path names: a model file as it is; for a run directory its best.pt (``best``), its
     model.pt, or its last checkpoint (evaluate, play and ``jetdqn.load`` all take a run directory, and its
-    checkpoints/ folder). The
-    safetensors twins come next: a run's committed results keep best.safetensors and model.safetensors
-    (weights with no pickled code, which other tools read) but no .pt."""
+    checkpoints/ folder). The safetensors twins come next: a run's committed results keep best.safetensors and
+    model.safetensors (weights with no pickled code, which other tools read) but no .pt."""
     if not path.is_dir():
         return path
     names = ["best.pt", "best.safetensors"] if best else ["model.pt", "model.safetensors", "checkpoints/latest.pt"]

@@ -298,7 +298,8 @@ def unusable_source(cfg, flag: str = "--telemetry") -> Optional[str]:
     can). Asked by make_sampler, and by ``jetdqn.bench pong`` before its first case: each case failed on it in
     turn and the results file held only failed rows."""
     if cfg.telemetry == "tegrastats" and not shutil.which(cfg.tegrastats_path):
-        return f"{flag} tegrastats: {why_not_tegrastats(cfg.tegrastats_path)}; use {flag} auto or procfs, or --tegrastats-path."
+        return (f"{flag} tegrastats: {why_not_tegrastats(cfg.tegrastats_path)}; use {flag} auto or procfs, or "
+                "--tegrastats-path.")
     if cfg.telemetry == "jtop":
         from .jtop import jtop_available
         ok, why = jtop_available()
@@ -330,7 +331,8 @@ def make_sampler(cfg, on_event: Callable[[str], None] = print, flag: str = "--te
     if kind in ("auto", "tegrastats") and shutil.which(cfg.tegrastats_path):
         return TegrastatsSampler(cfg.tegrastats_path, interval, on_event)
     if kind == "auto" and cfg.tegrastats_path != "tegrastats":   # a path given, mistyped: auto went on without a word
-        on_event(f"telemetry: --tegrastats-path: {why_not_tegrastats(cfg.tegrastats_path)}; going on without tegrastats")
+        on_event(f"telemetry: --tegrastats-path: {why_not_tegrastats(cfg.tegrastats_path)}; going on without "
+                 "tegrastats")
     if kind in ("auto", "jtop"):
         from .jtop import JtopSampler, jtop_available
         ok, why = (True, "") if kind == "jtop" else jtop_available()   # unusable_source asked it already
