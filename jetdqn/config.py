@@ -889,7 +889,7 @@ def presets_part(refusal: str, preset: str, explicit: dict[str, Any]) -> str:
     for name, value in PRESETS[preset].items():
         flag, default = _flag(name), _FIELDS[name].default
         if (name in explicit or name in ("game", "env") or value == default
-                or not re.search(re.escape(flag) + r"(?![\w-])", refusal)):
+                or not re.search(f"--(no-)?{re.escape(flag[2:])}" + r"(?![\w-])", refusal)):
             continue
         if isinstance(value, bool):
             on, off = flag, "--no-" + flag[2:]
