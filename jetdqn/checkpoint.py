@@ -158,12 +158,28 @@ def refuse_a_misfit(path: Path, env: str, theirs: dict, env_name: Optional[str],
                                 or theirs.get("class") != network.get("class")):
         raise CheckpointError(
             f"{path} holds a different network ({_network_words(theirs)}) than this run builds "
-            f"({_network_words(network)}); use the same --game/--env, --history and --dueling as the run "
+            f"({_network_words(network)}); use the same {_flags_that_differ(theirs, network)} as the run "
             "that wrote it.")
 
 
+def _flags_that_differ(theirs: dict, ours: dict) -> str:
+    """The flags behind the parts of two networks that differ: 18 actions against 6 is --full-action-space,
+    which the sentence did not name ("use the same --game/--env, --history and --dueling")."""
+    flags = [flag for flag, differs in (
+        ("--game/--env", theirs.get("class") != ours.get("class")),
+        ("--history", theirs.get("obs_shape") != ours.get("obs_shape")),
+        ("--dueling", _dueling(theirs) != _dueling(ours)),
+        ("--full-action-space", theirs.get("n_actions") != ours.get("n_actions"))) if differs]
+    flags = flags or ["--game/--env", "--history", "--dueling", "--full-action-space"]
+    return flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} and {flags[-1]}"
+
+
+def _dueling(spec: dict) -> bool:
+    return any(k.startswith("head.value") for k in spec.get("shapes", {}))
+
+
 def _network_words(spec: dict) -> str:
-    dueling = any(k.startswith("head.value") for k in spec.get("shapes", {}))
+    dueling = _dueling(spec)
     return (f"{spec.get('class')}, {spec.get('n_actions')} actions, input {spec.get('obs_shape')}, "
             f"{'dueling' if dueling else 'plain'} head")
 

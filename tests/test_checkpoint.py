@@ -124,7 +124,12 @@ def test_weights_that_do_not_fit_leave_the_run_directory_as_it_was(tmp_path):
     def files():   # the run's own files (.lock holds the PID of whichever command holds the directory)
         return sorted((p.name, p.stat().st_mtime_ns) for p in kept.rglob("*") if p.name != ".lock")
     before = files()
-    cases = [(["--dueling"], "holds a different network"), (["--game", "breakout"], "trained on 'pong', not 'breakout'"),
+    # each mismatch names its own flag: 18 actions against 6 said "use the same --game/--env, --history and
+    # --dueling", and not --full-action-space, the one that differed
+    cases = [(["--dueling"], "dueling head); use the same --dueling as the run that wrote it."),
+             (["--full-action-space", "--history", "3"], "(NatureCNN, 18 actions, input [3, 84, 84], plain head); use "
+              "the same --history and --full-action-space as the run that wrote it."),
+             (["--game", "breakout"], "trained on 'pong', not 'breakout'"),
              (["--init-weights", str(tmp_path / "none.safetensors")], "--init-weights: there is no ")]
     for extra, words in cases:
         given = [] if "--init-weights" in extra else ["--init-weights", str(trained / "model.safetensors")]
