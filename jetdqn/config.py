@@ -304,6 +304,10 @@ class Config:
             fixes = (["drop --async-learner"] * self.async_learner
                      + ["give --num-envs a number (not auto)"] * (not self.num_envs))
             raise ConfigError(f"--backend ray runs its own actors: {' and '.join(fixes)}.")
+        if self.backend == "ray" and self.env_groups > 1:   # the actors step their envs together: it ran, ignored
+            raise ConfigError(f"--env-groups {self.env_groups} steps this process's envs in turns, and with --backend "
+                              "ray each actor steps its --num-envs envs together in its own process: drop "
+                              "--env-groups (more actors overlap acting and learning there).")
         if self.backend == "ray" and self.display_freq:   # the window stayed empty, and nothing said why
             raise ConfigError(f"--display-freq {self.display_freq} shows this process's env 0, and with --backend ray "
                               "the envs play in the actors' processes: drop --display-freq (jetdqn.play --model "

@@ -134,6 +134,9 @@ def test_a_refusal_that_names_a_setting_the_preset_gave_says_so_and_how_to_overr
     (["--num-envs", "2", "--env-threads", "3000000000"], "--env-threads must be at most 2,147,483,647"),
     (["--backend", "ray", "--num-envs", "2", "--display-freq", "3"],   # the window stayed empty
      "--display-freq 3 shows this process's env 0, and with --backend ray the envs play in the actors' processes"),
+    (["--backend", "ray", "--num-envs", "2", "--env-groups", "2"],   # ran, the actors stepping their envs together
+     "--env-groups 2 steps this process's envs in turns, and with --backend ray each actor steps its --num-envs envs "
+     "together in its own process: drop --env-groups"),
     # a step count that is no finite number: an OverflowError traceback, and for nan "invalid _int_like value"
     (["--total-steps", "inf"], "argument --total-steps: expected an integer, got 'inf'"),
     (["--total-steps", "1e400"], "argument --total-steps: expected an integer, got '1e400'"),
