@@ -322,13 +322,13 @@ def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[
                     and e["return_mean"] >= cfg.target_return), None)
     if reached is not None:
         why = (f"reached --target-return {cfg.target_return:g} at step {step:,} ({reached['return_mean']:.2f} over "
-               f"{reached['games']} games): nothing to train, nothing written; give a higher --target-return to go on.")
+               f"{n_games(reached['games'])}): nothing to train, nothing written; give a higher --target-return to go on.")
     elif step >= cfg.total_steps and not final_eval_owed(cfg, evals[-1] if evals else None):
         why = (f"is at step {step:,}, and --total-steps {cfg.total_steps:,} asks no more: nothing to train, nothing "
                f"written; give --total-steps above {step:,} to go on.")
     else:
         return None
-    progress.line(f"{run_dir} {why}")
+    progress.note(f"{run_dir} {why}")   # a note: under --progress off it was lost, and "done:" said no why
     logged = read_jsonl(run_dir / "log.jsonl") if (run_dir / "log.jsonl").exists() else []
     return {**(logged[-1] if logged else {}), "run_dir": str(run_dir), "frames_shown": 0, "interrupted": None,
             "reached_target": reached is not None, "last_eval": (reached or (evals[-1] if evals else None)),
@@ -336,6 +336,11 @@ def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[
             # clock, or the end of the evaluation played after that save
             "run_wall_s": round(max([wall_s, *((e.get("wall_s") or 0.0) + (e.get("eval_s") or 0.0)
                                                for e in evals)]), 3)}
+
+
+def n_games(n: int) -> str:
+    """'1 game', '30 games'."""
+    return f"{n} game{'s' * (n != 1)}"
 
 
 def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:
@@ -500,12 +505,12 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     if not reached:
         return False
     if confirm:
-        run.progress.line(f"target return {cfg.target_return} reached over {state.last_eval['games']} games; "
+        run.progress.line(f"target return {cfg.target_return} reached over {n_games(state.last_eval['games'])}; "
                           f"confirming over {cfg.final_eval_games}")
         return evaluate(run, cfg.final_eval_games, "confirming")
     state.reached_target = True
     run.progress.note(f"target return {cfg.target_return} reached at step {state.step:,} "
-                      f"({state.last_eval['games']} games); stopping")
+                      f"({n_games(state.last_eval['games'])}); stopping")
     return True
 
 

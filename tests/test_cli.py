@@ -1091,7 +1091,7 @@ def test_progress_off_hides_the_progress_but_not_what_the_user_must_know(tmp_pat
                  "--cudnn-benchmark has no effect here: cuDNN is CUDA's, and there is no CUDA device (config.json "
                  "records it)",
                  "display: no display (DISPLAY is not set); the window is skipped and the run goes on",
-                 "target return 5.0 reached at step 200 (1 games); stopping"):
+                 "target return 5.0 reached at step 200 (1 game); stopping"):
         assert said in notes, quiet.stderr
     assert "replay:" not in quiet.stderr and "eval at step" not in quiet.stderr, quiet.stderr
     # with lines the same notes are lines among the others, on stdout

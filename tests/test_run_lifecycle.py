@@ -1311,6 +1311,9 @@ def test_resuming_a_run_that_reached_its_target_trains_only_for_a_higher_one(tmp
     assert out.startswith(f"{run} reached --target-return 5 at step 200 ({evals[0]['return_mean']:.2f} over 5 "
                           "games): nothing to train, nothing written; give a higher --target-return to go on.\n"), out
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
+    # with --progress off the why goes to stderr: "done: ... (nothing to train this time)" was all it said
+    quiet = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--progress", "off")
+    assert quiet.stderr == out.splitlines()[0] + "\n" and "(nothing to train this time)" in quiet.stdout, quiet
     run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--target-return", "1000")
     assert records(run)[-1]["step"] == 1000
 
