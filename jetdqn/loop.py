@@ -322,7 +322,8 @@ def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[
                     and e["return_mean"] >= cfg.target_return), None)
     if reached is not None:
         why = (f"reached --target-return {cfg.target_return:g} at step {step:,} ({reached['return_mean']:.2f} over "
-               f"{n_games(reached['games'])}): nothing to train, nothing written; give a higher --target-return to go on.")
+               f"{n_games(reached['games'])}): nothing to train, nothing written; give a higher --target-return to "
+               "go on.")
     elif step >= cfg.total_steps and not final_eval_owed(cfg, evals[-1] if evals else None):
         why = (f"is at step {step:,}, and --total-steps {cfg.total_steps:,} asks no more: nothing to train, nothing "
                f"written; give --total-steps above {step:,} to go on.")
