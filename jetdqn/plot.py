@@ -217,7 +217,7 @@ def learning_figure(run_dir: Path, against: tuple = ()):
             color, marker = colors[i % len(colors)], "os^Dv"[i // len(colors) % 5]
             ax.errorbar([e[key] / scale for e in points], [e["return_mean"] for e in points],
                         yerr=[e["return_std"] for e in points], color=color, marker=marker, ms=3, lw=1.5, capsize=2,
-                        label=f"{prefix}evaluation ({games} games, eps {eps}; bars: std)")
+                        label=f"{prefix}evaluation ({games} game{'s' * (games != 1)}, eps {eps}; bars: std)")
         for j, (other, other_log, other_evals) in enumerate(others):
             _draw_compared(ax, key, scale, other, other_log, other_evals,
                            ("tab:brown", "tab:olive", "tab:cyan", "tab:pink")[j % 4])
@@ -246,7 +246,7 @@ def _draw_compared(ax, key: str, scale: float, name: str, log: list, evals: list
         (games, eps), points = max(series.items(), key=lambda item: (item[0][0], len(item[1])))
         ax.errorbar([e[key] / scale for e in points], [e["return_mean"] for e in points],
                     yerr=[e["return_std"] for e in points], color=color, marker="s", ms=3, lw=1, capsize=2,
-                    label=f"{name}: evaluation ({games} games, eps {eps}; bars: std)")
+                    label=f"{name}: evaluation ({games} game{'s' * (games != 1)}, eps {eps}; bars: std)")
 
 
 def figure_path(out: Optional[Path], default: Path) -> Path:
