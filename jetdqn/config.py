@@ -463,7 +463,9 @@ def parse_lr_cuts(text: Optional[str]) -> list[tuple[int, float]]:
         if step <= 0 or not math.isfinite(lr) or lr <= 0:
             raise ConfigError(f"--lr-cuts needs a positive step and a positive learning rate in each pair; "
                               f"{part.strip()!r} is not.")
-        if cuts and step <= cuts[-1][0]:
+        if cuts and step == cuts[-1][0]:   # was "in rising order; 100 comes after 100"
+            raise ConfigError(f"--lr-cuts gives step {step:,} two rates ({cuts[-1][1]:g} and {lr:g}); keep one.")
+        if cuts and step < cuts[-1][0]:
             raise ConfigError(f"--lr-cuts must list its steps in rising order; {step:,} comes after {cuts[-1][0]:,}.")
         cuts.append((step, lr))
     return cuts

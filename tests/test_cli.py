@@ -103,6 +103,7 @@ def test_a_refusal_that_names_a_setting_the_preset_gave_says_so_and_how_to_overr
     (["--replay-size", "5000000000000", "--allow-large-replay"], "got 5,000,000,000,000."),
     (["--lr-cuts", "5e5"], "--lr-cuts takes STEP:LR pairs"),
     (["--lr-cuts", "1M:2.5e-5,500k:1e-5"], "--lr-cuts must list its steps in rising order"),
+    (["--lr-cuts", "100:1e-5,100:2e-5"], "--lr-cuts gives step 100 two rates (1e-05 and 2e-05); keep one."),
     (["--lr-cuts", "1M:0"], "--lr-cuts needs a positive step and a positive learning rate"),
     (["--learner-stream"], "this run captures no graphs: add --cuda-graphs or drop --learner-stream"),
     (["--replay-size", "10", "--batch-size", "8", "--num-envs", "8", "--total-steps", "10"],
