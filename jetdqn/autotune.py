@@ -76,16 +76,20 @@ def measure(cfg: Config, num_envs: int, threads: int, seconds: float = 1.5) -> t
 def autotune(cfg: Config, log: Callable[[str], None] = print, seconds: float = 1.5) -> dict:
     """Pick num_envs and torch threads for this machine; returns the choice and every trial."""
     cores = usable_cores()
-    envs = cfg.num_envs if cfg.num_envs > 0 else 2
-    threads = cfg.threads if cfg.threads > 0 else cores
     tune_envs, tune_threads = cfg.num_envs == 0, cfg.threads < 0
+    # env counts tried are multiples of --env-groups: with 3 groups the trials chose 8 envs, and the run went on
+    # with 9, a split never measured, while the log said "chose 8 envs"
+    group = cfg.env_groups if tune_envs else 1
+    envs = cfg.num_envs if cfg.num_envs > 0 else -(-2 // group) * group
+    threads = cfg.threads if cfg.threads > 0 else cores
     trials = []
 
     def run(n: int, t: int) -> tuple[float, float]:
         rates = measure(cfg, n, t, seconds)
         trials.append({"num_envs": n, "threads": t, "env_steps_per_s": round(rates[0], 1),
                        "updates_per_s": round(rates[1], 2)})
-        log(f"autotune: {n} envs, {t} torch threads -> {rates[0]:.0f} env steps/s, {rates[1]:.1f} updates/s")
+        log(f"autotune: {n} env{'s' * (n != 1)}, {t} torch thread{'s' * (t != 1)} -> {rates[0]:.0f} env steps/s, "
+            f"{rates[1]:.1f} updates/s")
         return rates
 
     best = run(envs, threads)
@@ -97,7 +101,7 @@ def autotune(cfg: Config, log: Callable[[str], None] = print, seconds: float = 1
         moved = False
         moves = []
         if tune_envs:
-            moves += [(envs * 2, threads), (max(1, envs // 2), threads)]
+            moves += [(envs * 2, threads), (max(group, envs // 2 // group * group), threads)]
         if tune_threads:
             moves += [(envs, max(1, threads - 1)), (envs, min(cores, threads + 1))]
         for n, t in moves:
@@ -109,7 +113,7 @@ def autotune(cfg: Config, log: Callable[[str], None] = print, seconds: float = 1
                 break
         if not moved:
             break
-    log(f"autotune: chose {envs} envs and {threads} torch threads")
+    log(f"autotune: chose {envs} env{'s' * (envs != 1)} and {threads} torch thread{'s' * (threads != 1)}")
     return {"num_envs": envs, "threads": threads, "trials": trials}
 
 
