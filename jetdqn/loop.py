@@ -497,8 +497,7 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
         from .best import best_score
         scored = best_score(run.run_dir, state.step, state.last_eval["wall_s"])
         if scored is not None and scored["games"] < cfg.final_eval_games and kind == "periodic":
-            n = scored["games"]
-            run.progress.line(f"the best weights so far over {n} game{'s' * (n != 1)} ({scored['return_mean']:.2f}); "
+            run.progress.line(f"the best weights so far over {n_games(scored['games'])} ({scored['return_mean']:.2f}); "
                               f"confirming over {cfg.final_eval_games} before keeping them")
             return evaluate(run, cfg.final_eval_games, "confirming")
         if scored is not None:
