@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Run a jetdqn image with what the host has: the GPU (--runtime nvidia on Jetson, --gpus all on x86),
 # the X11 display for --display-freq, jtop's socket, tegrastats, and the run directory.
-#   docker/run.sh [--dry-run] [--image IMAGE] [--run-dir DIR] [--] [COMMAND ...]
+#   docker/run.sh [--dry-run] [--image IMAGE] [--run-dir DIR (default ./runs)] [--] [COMMAND ...]
 #   docker/run.sh make bench-pong
 # JETDQN_HOST_ROOT (default /) is where the host's files are looked for; tests point it at a tree.
 set -euo pipefail
 
 root="${JETDQN_HOST_ROOT:-}"
+# the clone this script is in: its benchmarks/results/ is mounted over the image's copy of it (the committed tables
+# the benchmark compares with and never overwrites); the working directory's would be an empty folder made there
+clone="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dry_run=0
 image=""
 run_dir="${PWD}/runs"
@@ -93,7 +96,7 @@ if [ -e "$run_dir" ] && [ ! -d "$run_dir" ]; then
   echo "error: --run-dir $run_dir is a file, and the container's runs/ needs a folder there; give a folder" >&2
   exit 2
 fi
-args+=(-v "${run_dir}:/opt/jetdqn/runs" -v "${PWD}/benchmarks/results:/opt/jetdqn/benchmarks/results")
+args+=(-v "${run_dir}:/opt/jetdqn/runs" -v "${clone}/benchmarks/results:/opt/jetdqn/benchmarks/results")
 args+=("$image")
 if [ $# -gt 0 ]; then
   args+=("$@")
@@ -109,5 +112,5 @@ if ! command -v docker >/dev/null 2>&1; then
   echo "error: docker is not installed; install it (on Jetson: JetPack's nvidia-container runtime) or use a venv (see README)" >&2
   exit 2
 fi
-mkdir -p "$run_dir" "${PWD}/benchmarks/results"
+mkdir -p "$run_dir" "${clone}/benchmarks/results"
 exec docker "${args[@]}"

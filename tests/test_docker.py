@@ -72,6 +72,20 @@ def test_a_relative_run_dir_is_a_host_folder_and_a_flag_without_its_value_is_one
     assert dry_run(tmp_path, "--", "-c", "true")[-2:] == ["-c", "true"]
 
 
+def test_results_are_the_clones_from_any_working_directory(tmp_path):
+    """Run from outside the clone (`~/jetdqn/docker/run.sh make bench-pong` in ~), the script mounted
+    ./benchmarks/results, an empty folder it made there, over the image's committed tables; the runs go to
+    ./runs as the help says."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "XAUTHORITY")}
+    env["JETDQN_HOST_ROOT"] = str(tmp_path)
+    out = subprocess.run(["bash", str(ROOT / "docker" / "run.sh"), "--dry-run", "make", "bench-pong"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, check=True).stdout
+    cmd = shlex.split(out)
+    assert f"{ROOT}/benchmarks/results:/opt/jetdqn/benchmarks/results" in cmd
+    assert f"{tmp_path}/runs:/opt/jetdqn/runs" in cmd
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_x86_host_with_an_nvidia_gpu(tmp_path):
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev/nvidiactl").write_text("")
