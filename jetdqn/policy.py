@@ -138,6 +138,7 @@ class Policy:
         _check_eps(eps)
         more = {} if sticky_actions is None else {"sticky_actions": sticky_actions}
         cfg = self.play_config(game=game, seed=seed, **more)
+        seed = cfg.seed   # as the settings read it: "1" is 1 (it was numpy's SeedSequence TypeError)
         returns, lengths = play_games(self, cfg, games, eps, seed)
         return {"env": cfg.env_name, **game_statistics(returns), **protocol(cfg, eps), "seed": seed,
                 "trained_steps": self.trained_steps, "trained_sticky_actions": self.config.get("sticky_actions"),
@@ -167,6 +168,9 @@ class Policy:
                                       f"(edited or damaged?): {exc}") from None
             raise
         if game_key(cfg.env_name) != game_key(self.env_name):
+            if game and not env:   # a name no ROM has ('ALE/Pong-v5', a typo): the training's sentence, with its hint
+                from .envs.atari import ale_env_id
+                ale_env_id(game)
             raise CheckpointError(f"{self.source} was trained on {self.env_name!r}, not {cfg.env_name!r}; "
                                   f"play {self.env_name} or give another model.")
         return cfg

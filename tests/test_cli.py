@@ -1181,3 +1181,17 @@ def test_what_cannot_run_here_is_refused_before_the_emulators_are_measured(tmp_p
     proc = run_module("jetdqn.train", *flags, "--run-dir", str(tmp_path / "r"), check=False)
     assert proc.returncode == 2 and proc.stderr.startswith(said) and proc.stderr.count("\n") == 1
     assert "autotune" not in proc.stdout + proc.stderr and not (tmp_path / "r").exists()
+
+
+def test_play_with_a_name_no_rom_has_says_so_as_training_does():
+    """`play MODEL --game ALE/Pong-v5` (the Gymnasium id of the game the model plays) said "was trained on
+    'pong', not 'ALE/Pong-v5'; play pong", as if another game had been asked for; the API's evaluate(game=...)
+    likewise. It is training's unknown-game sentence, with its hint, now; another ROM is refused as before."""
+    model = ROOT / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt"
+    proc = run_module("jetdqn.play", str(model), "--game", "ALE/Pong-v5", "--episodes", "1", check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: unknown game 'ALE/Pong-v5' (did you mean pong? "
+                                                          "--game takes ale-py's ROM name"), proc.stderr
+    assert proc.stderr.count("\n") == 1
+    other = run_module("jetdqn.play", str(model), "--game", "breakout", "--episodes", "1", check=False)
+    assert other.returncode == 2 and other.stderr == (f"error: {model} was trained on 'pong', not 'breakout'; play "
+                                                      "pong or give another model.\n")

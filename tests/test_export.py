@@ -641,6 +641,9 @@ def test_one_observation_for_a_network_trained_on_a_history_names_how_training_s
     stacked = np.stack([np.zeros_like(obs)] * 3 + [obs])   # the sentence's fix
     assert np.array_equal(stacked, FrameStack(4, obs.shape, np.float32).reset(obs))
     assert policy.predict(stacked) == int(policy.q_values(stacked)[0].argmax())
+    # a seed as text, which the settings read as the command line's "--seed 3": numpy's SeedSequence TypeError
+    as_text, as_number = policy.evaluate(games=2, seed="3"), policy.evaluate(games=2, seed=3)
+    assert as_text["seed"] == 3 and as_text["returns"] == as_number["returns"]
 
 
 def test_bench_engines_and_reuse_name_a_vector_network_they_cannot_time(tmp_path):
