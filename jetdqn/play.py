@@ -216,8 +216,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(json.dumps(result))
     else:
         mean = "-" if result["mean_score"] is None else f"{result['mean_score']:.2f}"
+        # the video's frames: with --display-freq 0 it holds every frame while none was shown, and the line said
+        # only "frames shown 0" of a run that wrote one
+        video = (f", frames recorded {result['frames_recorded']} ({args.record})"
+                 if args.record and not result["record_error"] else "")
         print(f"episodes {result['episodes']}, mean score {mean}, frames stepped {result['frames_stepped']}, "
-              f"frames shown {result['frames_shown']}")
+              f"frames shown {result['frames_shown']}{video}")
     if result["record_error"]:   # the games' summary above stands; the video does not
         fail(f"--record {args.record}: the video could not be finished ({result['record_error']}); "
              f"{result['record_left']}.")

@@ -125,6 +125,17 @@ def test_recorded_video_has_the_shown_frames(tmp_path):
     assert json.loads(out.strip().splitlines()[-1])["frames_recorded"] == 50
 
 
+def test_the_summary_line_counts_the_recorded_frames(tmp_path):
+    """`--display-freq 0 --record v.mp4` records every frame and shows none: the summary said only "frames
+    shown 0" of a run that wrote a video of 40 frames."""
+    video = tmp_path / "v.mp4"
+    out = run_module("jetdqn.play", "--display-freq", "0", "--max-steps", "40", "--record", str(video),
+                     env={"DISPLAY": ""}).stdout
+    assert out.splitlines()[-1] == (f"episodes 0, mean score -, frames stepped 40, frames shown 0, frames recorded 40 "
+                                    f"({video})"), out
+    assert video.stat().st_size > 0
+
+
 # slow: test_recorded_video_has_the_shown_frames plays with no DISPLAY in make test
 @pytest.mark.slow
 def test_play_and_train_run_without_a_display(tmp_path):
