@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_module
+from conftest import ROOT, run_module, run_without
 
 PONG_BACKGROUND = np.array([144, 72, 17])  # RGB of Pong's playfield
 PONG_WALL = np.array([236, 236, 236])       # the white walls: the top one is rows 24-33 of the 210-row screen
@@ -233,3 +233,20 @@ def test_a_killed_window_process_ends_the_window_not_the_run(x_display):
     assert proc.returncode == 0, out
     assert "display: the window's process ended (exit code -9); the run goes on without the window" in out
     assert "Traceback" not in out
+
+
+def test_a_screen_that_cannot_be_drawn_skips_the_window_and_the_run_goes_on(x_display, tmp_path):
+    """CartPole's screen needs pygame. `train --env CartPole-v1 --display-freq N` without it ended at the first
+    shown frame (exit 2, the steps since the last checkpoint lost) and `play` likewise, while with no display at
+    all the window is skipped and the run goes on: so here. A --record video, which cannot be made, is still
+    refused (test_cli: test_recording_a_gym_env_without_its_renderer_says_what_to_do)."""
+    run = tmp_path / "run"
+    train = run_without("pygame", "jetdqn.train", "--preset", "cartpole", "--total-steps", "400", "--display-freq",
+                        "150", "--run-dir", str(run), "--telemetry", "off", "--final-eval-games", "0")
+    said = ("display: drawing CartPole-v1's screen needs its renderer's package (pygame is not installed, run `pip "
+            "install \"gymnasium[classic-control]\"`); the window is skipped and the run goes on\n")
+    assert train.returncode == 0 and said in train.stdout and "done: 400 steps" in train.stdout, train.stderr
+    assert (run / "model.pt").exists()
+    play = run_without("pygame", "jetdqn.play", str(run), "--episodes", "1", "--max-steps", "50")
+    assert play.returncode == 0 and said in play.stdout and play.stdout.count("display:") == 1, play.stderr
+    assert play.stdout.splitlines()[-1].endswith("frames stepped 50, frames shown 0")

@@ -63,7 +63,18 @@ class Renderer:
         record = bool(self.record_path) and (show or self.record_all or self.display_freq == 0)
         if not (draw or record):
             return
-        frame = get_frame()
+        from ..envs.base import ScreenUnavailable
+        try:
+            frame = get_frame()
+        except ScreenUnavailable as exc:
+            if record:   # the video asked for cannot be made: refused (play says so before its games' summary)
+                raise
+            # a CartPole run with --display-freq ended at its first shown frame, its steps since the last
+            # checkpoint lost; without a display at all the window is skipped and the run goes on, and so here
+            self.on_event(f"display: {exc.why}; the window is skipped and the run goes on")
+            self.viewer.close()
+            self.viewer, self.display_freq = None, 0
+            return
         text = status_text(step, episode_return, epsilon)
         if draw and self.viewer.show(frame, text):
             self.shown += 1

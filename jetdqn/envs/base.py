@@ -13,6 +13,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import ConfigError
+
+
+class ScreenUnavailable(ConfigError):
+    """An env whose screen cannot be drawn here (a gymnasium env's renderer package is missing). ``why`` is
+    the reason alone: a recording is refused with the whole sentence, while a window is skipped with the
+    reason and the run goes on, as without a display (the display is an aid; the run is the work)."""
+
+    def __init__(self, why: str, sentence: str):
+        super().__init__(sentence)
+        self.why = why
+
 
 @dataclass
 class Step:

@@ -8,7 +8,7 @@ from typing import Optional
 import numpy as np
 
 from ..config import ConfigError
-from .base import Step
+from .base import ScreenUnavailable, Step
 
 
 class GymEnv:
@@ -74,8 +74,10 @@ class GymEnv:
         try:
             return self._env.render()
         except gym.error.DependencyNotInstalled as exc:
-            raise ConfigError(f"drawing {self.game}'s screen (for the window or --record) needs its renderer's "
-                              f"package ({str(exc).strip()}); or play with --display-freq 0 and no --record.") from None
+            why = f"drawing {self.game}'s screen needs its renderer's package ({str(exc).strip()})"
+            raise ScreenUnavailable(why, f"drawing {self.game}'s screen (for the window or --record) needs its "
+                                         f"renderer's package ({str(exc).strip()}); or play with --display-freq 0 "
+                                         "and no --record.") from None
 
     def close(self) -> None:
         self._env.close()
