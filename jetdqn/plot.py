@@ -44,12 +44,23 @@ LOG_NUMBERS = ("wall_s", "return_mean", "lr")   # what the curve and the marks c
 EVAL_NUMBERS = ("wall_s", "return_mean", "return_std", "eps", "games", "episodes")
 
 
+def refuse_a_file_of_a_run(path: Path) -> None:
+    """A file given where a run directory goes (its log.jsonl, its model.pt): "is not a run directory (it
+    holds no log.jsonl)" was said of the log.jsonl itself. The sentence names the run's folder."""
+    if path.exists() and not path.is_dir():
+        folder = path.parent
+        if (folder / "log.jsonl").is_file() or (folder / "eval.jsonl").is_file():
+            raise ValueError(f"{path} is a file of the run {folder}; give the run's directory, {folder}.")
+        raise ValueError(f"{path} is a file, not a run directory; give the --run-dir of a training run.")
+
+
 def read_run(run_dir: Path) -> tuple[list, list]:
     """A run's log records (all of them: the curve draws those with a training return, ``lr_cut_marks``
     reads the learning rate of every one) and its evaluation records. log.jsonl is read once: a long run's
     is tens of MB."""
     if not run_dir.exists():   # a mistyped path: "holds no log.jsonl" sent the user looking inside it
         raise ValueError(f"there is no {run_dir}; give the --run-dir of a training run.")
+    refuse_a_file_of_a_run(run_dir)
     if not run_dir.is_dir() or not ((run_dir / "log.jsonl").exists() or (run_dir / "eval.jsonl").exists()):
         # a folder without either (a typo'd parent, runs/ itself) was "has no episode returns yet", as if a
         # run in it had only to go on

@@ -1532,3 +1532,11 @@ def test_a_plot_of_a_folder_that_is_no_run_or_of_a_run_with_no_game_ended_says_w
                                                     "in its log.jsonl and it has no evaluation; plot it once one "
                                                     "has.\n")
     assert not (young / "learning_curve.png").exists()
+    # the run's log.jsonl given (both plots): "is not a run directory (it holds no log.jsonl)", of the log itself
+    for command in (("jetdqn.plot",), ("jetdqn.telemetry", "plot")):
+        proc = run_module(*command, str(young / "log.jsonl"), check=False)
+        assert proc.returncode == 2 and proc.stderr == (f"error: {young / 'log.jsonl'} is a file of the run {young}; "
+                                                        f"give the run's directory, {young}.\n"), proc.stderr
+    proc = run_module("jetdqn.plot", str(ROOT / "README.md"), check=False)
+    assert proc.returncode == 2 and proc.stderr == (f"error: {ROOT / 'README.md'} is a file, not a run directory; "
+                                                    "give the --run-dir of a training run.\n")

@@ -145,7 +145,7 @@ def cmd_watch(args) -> int:
 
 def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
     """CPU per core, GPU, emulator and learner load against training steps, from log.jsonl."""
-    from ..plot import figure_path, pyplot, save_figure
+    from ..plot import figure_path, pyplot, refuse_a_file_of_a_run, save_figure
     plt = pyplot()
     from ..records import read_jsonl
 
@@ -153,6 +153,7 @@ def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
 
     if not run_dir.exists():
         raise ValueError(f"there is no {run_dir}; give a run's directory.")
+    refuse_a_file_of_a_run(run_dir)
     if not (run_dir / "log.jsonl").is_file():
         raise ValueError(f"{run_dir} is not a run directory (it has no log.jsonl); give a run's directory.")
     records = [r for r in read_jsonl(run_dir / "log.jsonl", ("gpu_load", "emulator_cpu", "learner_cpu"),
