@@ -200,6 +200,17 @@ def dangling_link(path: Path) -> Optional[str]:
     return None if p is None else f"{p} is a link to {os.readlink(p)}, which does not exist: is its disk mounted?"
 
 
+def refuse_a_runs_checkpoints_folder(run_dir: Path, resume: bool) -> None:
+    """--run-dir RUN/checkpoints, the folder that holds a run's latest.pt (evaluate, play and export take it
+    for the run): a resume said "nothing to resume ... drop --resume to start a new run there", and without
+    --resume a new run was started in it, its log, config and model beside the other run's checkpoint."""
+    if run_dir.name == "checkpoints" and (run_dir / "latest.pt").is_file():
+        again = "--resume --run-dir" if resume else "--run-dir"
+        raise ConfigError(f"--run-dir {run_dir} is the checkpoints/ folder of the run {run_dir.parent}: give "
+                          f"{again} {run_dir.parent}" + ("" if resume else " with --resume to continue that run, or "
+                                                          "another folder for a new one") + ".")
+
+
 def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
     """Check the run directory's rules for this start and lock it; nothing in it is changed yet."""
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
@@ -210,6 +221,7 @@ def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
         unset = " (a variable in \"$DIR/\" that is not set?)" if str(cfg.run_dir).endswith("/") else ""
         raise ConfigError(f"--run-dir {cfg.run_dir} is the filesystem's root{unset}: give the run a folder of its "
                           "own.")
+    refuse_a_runs_checkpoints_folder(run_dir, cfg.resume)
     missing = dangling_link(run_dir / "checkpoints" / "latest.pt")   # the run, or its checkpoints, kept elsewhere
     if missing:   # mkdir said "File exists"; a resume said "nothing to resume" and to start a new run there
         raise ConfigError(f"cannot use {run_dir} as the run directory: {missing}")

@@ -432,6 +432,24 @@ def test_a_run_started_without_standard_streams_trains_and_saves(tmp_path):
     assert ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"] == 300
 
 
+def test_a_runs_checkpoints_folder_as_the_run_dir_names_the_run(tmp_path):
+    """--run-dir RUN/checkpoints (evaluate, play and export take it for its run): a resume said "nothing to
+    resume ... drop --resume to start a new run there", and without --resume a new run began in it, its files
+    beside the other run's checkpoint."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--total-steps", "100", "--run-dir", str(run), "--telemetry", "off")
+    folder = run / "checkpoints"
+    before = sorted(p.name for p in folder.iterdir())
+    proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(folder), "--resume", check=False)
+    assert proc.returncode == 2 and proc.stderr == (f"error: --run-dir {folder} is the checkpoints/ folder of the run "
+                                                    f"{run}: give --resume --run-dir {run}.\n"), proc.stderr
+    proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(folder), check=False)
+    assert proc.returncode == 2 and proc.stderr == (f"error: --run-dir {folder} is the checkpoints/ folder of the run "
+                                                    f"{run}: give --run-dir {run} with --resume to continue that run, "
+                                                    "or another folder for a new one.\n"), proc.stderr
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
 def test_a_run_dir_that_is_a_file_is_one_sentence(tmp_path):
     path = tmp_path / "file"
     path.write_text("not a directory")
