@@ -133,7 +133,8 @@ class Policy:
         from .evaluate import game_statistics, play_games, protocol
         from .config import MAX_GAMES
         # 0 was numpy's warnings, then its ValueError; 2**63 numpy's "Maximum allowed dimension exceeded"
-        if not (isinstance(games, numbers.Integral) and 1 <= games <= MAX_GAMES):
+        # True is an Integral: it played 1 game
+        if not (isinstance(games, numbers.Integral) and not isinstance(games, bool) and 1 <= games <= MAX_GAMES):
             raise ValueError(f"games is how many whole games to play, 1 to {MAX_GAMES:,}; got {games!r}")
         _check_eps(eps)
         more = {} if sticky_actions is None else {"sticky_actions": sticky_actions}
