@@ -20,12 +20,31 @@ def display_available() -> tuple[bool, str]:
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         return False, "no display (DISPLAY is not set)"
     display = os.environ.get("DISPLAY")
+    if not display and os.environ.get("WAYLAND_DISPLAY") and not opencv_draws_on_wayland():
+        # Qt printed five lines ("could not connect to display", "no Qt platform plugin could be initialized")
+        # and aborted the window's process: "the window's process ended (exit code -6)"
+        return False, ("WAYLAND_DISPLAY is set and DISPLAY is not, and OpenCV's window here draws through X alone "
+                       "(its Qt has the xcb platform only): run under XWayland, which sets DISPLAY")
     if display and x_display_number(display) is None:   # Qt aborts on it: "the window's process ended (-6)"
         return False, (f"DISPLAY={display!r} is not an X display name (:N, :N.S or host:N, e.g. ':0' or "
                        "'localhost:10.0')")
     if display and not x_server_answers(display):
         return False, f"the X display {display} does not answer (is the X server running?)"
     return True, ""
+
+
+def opencv_draws_on_wayland() -> bool:
+    """Whether this OpenCV's window can open on a Wayland display without X: the PyPI wheels carry Qt with
+    the xcb platform plugin alone (cv2/qt/plugins/platforms/libqxcb.so). A build without its own Qt (a
+    distribution's, GTK) is given the benefit of the doubt."""
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.find_spec("cv2")
+    if spec is None or not spec.submodule_search_locations:
+        return True
+    platforms = [Path(p) / "qt" / "plugins" / "platforms" for p in spec.submodule_search_locations]
+    found = [p for p in platforms if p.is_dir()]
+    return not found or any("wayland" in f.name for p in found for f in p.iterdir())
 
 
 def x_display_number(display: str) -> Optional[str]:
