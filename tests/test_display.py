@@ -153,6 +153,19 @@ def test_a_wayland_display_without_x_is_said_in_one_line():
             "goes on\n") in proc.stdout, proc.stdout
 
 
+def test_a_display_that_refuses_the_window_is_said_in_one_line(x_display):
+    """A running X server that will not take the window's connection (here a screen it does not have, :N.5; a
+    refused X authority fails alike): Qt printed five lines and aborted the window's process, "the window's
+    process ended (exit code -6)"."""
+    screen = x_display.split(".")[0] + ".5"
+    proc = run_module("jetdqn.play", "--display-freq", "1", "--max-steps", "20", env={"DISPLAY": screen})
+    assert "qt.qpa" not in proc.stdout + proc.stderr and "exit code" not in proc.stdout, proc.stderr
+    assert (f"display: the X display {screen} would not take the window's connection (Qt could not connect: a screen "
+            "the server does not have, or an X authority it refused); the run goes on without the window\n"
+            ) in proc.stdout, proc.stdout
+    assert proc.stdout.splitlines()[-1].endswith("frames stepped 20, frames shown 0")
+
+
 # slow: test_recorded_video_has_the_shown_frames plays with no DISPLAY in make test
 @pytest.mark.slow
 def test_play_and_train_run_without_a_display(tmp_path):

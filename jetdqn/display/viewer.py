@@ -35,6 +35,12 @@ import numpy as np
 HEADER = struct.Struct("<HHHH")   # height, width, channels, bytes of status text
 READY, NO_GUI, DRAWN, CLOSED = b"r", b"n", b"a", b"c"
 SAID_ALREADY = (b"The X11 connection broke",)   # what Qt prints of a lost X server (the run says it in its words)
+# what Qt prints as it aborts a window that cannot open: held back, and said in one line where it was a display that
+# would not take the connection (DISPLAY=:0.5, a screen the server does not have; a refused X authority)
+QT_START_FAILED = (b"qt.qpa.xcb: could not connect to display", b"qt.qpa.plugin: Could not load the Qt platform plugin",
+                   b"This application failed to start because no Qt platform plugin", b"Available platform plugins are",
+                   b"\n")
+NO_CONNECTION = b"qt.qpa.xcb: could not connect to display"
 FONT_DIRS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype", "/usr/share/fonts/TTF",
              "/usr/share/fonts")
 
@@ -51,7 +57,10 @@ class Viewer:
         self.proc: Optional[subprocess.Popen] = subprocess.Popen(
             [sys.executable, "-m", "jetdqn.display.viewer", title, str(scale)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
-        threading.Thread(target=pass_on, args=(self.proc.stderr,), name="window-stderr", daemon=True).start()
+        self.held: list[bytes] = []   # Qt's lines of a window that could not open (QT_START_FAILED)
+        self.stderr_thread = threading.Thread(target=pass_on, args=(self.proc.stderr, self.held),
+                                              name="window-stderr", daemon=True)
+        self.stderr_thread.start()
         grow_pipe(self.proc.stdin.fileno())
         self.busy = True   # until the child answers (first "ready", then "drawn")
         reply = self._answer(start_timeout)
@@ -111,10 +120,16 @@ class Viewer:
             code = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             code = None
+        self.stderr_thread.join(timeout=2)   # its last lines, read as it ended
         display = os.environ.get("DISPLAY")
-        if display and x_server_gone(display):
+        if any(line.startswith(NO_CONNECTION) for line in self.held):
+            self._end(f"the X display {display} would not take the window's connection (Qt could not connect: "
+                      "a screen the server does not have, or an X authority it refused); the run goes on without "
+                      "the window")
+        elif display and x_server_gone(display):
             self._end(f"the X display {display} went away; the run goes on without the window")
         else:
+            say(b"".join(self.held))   # a Qt that would not start for another reason: its own words first
             self._end(f"the window's process ended (exit code {code}); the run goes on without the window")
 
     def _end(self, why: str) -> None:
@@ -150,18 +165,27 @@ def x_server_gone(display: str, tries: int = 4) -> bool:
     return False
 
 
-def pass_on(pipe) -> None:
+def pass_on(pipe, held: list) -> None:
     """The window process's stderr to ours as its lines come (a traceback, Qt's warnings), but for
-    ``SAID_ALREADY``; ends when the process does."""
+    ``SAID_ALREADY`` and, kept in ``held`` for ``Viewer._ended``, ``QT_START_FAILED``; ends when the process does."""
     with pipe:
         for line in iter(pipe.readline, b""):
             if line.startswith(SAID_ALREADY):
                 continue
-            try:
-                sys.stderr.write(line.decode(errors="replace"))
-                sys.stderr.flush()
-            except (OSError, ValueError):   # our stderr gone (a closed terminal): the child's lines go with it
-                pass
+            if line.startswith(QT_START_FAILED):
+                held.append(line)
+                continue
+            say(line)
+
+
+def say(text: bytes) -> None:
+    if not text:
+        return
+    try:
+        sys.stderr.write(text.decode(errors="replace"))
+        sys.stderr.flush()
+    except (OSError, ValueError):   # our stderr gone (a closed terminal): the child's lines go with it
+        pass
 
 
 def grow_pipe(fd: int, size: int = 1 << 20) -> None:
