@@ -15,7 +15,8 @@ frames, and a window that stops answering for ``answer_timeout`` seconds is ende
 child runs in its own session (a terminal's Ctrl-C is the trainer's to handle) and ends when its stdin
 closes, which includes the trainer being killed with -9. Its stderr comes to ours through a thread, less
 Qt's "The X11 connection broke (error 1). Did the X11 server die?", printed from C as the child ends: the
-run's own ``display:`` line says that, and the pair read as two failures.
+run's own ``display:`` line says that, and the pair read as two failures; and less Qt's five lines of a window
+that could not connect, which the run says in one.
 """
 
 from __future__ import annotations
