@@ -242,6 +242,22 @@ def test_every_run_writes_safetensors_weights_and_a_tensorboard_mirror(tmp_path)
     assert [(e.step, e.value) for e in events.Scalars("eval/return_mean")] == [(400, evaluation["return_mean"])]
 
 
+def test_a_tensorboard_folder_that_links_to_nothing_is_refused_before_the_run(tmp_path):
+    """RUN/tensorboard a link to a drive not mounted: the run trained to its first record and ended "could not
+    write RUN/tensorboard (File exists; is the disk full or read-only?)"."""
+    pytest.importorskip("tensorboard")
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--total-steps", "200", "--telemetry", "off")
+    (run / "tensorboard").symlink_to(tmp_path / "unmounted" / "tb")
+    before = (run / "log.jsonl").read_text()
+    proc = run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--total-steps", "400", "--resume",
+                      "--tensorboard", "--telemetry", "off", check=False)
+    assert proc.returncode == 2 and proc.stderr == (f"error: --tensorboard: {run / 'tensorboard'} is a link to "
+                                                    f"{tmp_path / 'unmounted' / 'tb'}, which does not exist: is its disk "
+                                                    "mounted? Mount it, or remove the link, or drop the flag.\n"), proc.stderr
+    assert (run / "log.jsonl").read_text() == before
+
+
 def test_the_weights_a_run_and_an_export_write_are_as_readable_as_its_other_files(tmp_path):
     """safetensors made its file 0600 whatever the umask: under 022 model.pt was readable by every user and
     model.safetensors (and best.safetensors, and an export's) by its owner alone; a container run as root,
