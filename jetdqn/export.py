@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Optional
 
 from .checkpoint import CheckpointError
-from .config import ConfigError, Parser, command, ends_on_ctrl_c, fail, given_path, one_model, written_path
+from .config import (ConfigError, Parser, command, ends_on_ctrl_c, fail, given_path, one_model, positive_int,
+                     written_path)
 from .disk import missing_folder, why_not_written
 from .policy import MODEL_FORMAT, MODEL_VERSION, not_a_run_for_best
 from .signals import exit_on_stop
@@ -199,7 +200,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--onnx", type=written_path, default=None, help="Write the network as ONNX to this file (.onnx).")
     p.add_argument("--safetensors", type=written_path, default=None, help="Write the weights to this file (.safetensors) and "
                                                        "their spec beside it (.json).")
-    p.add_argument("--opset", type=int, default=None, help=f"ONNX opset (default {ONNX_OPSET}).")
+    p.add_argument("--opset", type=positive_int, default=None, help=f"ONNX opset (default {ONNX_OPSET}).")
     p.add_argument("--best", action="store_true", help="A run directory's best weights (best.pt or best.safetensors, "
                                                         "written with --save-best), as evaluate --best.")
     args = p.parse_args(argv)

@@ -165,6 +165,9 @@ def test_play_with_an_onnx_model_and_what_a_bad_model_path_says(exported, tmp_pa
     assert re.search(r"cannot write it \(Unsupported (onnx_opset_version|ONNX opset version): 99\)", err), err
     assert (tmp_path / "kept.onnx").read_bytes() == (exported / "pong.onnx").read_bytes()
     assert not list(tmp_path.glob(".*.tmp"))
+    with pytest.raises(SystemExit):   # argparse's "invalid int value: 'abc'", where the other flags say it as here
+        export.main(["--checkpoint", str(PONG_MODEL), "--onnx", str(tmp_path / "kept.onnx"), "--opset", "abc"])
+    assert "argument --opset: 'abc' is not a positive integer; see --help." in capsys.readouterr().err
     # an opset torch writes but cannot keep to (a Cast node ONNX's checker refuses at 5): was its ValidationError
     with pytest.raises(SystemExit) as stop:
         export.main(["--checkpoint", str(PONG_MODEL), "--onnx", str(tmp_path / "kept.onnx"), "--opset", "5"])
