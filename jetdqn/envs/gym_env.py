@@ -35,7 +35,8 @@ class GymEnv:
                               "DQN needs discrete actions.")
         shape = env.observation_space.shape
         if shape is None or len(shape) != 1:
-            what = f"of shape {shape}" if shape is not None else f"in a {type(env.observation_space).__name__} space"
+            # a Discrete space (FrozenLake's state number) has shape (): "of shape ()" named no space
+            what = (f"of shape {shape}" if shape else f"in a {type(env.observation_space).__name__} space")
             raise ConfigError(f"{env_id} has observations {what}; --env takes vector observations "
                               "(use --game for Atari screens).")
         self._env = env
