@@ -124,7 +124,8 @@ class Viewer:
         self.stderr_thread.join(timeout=2)   # its last lines, read as it ended
         display = os.environ.get("DISPLAY")
         if any(line.startswith(NO_CONNECTION) for line in self.held):
-            self._end(f"the X display {display} would not take the window's connection (Qt could not connect: "
+            where = f"the X display {display}" if display else f"the display {os.environ.get('WAYLAND_DISPLAY')}"
+            self._end(f"{where} would not take the window's connection (Qt could not connect: "
                       "a screen the server does not have, or an X authority it refused); the run goes on without "
                       "the window")
         elif display and x_server_gone(display):
