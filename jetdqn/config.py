@@ -624,6 +624,21 @@ class Parser(argparse.ArgumentParser):
         self._given = list(sys.argv[1:] if args is None else args)   # for error's negative-number hint
         return super().parse_known_args(args, namespace)
 
+    def _value_after_a_switch(self, unrecognized: list[str]) -> Optional[str]:
+        """Why a word was left over where it came right after an on/off flag (``--double off``,
+        ``--async-learner yes``): argparse said only "unrecognized arguments: off"."""
+        given = getattr(self, "_given", [])
+        switches = {o: action for action in self._actions if action.nargs == 0 and action.option_strings
+                    for o in action.option_strings if o.startswith("--") and o not in ("--help",)}
+        for i, word in enumerate(given[1:], 1):
+            if word in unrecognized and given[i - 1] in switches:
+                flag, action = given[i - 1], switches[given[i - 1]]
+                if isinstance(action, argparse.BooleanOptionalAction):
+                    on = next(o for o in action.option_strings if not o.startswith("--no-"))
+                    return f"{flag} takes no value: {on} turns it on, --no-{on[2:]} off"
+                return f"{flag} takes no value"
+        return None
+
     def error(self, message: str):
         missing = re.fullmatch(r"argument (--[\w-]+): expected one argument", message)
         if missing:   # argparse reads '-1e-3' and '-inf' as flags (only -5 and -2.5 as numbers)
@@ -661,7 +676,10 @@ class Parser(argparse.ArgumentParser):
                       f"variable in quotes): give them as two words, or as {flag}={value}; see --help.",
                       file=sys.stderr)
                 raise SystemExit(2)
-            for word in message.split(":", 1)[1].split():
+            switch = self._value_after_a_switch(message.split(":", 1)[1].split())
+            if switch:
+                message += f" ({switch})"
+            for word in ([] if switch else message.split(":", 1)[1].split()):
                 word = word.split("=")[0]
                 if not word.startswith("--"):
                     continue

@@ -449,6 +449,10 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
             ("jetdqn.train", ["--games", "8"], "--games 8 (--games: a run's evaluations play --eval-episodes N games, "
                                                "and --final-eval-games N at its end; --game names the game)"),
             ("jetdqn.play", ["--recrod", "a.mp4"], "unrecognized arguments: --recrod (did you mean --record?)"),  # a.mp4: MODEL
+            # a value after an on/off flag: "unrecognized arguments: off", which named neither the flag nor the way
+            ("jetdqn.train", ["--double", "off"], "python -m jetdqn.train: unrecognized arguments: off (--double takes "
+                                                  "no value: --double turns it on, --no-double off); see --help."),
+            ("jetdqn.evaluate", [run, "--json", "yes"], "unrecognized arguments: yes (--json takes no value); see --help."),
             ("jetdqn.bench", ["pong", "--stpes", "4"], "python -m jetdqn.bench: unrecognized arguments: --stpes 4 "
                                                        "(did you mean --steps?)"),
             # another command's flag was its own suggestion: "--frames 9 (did you mean --frames?)"
