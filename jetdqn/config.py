@@ -646,6 +646,10 @@ class Parser(argparse.ArgumentParser):
             after = [given[i + 1] for i, word in enumerate(given[:-1]) if word == missing.group(1)]
             if after and _is_number(after[0]):
                 message += f" (a negative number is read as a flag here: write {missing.group(1)}={after[0]})"
+        explicit = re.fullmatch(r"argument (--[\w-]+)(?:/(--no-[\w-]+))?: ignored explicit argument '(.*)'", message)
+        if explicit:   # --double=off: "argument --double/--no-double: ignored explicit argument 'off'"
+            on, off, value = explicit.groups()
+            message = (f"{on}={value}: {on} takes no value" + (f": {on} turns it on, {off} off" if off else ""))
         invalid = re.fullmatch(r"argument (--[\w-]+): invalid choice: '(.*)' \(choose from (.*)\)", message, re.S)
         if invalid:   # a device or a name as torch or another tool spells it: cuda:1, GPU, CPU
             flag, value, choices = invalid.group(1), invalid.group(2), re.findall(r"'([^']*)'", invalid.group(3))

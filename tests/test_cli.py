@@ -453,6 +453,8 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
             ("jetdqn.train", ["--double", "off"], "python -m jetdqn.train: unrecognized arguments: off (--double takes "
                                                   "no value: --double turns it on, --no-double off); see --help."),
             ("jetdqn.evaluate", [run, "--json", "yes"], "unrecognized arguments: yes (--json takes no value); see --help."),
+            ("jetdqn.train", ["--clip-rewards=off"], "python -m jetdqn.train: --clip-rewards=off: --clip-rewards takes no "
+                                                     "value: --clip-rewards turns it on, --no-clip-rewards off; see --help."),
             ("jetdqn.bench", ["pong", "--stpes", "4"], "python -m jetdqn.bench: unrecognized arguments: --stpes 4 "
                                                        "(did you mean --steps?)"),
             # another command's flag was its own suggestion: "--frames 9 (did you mean --frames?)"
