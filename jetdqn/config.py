@@ -835,6 +835,10 @@ def typed_setting(name: str, value: Any) -> Any:
     if base == "bool":
         if isinstance(value, bool):
             return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "on", "off", "1", "0"):
+            # 'false' in quotes: "takes true or false, got 'false'" read as a contradiction
+            raise ConfigError(f"{flag} takes true or false, got the text {value!r}: write true or false without "
+                              "quotes (a YAML, TOML or JSON boolean; Python's True or False).")
         raise ConfigError(f"{flag} takes true or false, got {value!r}.")
     if isinstance(value, str) and base in ("int", "float"):
         parse = {"replay_size": _size_or_auto, "num_envs": _size_or_auto, "threads": _threads}.get(

@@ -351,6 +351,8 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
     (tmp_path / "list.yaml").write_text("lr: [1, 2]\n")
     (tmp_path / "game.json").write_text('{"game": 5}')
     (tmp_path / "flag.yaml").write_text("dueling: 1\n")
+    # 'false' in quotes: "takes true or false, got 'false'" read as a contradiction
+    (tmp_path / "quoted.yaml").write_text('preset: smoke\ndouble: "false"\n')
     (tmp_path / "choice.yaml").write_text("optimizer: sgd\n")
     (tmp_path / "bad.toml").write_text("lr = \n")
     (tmp_path / "run.ini").write_text("[run]\nlr = 0.1\n")
@@ -366,6 +368,8 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
     for bad, words in (("typo.json", "unknown setting learning_rate"), ("missing.json", "no such file"),
                        ("text.yaml", "--lr takes a number, got 'abc'"), ("list.yaml", "--lr takes a number, got [1, 2]"),
                        ("game.json", "--game takes a string, got 5"), ("flag.yaml", "--dueling takes true or false"),
+                       ("quoted.yaml", "--double takes true or false, got the text 'false': write true or false "
+                                       "without quotes (a YAML, TOML or JSON boolean; Python's True or False)."),
                        ("choice.yaml", "--optimizer takes one of adam, rmsprop, got 'sgd'"),
                        ("bad.toml", "bad.toml is not valid TOML (Invalid value (at line 1, column 6))"),
                        ("run.ini", "run.ini is not valid JSON (Expecting value: line 1 column 2 (char 1)); a "
