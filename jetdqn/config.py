@@ -835,6 +835,8 @@ def typed_setting(name: str, value: Any) -> Any:
     if base == "bool":
         if isinstance(value, bool):
             return value
+        if getattr(value, "dtype", None) is not None and value.dtype.kind == "b" and value.shape == ():
+            return bool(value)   # numpy's bool (a sweep over np.array([True, False])): was refused
         if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "on", "off", "1", "0"):
             # 'false' in quotes: "takes true or false, got 'false'" read as a contradiction
             raise ConfigError(f"{flag} takes true or false, got the text {value!r}: write true or false without "
@@ -856,6 +858,13 @@ def typed_setting(name: str, value: Any) -> Any:
         raise ConfigError(f"{flag} takes a whole number, got {value!r}.")
     if base == "float" and isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
+    if name == "lr_cuts" and isinstance(value, (dict, list, tuple)):
+        # a file's mapping ({1000000: 5e-5}) or list of [step, rate] pairs, as the flag's STEP:LR,... text
+        pairs = value.items() if isinstance(value, dict) else value
+        if not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairs):
+            raise ConfigError(f"{flag} takes STEP:LR pairs: as text (1M:2.5e-5,1.5M:1e-5), a mapping of step to rate "
+                              f"or a list of [step, rate] pairs; got {value!r}.")
+        value = ",".join(f"{at}:{rate}" for at, rate in pairs)
     if base == "str" and name in PATH_FIELDS and isinstance(value, os.PathLike):   # the API's pathlib.Path
         value = os.fspath(value)
     if base == "str" and isinstance(value, str):

@@ -315,7 +315,7 @@ def test_the_readme_api_example_runs(tmp_path):
 
 def test_config_file_equals_the_same_flags(tmp_path, capsys):
     pytest.importorskip("yaml", reason="PyYAML is the yaml extra (make installs it; a bare pip install does not)")
-    from jetdqn.config import build_parser, make_config
+    from jetdqn.config import ConfigError, build_parser, make_config, parse_lr_cuts
     from jetdqn.config_file import settings_from_file
     flags = ["--preset", "smoke", "--lr", "0.0003", "--n-step", "3", "--dueling", "--total-steps", "200"]
     from_flags = make_config(vars(build_parser("t", "t").parse_args(flags)))
@@ -364,6 +364,17 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
     (tmp_path / "forms.yaml").write_text("preset: smoke\ntotal-steps: 2k\nreplay-size: auto\nlearn-start: 1e3\n")
     forms = make_config(settings_from_file(tmp_path / "forms.yaml"))
     assert (forms.total_steps, forms.replay_size, forms.learn_start) == (2000, 0, 1000)
+    # --lr-cuts as a file writes it: a mapping of step to rate, or [step, rate] pairs ("takes a string, got {...}");
+    # and numpy's bool, what a sweep over np.array([True, False]) gives the API ("takes true or false, got np.False_")
+    (tmp_path / "cuts.yaml").write_text("preset: smoke\nlr_cuts:\n  1M: 2.5e-5\n  1500000: 1.0e-5\n")
+    (tmp_path / "cuts.toml").write_text('preset = "smoke"\nlr_cuts = [["1M", 2.5e-5], [1500000, 1e-5]]\n')
+    for name in ("cuts.yaml", "cuts.toml"):
+        assert parse_lr_cuts(make_config(settings_from_file(tmp_path / name)).lr_cuts) == [(1_000_000, 2.5e-5),
+                                                                                          (1_500_000, 1e-5)]
+    assert make_config({"preset": "smoke", "double": np.False_}).double is False
+    with pytest.raises(ConfigError, match=r"^--lr-cuts takes STEP:LR pairs: as text \(1M:2.5e-5,1.5M:1e-5\), a mapping "
+                                          r"of step to rate or a list of \[step, rate\] pairs; got \[1, 2\]\.$"):
+        make_config({"preset": "smoke", "lr_cuts": [1, 2]})
     from jetdqn import train
     for bad, words in (("typo.json", "unknown setting learning_rate"), ("missing.json", "no such file"),
                        ("text.yaml", "--lr takes a number, got 'abc'"), ("list.yaml", "--lr takes a number, got [1, 2]"),
