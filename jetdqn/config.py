@@ -894,7 +894,11 @@ def make_config(explicit: dict[str, Any]) -> Config:
     preset = explicit.get("preset")
     if preset is not None:
         if preset not in PRESETS:
-            raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}.")
+            import difflib
+            spelt = str(preset).strip().lower().replace("_", "-").replace(" ", "-")
+            near = [spelt] if spelt in PRESETS else difflib.get_close_matches(spelt, list(PRESETS), n=1, cutoff=0.7)
+            hint = f" (did you mean {near[0]}?)" if near else ""   # Pong-Fast, pong_fast, pongfast
+            raise ConfigError(f"unknown preset {preset!r}{hint}; choose one of: {', '.join(PRESETS)}.")
         values.update(PRESETS[preset])
     values.update(explicit)
     if preset is not None:   # a preset's value that only a mode reads, where a flag turned that mode off: the
