@@ -724,6 +724,9 @@ def test_the_console_script_says_its_version_and_names_an_unknown_command(capsys
     assert capsys.readouterr().err.startswith("error: jetdqn has no command '--game' (the command comes first: "
                                               "jetdqn train --game ...); jetdqn {train,")
     assert main(["nope"]) == 2 and capsys.readouterr().err.startswith("error: jetdqn has no command 'nope'; ")
+    for word, meant in (("TRAIN", "train"), ("version", "--version")):   # no suggestion was made for either
+        assert main([word]) == 2 and capsys.readouterr().err.startswith(
+            f"error: jetdqn has no command '{word}' (did you mean {meant}?); ")
     # git's and pip's word: "jetdqn has no command 'help'"
     assert main(["help"]) == 0 and capsys.readouterr().out.startswith("usage: jetdqn {train,")
     with pytest.raises(SystemExit) as shown:
