@@ -37,6 +37,10 @@ class JsonlWriter:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._f = open(self.path, "a", buffering=1)
+        if not _ends_a_line(self.path):
+            # a last line cut short (a kill, a full disk): the next record was written onto it, and both were lost
+            # to every reader (evaluate --record after an evaluate killed mid-write); the cut line stays, skipped
+            self._f.write("\n")
 
     def write(self, record: dict) -> None:
         try:
@@ -48,6 +52,18 @@ class JsonlWriter:
 
     def close(self) -> None:
         self._f.close()
+
+
+def _ends_a_line(path: Path) -> bool:
+    """Whether ``path`` is empty or ends with a newline (what appending a record needs)."""
+    try:
+        with open(path, "rb") as f:
+            if f.seek(0, os.SEEK_END) == 0:
+                return True
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+    except OSError:   # unreadable (a pipe, a file this user may only append to): appended to as it is
+        return True
 
 
 def read_jsonl(path: Path, numbers: tuple[str, ...] = (), number_lists: tuple[str, ...] = ()) -> list[dict]:

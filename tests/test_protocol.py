@@ -35,12 +35,16 @@ def test_a_confirmed_target_stops_the_run_and_the_best_weights_are_kept(tmp_path
     assert result["games"] == 4 and result["sticky_actions"] == 0.25 and result["model"].endswith("best.pt")
     assert np.isclose(result["return_stderr"], np.std(result["returns"], ddof=1) / 2)
     assert result["trained_steps"] == 100
+    with open(run / "evaluations.jsonl", "a") as f:   # an evaluate killed mid-write: the next record was written
+        f.write('{"step": 100, "time": "2026-')       # onto its cut line, and both were lost to every reader
     plain = run_module("jetdqn.evaluate", str(run), "--games", "2", "--record", "--sticky-actions", "0").stdout
     # not as trained; and games the run's --max-episode-steps 50 ended are said to be cut there, not whole games
     assert "over 2 games (2 cut at the 50-step limit), eps 0.05, no sticky actions (trained with sticky actions " \
         "0.25)" in plain, plain
     assert "model.pt (weights of step 100)" in plain
-    kept = [json.loads(line) for line in (run / "evaluations.jsonl").read_text().splitlines()]
+    lines = (run / "evaluations.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and lines[1] == '{"step": 100, "time": "2026-'   # the cut line stays, on its own
+    kept = [json.loads(line) for line in lines[::2]]
     assert [(r["games"], r["step"], r["sticky_actions"], len(r["returns"])) for r in kept] == [(4, 100, 0.25, 4),
                                                                                            (2, 100, 0, 2)]
     assert kept[0]["returns"] == result["returns"] and kept[0]["model"].endswith("best.pt")
