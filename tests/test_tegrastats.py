@@ -107,6 +107,27 @@ def test_cli_parse_json(tegrastats_lines, tmp_path):
     assert first["ram_used_mb"] == 6589
 
 
+def test_cli_parse_reads_a_rotated_compressed_log_and_says_where_one_is_cut(tmp_path):
+    """logrotate keeps tegrastats.log.1.gz: it was "not a text file". gzip, bzip2 and xz are read as the plain
+    log is; one cut short (copied while written) gives the lines it holds and one sentence."""
+    import bz2
+    import gzip
+    import lzma
+    plain = run_module("jetdqn.telemetry", "parse", str(TEGRASTATS_SAMPLES), "--json").stdout
+    data = TEGRASTATS_SAMPLES.read_bytes()
+    for name, packed in (("log.1.gz", gzip.compress(data)), ("log.2.bz2", bz2.compress(data)),
+                         ("log.3.xz", lzma.compress(data))):
+        (tmp_path / name).write_bytes(packed)
+        assert run_module("jetdqn.telemetry", "parse", str(tmp_path / name), "--json").stdout == plain, name
+    cut = tmp_path / "cut.gz"
+    cut.write_bytes(gzip.compress(data)[:len(gzip.compress(data)) // 2])
+    proc = run_module("jetdqn.telemetry", "parse", str(cut), "--json", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr == (
+        f"error: reading {cut} stopped: Compressed file ended before the end-of-stream marker was reached; the lines "
+        "above are what could be read.\n"), proc.stderr
+    assert 0 < len(proc.stdout.splitlines()) < 33 and plain.startswith(proc.stdout.rsplit("\n", 2)[0])
+
+
 def test_cli_parse_names_ten_bad_lines_then_counts_and_refuses_a_file_with_no_tegrastats_line(tegrastats_lines,
                                                                                                tmp_path):
     """A log with a torn line: its samples, the torn line named, exit 1. Another kind of file altogether (the

@@ -26,7 +26,7 @@ def cmd_parse(args) -> int:
     try:   # bytes that are not UTF-8 (a log on an SD card that lost a block) spoil their line, not the file
         if args.file == "-":
             sys.stdin.reconfigure(errors="replace")
-        lines = sys.stdin if args.file == "-" else open(path, errors="replace")
+        lines = sys.stdin if args.file == "-" else open_log(path)
     except OSError as exc:
         why = "is a directory" if path.is_dir() else f"cannot be read ({why_not_read(exc)})"
         print(f"error: {path} {why}; give a file of tegrastats lines.", file=sys.stderr)
@@ -36,9 +36,41 @@ def cmd_parse(args) -> int:
     except NotText:
         print(f"error: {path} is not a text file; give a file of tegrastats lines.", file=sys.stderr)
         return 2
+    except UNREADABLE as exc:   # a compressed log cut short or damaged
+        print(f"error: reading {path} stopped: {exc}; the lines above are what could be read.", file=sys.stderr)
+        return 2
     finally:
         if lines is not sys.stdin:
             lines.close()
+
+
+def _unreadable() -> tuple:
+    """What a compressed stream raises where it is cut short or damaged (lzma only where this Python has it:
+    one built without liblzma has no _lzma)."""
+    import zlib
+    try:
+        from lzma import LZMAError
+    except ImportError:
+        return EOFError, OSError, zlib.error
+    return EOFError, OSError, zlib.error, LZMAError
+
+
+UNREADABLE = _unreadable()
+
+
+def open_log(path: Path):
+    """A log as text lines, compressed or not: logrotate's tegrastats.log.1.gz (gzip, bzip2 or xz, by its first
+    bytes) was "not a text file"."""
+    import importlib
+    with open(path, "rb") as f:
+        head = f.read(6)
+    for magic, module in ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ", "lzma")):
+        if head.startswith(magic):
+            try:
+                return importlib.import_module(module).open(path, "rt", errors="replace")
+            except ImportError:   # a Python built without it: the file is said to be no text
+                break
+    return open(path, errors="replace")
 
 
 class NotText(ValueError):
