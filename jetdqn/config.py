@@ -337,10 +337,14 @@ class Config:
         if self.replay_device != "host" and self.replay_compress != "off":
             raise ConfigError(f"--replay-device {self.replay_device} keeps frames raw in one tensor; --replay-compress "
                               f"{self.replay_compress} is for --replay-device host: drop one of the two.")
-        if self.reuse_conv and (not self.is_atari or self.amp in ("bf16", "fp16") or self.cuda_graphs
-                                or self.device == "cuda" or self.backend != "local"):
+        # the settings in its way that this run has (every one was named, the flags nobody gave among them)
+        against = [flag for flag, there in ((f"--env {self.env}", not self.is_atari),
+                                            (f"--amp {self.amp}", self.amp in ("bf16", "fp16")),
+                                            ("--cuda-graphs", self.cuda_graphs), ("--device cuda", self.device == "cuda"),
+                                            (f"--backend {self.backend}", self.backend != "local")) if there]
+        if self.reuse_conv and against:
             raise ConfigError("--reuse-conv acts with the Atari CNN in fp32 on the CPU in this process: drop it, or "
-                              "drop --env, --amp bf16/fp16, --cuda-graphs, --device cuda and --backend ray.")
+                              f"drop {' and '.join(against)}.")
         if self.learner_stream and not self.cuda_graphs:
             raise ConfigError("--learner-stream runs the CUDA-graph update on a stream of its own, and this run "
                               "captures no graphs: add --cuda-graphs or drop --learner-stream.")

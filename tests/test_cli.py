@@ -85,6 +85,9 @@ def test_a_refusal_that_names_a_setting_the_preset_gave_says_so_and_how_to_overr
     (["--batch-size", "0"], "--batch-size must be a positive integer"),
     (["--eps-end", "2"], "--eps-end must be between 0 and 1"),
     (["--preset", "fast"], "unknown preset 'fast'"),
+    # the setting in its way, not every one ("drop --env, --amp bf16/fp16, --cuda-graphs, --device cuda and --backend ray")
+    (["--reuse-conv", "--amp", "bf16"], "error: --reuse-conv acts with the Atari CNN in fp32 on the CPU in this process: "
+                                        "drop it, or drop --amp bf16.\n"),
     (["--preset", "Pong_Fast"], "unknown preset 'Pong_Fast' (did you mean pong-fast?); choose one of: "),
     (["--game", "pongg", "--total-steps", "10"], "unknown game 'pongg'"),
     (["--env", "NoSuchEnv-v0", "--total-steps", "10"], "gymnasium does not know the env 'NoSuchEnv-v0'"),
