@@ -159,7 +159,7 @@ def one_game(run_dir: Path, against: tuple) -> None:
                              "not on one scale; compare runs of one game.")
 
 
-def plot_learning(run_dir: Path, out: Optional[Path] = None, against: tuple = ()) -> Path:
+def plot_learning(run_dir: Path, out=None, against: tuple = ()) -> Path:
     """Write the learning curve (by default RUN_DIR/learning_curve.png) and return its path."""
     path = figure_path(out, run_dir / "learning_curve.png")
     one_game(run_dir, against)
@@ -260,16 +260,20 @@ def _draw_compared(ax, key: str, scale: float, name: str, log: list, evals: list
                     label=f"{name}: evaluation ({games} game{'s' * (games != 1)}, eps {eps}; bars: std)")
 
 
-def figure_path(out: Optional[Path], default: Path) -> Path:
+def figure_path(out, default: Path) -> Path:
     """Where a figure goes: ``default``, or ``--out``. A folder takes the default's file name, and a name with
     no suffix gets .png: matplotlib adds it without saying, so the path printed was not the file written. Any
     other suffix is refused: the figure is written as PNG whatever the name, and ``--out run/log.jsonl`` (a
-    completion one tab too far) replaced the run's log with a picture."""
+    completion one tab too far) replaced the run's log with a picture. ``out`` as typed (a str or a Path): a
+    name ending in / is a folder."""
     if out is None:
         return default
+    raw = os.fspath(out)
     out = Path(out)
     if out.is_dir():
         return out / default.name
+    if raw.endswith("/"):   # a folder that is not there: the plot went to "newdir.png" beside it
+        raise ValueError(f"--out {raw}: there is no folder {out}; make it first, or give a name ending in .png.")
     if not out.suffix:
         out = out.with_suffix(".png")
     if out.suffix.lower() != ".png":
@@ -327,7 +331,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = p.parse_args(argv)
     exit_on_stop()   # a SIGTERM mid-write ends it as Ctrl-C does: the .part file goes, the earlier plot stays
     try:
-        print(plot_learning(Path(args.run_dir), Path(args.out) if args.out else None, tuple(args.against)))
+        print(plot_learning(Path(args.run_dir), args.out, tuple(args.against)))   # --out as typed: "dir/" is a folder
     except (OSError, ValueError) as exc:   # a read's OSError said only "[Errno 13] Permission denied: '...'"
         print(f"error: {sentence(exc)}", file=sys.stderr)
         return 2

@@ -973,6 +973,13 @@ def test_a_figure_goes_where_its_path_says(tmp_path):
         assert proc.returncode == 2 and proc.stderr == (f"error: --out {run / 'log.jsonl'}: a plot is written as PNG; "
                                                         "give a name ending in .png, or a folder.\n"), proc.stderr
     assert (run / "log.jsonl").read_bytes() == log
+    # a folder that is not there, named as one (a trailing /): the plot went to "plots.png" beside it
+    for module in (["jetdqn.plot"], ["jetdqn.telemetry", "plot"]):
+        proc = run_module(*module, str(run), "--out", f"{tmp_path / 'plots'}/", check=False)
+        assert proc.returncode == 2 and proc.stderr == (f"error: --out {tmp_path / 'plots'}/: there is no folder "
+                                                        f"{tmp_path / 'plots'}; make it first, or give a name ending "
+                                                        "in .png.\n"), proc.stderr
+    assert not (tmp_path / "plots.png").exists()
     (run / "log.jsonl").write_bytes(log + b"\x89PNG\r\n\x1a\n")   # bytes that are not text: skipped like a cut line
     for module in (["jetdqn.plot"], ["jetdqn.telemetry", "plot"]):
         assert run_module(*module, str(run), "--out", str(tmp_path / "again.png")).stdout.strip().endswith("again.png")

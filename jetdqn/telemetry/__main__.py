@@ -175,7 +175,7 @@ def cmd_watch(args) -> int:
     return 0
 
 
-def plot_run(run_dir: Path, out: Optional[Path] = None) -> Path:
+def plot_run(run_dir: Path, out=None) -> Path:
     """CPU per core, GPU, emulator and learner load against training steps, from log.jsonl."""
     from ..plot import figure_path, pyplot, refuse_a_file_of_a_run, save_figure
     plt = pyplot()
@@ -246,7 +246,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     exit_on_stop()   # as jetdqn.plot: a SIGTERM mid-write leaves the earlier PNG, no .part file
     from ..needs import MissingPackages
     try:
-        out = plot_run(Path(args.run_dir), Path(args.out) if args.out else None)
+        out = plot_run(Path(args.run_dir), args.out)   # as typed: "dir/" is a folder
     except (OSError, ValueError, MissingPackages) as exc:   # MissingPackages: no NumPy (needs.need_numpy_to_plot)
         from ..disk import sentence
         print(f"error: {sentence(exc)}", file=sys.stderr)
