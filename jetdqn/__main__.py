@@ -27,7 +27,7 @@ def main(argv=None) -> int:
         import difflib
         near = difflib.get_close_matches(argv[0].lower(), commands, n=1, cutoff=0.6) if argv else []   # TRAIN too
         meant = (f" (did you mean {near[0]}?)" if near else
-                 " (did you mean --version?)" if argv[0] == "version" else
+                 " (did you mean --version?)" if argv[:1] == ["version"] else
                  f" (the command comes first: jetdqn train {argv[0]} ...)" if argv and argv[0].startswith("-") else "")
         print(usage if not argv else f"error: jetdqn has no command {argv[0]!r}{meant}; {usage[len('usage: '):]}",
               file=sys.stderr)
