@@ -59,12 +59,10 @@ class TensorBoardMirror:
         except UnicodeEncodeError:
             raise ConfigError(f"--tensorboard: TensorBoard writes only to folders named in UTF-8, and {run_dir} is "
                               "not; give a --run-dir whose name is, or drop the flag.") from None
-        from .disk import first_broken_link
-        gone = first_broken_link(self.log_dir)
-        if gone is not None:   # at the first record: "could not write ... (File exists; is the disk full ...?)"
-            import os
-            raise ConfigError(f"--tensorboard: {gone} is a link to {os.readlink(gone)}, which does not exist: is "
-                              "its disk mounted? Mount it, or remove the link, or drop the flag.")
+        from .rundir import dangling_link
+        missing = dangling_link(self.log_dir)
+        if missing:   # at the first record: "could not write ... (File exists; is the disk full ...?)"
+            raise ConfigError(f"--tensorboard: {missing} Mount it, or remove the link, or drop the flag.")
         self.purge_from = purge_from
         self._writer = None
 
