@@ -97,8 +97,12 @@ gpu-wheels: install
 test-slow: install xvfb
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
+# Train Pong with the 2017 TX1 settings for 1M steps (resumes a stopped run, as learn-pong does).
+TRAIN_DIR ?= runs/pong-seed-tx1
 train: install
-	$(PY) -m jetdqn.train --preset seed-tx1 --game pong --total-steps 1000000 --run-dir runs/pong-seed-tx1
+	@if [ -f "$(TRAIN_DIR)/checkpoints/latest.pt" ]; then \
+	  $(PY) -m jetdqn.train --resume --run-dir "$(TRAIN_DIR)"; \
+	else $(PY) -m jetdqn.train --preset seed-tx1 --game pong --total-steps 1000000 --run-dir "$(TRAIN_DIR)"; fi
 
 play: install
 	$(PY) -m jetdqn.play --display-freq 3

@@ -1565,3 +1565,18 @@ def test_a_plot_of_a_folder_that_is_no_run_or_of_a_run_with_no_game_ended_says_w
     proc = run_module("jetdqn.plot", str(ROOT / "README.md"), check=False)
     assert proc.returncode == 2 and proc.stderr == (f"error: {ROOT / 'README.md'} is a file, not a run directory; "
                                                     "give the --run-dir of a training run.\n")
+
+
+def test_make_train_resumes_a_stopped_run_as_make_learn_pong_does(tmp_path):
+    """`make train` run again over a run it had begun said "already holds a run ... give --resume" and exit 2,
+    where `make learn-pong` resumes: the README's two long runs now behave alike (TRAIN_DIR names the run)."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--env", "CartPole-v1", "--total-steps", "200", "--learn-start", "100",
+               "--eval-episodes", "0", "--final-eval-games", "0", "--telemetry", "off", "--progress", "off",
+               "--run-dir", str(run))
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+    again = subprocess.run(["make", "-s", "-o", "install", "train", f"PY={sys.executable}", f"TRAIN_DIR={run}"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert f"{run} is at step 200, and --total-steps 200 asks no more: nothing to train" in again.stdout + again.stderr
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
