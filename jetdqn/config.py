@@ -480,9 +480,11 @@ def _flag(name: str) -> str:
 
 
 def _number(kind, test, what: str):
+    """An argparse type. Whole numbers take the step counts' forms (1k, 1M, 1e4, 10_000), as train's flags do:
+    `bench replay --transitions 1M` (its help's own default) and `evaluate --games 1e1` were refused."""
     def parse(text: str):
         try:
-            value = kind(text)
+            value = _whole(text) if kind is int else kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
         if not test(value) or (kind is float and not math.isfinite(value)):
@@ -795,6 +797,14 @@ def _int_like(text: str) -> int:
     if not math.isfinite(value) or not value.is_integer():
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
     return int(value)
+
+
+def _whole(text: str) -> int:
+    """_int_like for _number, which says in its own words what a refused value is not."""
+    try:
+        return _int_like(text)
+    except argparse.ArgumentTypeError:
+        raise ValueError(text) from None
 
 
 def _number_or_none(text: str) -> Optional[float]:

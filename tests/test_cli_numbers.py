@@ -71,3 +71,18 @@ OTHER = [("jetdqn.play", [], f, v) for f in ("--episodes", "--eps", "--display-f
 def test_other_commands_numeric_flags(capsys, module, sub, flag, value):
     code, err = run_main(capsys, module, [*sub, flag, value])
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and flag in err, err
+
+
+def test_whole_number_flags_take_the_step_counts_forms(capsys, tmp_path):
+    """`bench replay --transitions 1M` (its help's own default), `evaluate --games 1e1` and `play --max-steps 1k`
+    were "is not a positive integer" while train's step counts take 1k, 1M, 1e4 and 10_000; they take them too.
+    A value that is not whole is refused as before."""
+    from jetdqn.config import count, games, positive_int, seed
+    assert [positive_int("1M"), games("1e1"), count("1k"), seed("2_000"), count(" 0 "), games("0.1k")] == \
+        [1_000_000, 10, 1_000, 2_000, 0, 100]
+    for parse, text in ((positive_int, "1.5"), (positive_int, "1e400"), (count, "inf"), (games, "nan"),
+                        (games, "0x10"), (seed, "2.5"), (positive_int, "0k"), (games, "2M")):
+        with pytest.raises(Exception, match=f"^{text!r} is not "):
+            parse(text)
+    code, err = run_main(capsys, "jetdqn.evaluate", [str(tmp_path / "none"), "--games", "1e1"])
+    assert code == 2 and "--games" not in err and "none" in err, err
