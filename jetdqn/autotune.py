@@ -18,7 +18,7 @@ import torch
 
 from .config import Config
 from .cores import usable_cores
-from .runtime import cuda_usable
+from .runtime import cuda_usable, set_threads
 
 
 def measure(cfg: Config, num_envs: int, threads: int, seconds: float = 1.5) -> tuple[float, float]:
@@ -31,7 +31,7 @@ def measure(cfg: Config, num_envs: int, threads: int, seconds: float = 1.5) -> t
     from .learn import DQNAgent
     from .replay import Batch
 
-    torch.set_num_threads(threads)
+    set_threads(threads)   # as the run sets them: a later run in this process still finds torch's own count
     trial = dataclasses.replace(cfg, num_envs=num_envs, async_learner=False, compile=False, cuda_graphs=False)
     envs = make_envs(trial, cfg.seed, num_envs, vector=num_envs > 1 or cfg.is_atari)
     try:

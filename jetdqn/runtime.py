@@ -284,22 +284,42 @@ def tf32_in_use(capability: tuple[int, int]) -> object:
     return {"conv": bool(torch.backends.cudnn.allow_tf32), "matmul": bool(torch.backends.cuda.matmul.allow_tf32)}
 
 
+_OWN_THREADS = {"own": torch.get_num_threads(), "set": None}   # torch's thread count, and jetdqn's last setting
+
+
+def torch_own_threads() -> int:
+    """torch's intra-op thread count as this process has it apart from jetdqn (as ``torch_own_switches``):
+    a second ``jetdqn.train()`` in one process, after one with ``threads=1`` or on a GPU (which sets 1), took
+    that 1 as torch's own and trained on one thread of a CPU's two or more. A count its caller set since
+    (``torch.set_num_threads(4)`` between two runs) is the caller's, and taken."""
+    now = torch.get_num_threads()
+    if now != _OWN_THREADS["set"]:
+        _OWN_THREADS["own"] = now
+    return _OWN_THREADS["own"]
+
+
+def set_threads(n: int) -> None:
+    torch.set_num_threads(n)
+    _OWN_THREADS["set"] = torch.get_num_threads()
+
+
 def apply(cfg: Config) -> Runtime:
     """Apply cfg's runtime switches to this process and say what they did."""
     device = device_for(cfg)
     cores = this_process_cores()
     allocator = keep_freed_memory()
+    own = torch_own_threads()
     if cfg.threads > 0:
-        torch.set_num_threads(cfg.threads)
-    elif device.type != "cuda" and torch.get_num_threads() > cores.usable:
+        set_threads(cfg.threads)
+    elif device.type != "cuda":
         # torch counts the cores it may run on, not a container's CPU quota (docker --cpus): one thread per
         # core under a 2-CPU quota on 8 cores spins until the kernel throttles the whole process.
-        torch.set_num_threads(cores.usable)
+        set_threads(min(own, cores.usable))
     elif device.type == "cuda":
         # With the network on the GPU the CPU side is copies and indexing: one thread does it, and torch's
         # default (one per core) only spins, taking cores the emulators need (measured: ~11 cores busy on a
         # 16-core host for nothing).
-        torch.set_num_threads(1)
+        set_threads(1)
     seed_everything(cfg.seed)
     cuda = device.type == "cuda"
     report: dict = {

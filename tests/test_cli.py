@@ -1209,3 +1209,27 @@ def test_play_with_a_name_no_rom_has_says_so_as_training_does():
     other = run_module("jetdqn.play", str(model), "--game", "breakout", "--episodes", "1", check=False)
     assert other.returncode == 2 and other.stderr == (f"error: {model} was trained on 'pong', not 'breakout'; play "
                                                       "pong or give another model.\n")
+
+
+def test_a_run_after_a_one_thread_run_in_the_same_process_gets_the_cores_back():
+    """``jetdqn.train(threads=1)`` (or a GPU run, which sets 1), then ``jetdqn.train()`` in the same process (a
+    sweep, a notebook): the second took torch's count as its default, found 1, and trained on one thread of
+    this CPU's two. torch's own count is remembered as the cuDNN switches are; one the caller sets between
+    runs is the caller's, and kept."""
+    import torch
+    from jetdqn import runtime
+    from jetdqn.cores import cores
+    usable = cores().usable
+    found = torch.get_num_threads()
+    if min(found, usable) < 2:
+        pytest.skip("one core (or one torch thread) here: a one-thread run cannot be told from the default")
+    cartpole = {"env": "CartPole-v1", "device": "cpu"}
+    try:
+        assert runtime.apply(make_config({**cartpole, "threads": 1})).report["threads"] == 1
+        assert runtime.apply(make_config(cartpole)).report["threads"] == min(found, usable)
+        torch.set_num_threads(1)   # the caller's own choice, between runs
+        assert runtime.apply(make_config(cartpole)).report["threads"] == 1
+        torch.set_num_threads(found)
+        assert runtime.apply(make_config(cartpole)).report["threads"] == min(found, usable)
+    finally:
+        torch.set_num_threads(found)
