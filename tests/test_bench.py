@@ -64,6 +64,13 @@ def test_bench_refuses_bad_values(tmp_path):
         empty = run_module("jetdqn.bench", "pong", "--cases", cases, "--out", str(tmp_path), check=False, timeout=60)
         assert empty.returncode == 2 and empty.stdout == "" and empty.stderr.startswith(
             f"error: --cases {cases!r} matches no case") and empty.stderr.count("\n") == 1, (cases, empty.stderr)
+    # a Gymnasium env given as a game: the bench has no --env, so it is not suggested (it was, then refused)
+    for what in ("pong", "acting"):
+        gym = run_module("jetdqn.bench", what, "--game", "cartpole", "--out", str(tmp_path), check=False, timeout=60)
+        assert gym.returncode == 2 and gym.stderr.count("\n") == 1 and gym.stderr.startswith(
+            f"error: unknown game 'cartpole' (CartPole-v1 is a Gymnasium env, and bench {what} times Atari games "
+            "only); `python -m jetdqn.train --list-games` lists the "), gym.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bf16_rows_are_left_out_where_the_hardware_would_emulate_bf16_and_train_says_so(tmp_path):

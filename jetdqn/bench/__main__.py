@@ -154,7 +154,7 @@ def _unusable(args) -> Optional[str]:
     try:
         for game in getattr(args, "games", None) or [getattr(args, "game", None)]:
             if game is not None:
-                ale_env_id(game)
+                ale_env_id(game, atari_only=f"bench {args.what}")
         model = getattr(args, "model", None) or getattr(args, "nature", None)
         if model:
             from ..policy import load

@@ -71,10 +71,11 @@ def atari_options(cfg) -> dict:
             "sticky_actions": cfg.sticky_actions, "full_action_space": cfg.full_action_space}
 
 
-def ale_env_id(game: str) -> str:
+def ale_env_id(game: str, atari_only: str = "") -> str:
     """'space_invaders' -> 'ALE/SpaceInvaders-v5' (the id ale-py registers for that ROM: tic_tac_toe_3d's is
     'ALE/TicTacToe3D-v5', and the one spelt from its name, TicTacToe3d, was Gymnasium's NameNotFound
-    traceback); refuses games ALE does not ship, or ships for its multi-player mode only."""
+    traceback); refuses games ALE does not ship, or ships for its multi-player mode only. ``atari_only``
+    names a command that has no --env (the bench's), so a Gymnasium env is not hinted as one."""
     key = game_key(game)
     ids = ale_game_ids()
     if key in _multi_player_only():
@@ -82,7 +83,7 @@ def ale_env_id(game: str) -> str:
                           f"({', '.join(_multi_player_only())}), which its single-player emulator does not load; "
                           f"`python -m jetdqn.train --list-games` lists the {len(ids)} games it plays.")
     if key not in ids:
-        raise ConfigError(f"unknown game {game!r}{_hint(game, ids)}; `python -m jetdqn.train --list-games` lists "
+        raise ConfigError(f"unknown game {game!r}{_hint(game, ids, atari_only)}; `python -m jetdqn.train --list-games` lists "
                           f"the {len(ids)} games ale-py plays.")
     return _registered_ids().get(key) or "ALE/" + "".join(part.capitalize() for part in key.split("_")) + "-v5"
 
@@ -96,15 +97,17 @@ def gym_id_parts(env_id: str) -> tuple[str, str]:
     return name, re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower().replace("-", "_")
 
 
-def _hint(game: str, ids: list[str]) -> str:
+def _hint(game: str, ids: list[str], atari_only: str = "") -> str:
     """What the user probably meant: the ROM inside a Gymnasium id, a Gymnasium env given to --game
-    (``cartpole``), else ROMs spelt alike."""
+    (``cartpole``: --env, where the command has it), else ROMs spelt alike."""
     name, rom = gym_id_parts(game)
     if rom in ids and rom != game.strip().lower():
         return (f" (did you mean {rom}? --game takes ale-py's ROM name; what the Gymnasium id's version sets is "
                 f"a flag here: --frame-skip, --sticky-actions, --full-action-space)")
     from .gym_env import registered_as
     envs = registered_as(name)
+    if envs and atari_only:   # `bench pong --game cartpole` was told to give --env, which the bench refuses
+        return f" ({envs[-1]} is a Gymnasium env, and {atari_only} times Atari games only)"
     if envs:
         return f" (did you mean --env {envs[-1]}, a Gymnasium env?)"
     close = [g for g in ids if g.startswith(rom[:3])][:6]
