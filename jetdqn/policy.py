@@ -73,11 +73,14 @@ class Policy:
     def _as_vector(obs: np.ndarray) -> np.ndarray:
         """A vector observation as float32, what every engine's network takes: ONNX Runtime refused a float64
         array or a list of numbers (CartPole's state typed by hand) in its own words; torch cast them."""
-        if obs.dtype == np.float32:
-            return obs
         if not (np.issubdtype(obs.dtype, np.number) or obs.dtype == np.bool_):
             raise ValueError(f"observations that are not numbers (dtype {obs.dtype}): this network takes numbers")
-        return obs.astype(np.float32)
+        with np.errstate(over="ignore"):   # a number past float32's range is infinite, and said so below
+            obs = obs.astype(np.float32, copy=False)
+        if not np.isfinite(obs).all():   # NaN made every Q-value NaN, and predict answered action 0 as if chosen
+            raise ValueError(f"an observation with {'NaN' if np.isnan(obs).any() else 'infinite'} values: this "
+                             "network's Q-values of it would be NaN or infinite, not an action; give finite numbers")
+        return obs
 
     @staticmethod
     def _as_frames(obs: np.ndarray) -> np.ndarray:

@@ -122,6 +122,11 @@ def test_every_engine_takes_a_vector_observation_as_numbers_of_any_kind(tmp_path
         with pytest.raises(ValueError, match=r"^an observation of shape \(3,\): this network takes \(1, 4\) or \(4,\) "
                                              r"\(one\) or \[N, 1, 4\] \(a batch\)$"):
             policy.predict([0.0, 0.1, 0.2])
+        # NaN (a sensor's dropout) made every Q-value NaN, and predict answered action 0 as if it had chosen it
+        for bad, said in (([0.0, float("nan"), 0.2, 0.1], "NaN"), (np.full(4, np.inf, np.float32), "infinite"),
+                          ([[0.0, 0.1, 0.2, 0.3], [1e300, 0.0, 0.0, 0.0]], "infinite")):
+            with pytest.raises(ValueError, match=f"^an observation with {said} values: "):
+                policy.predict(bad)
 
 
 def test_safetensors_round_trip(exported, pong_stacks):
