@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .config import Config, ConfigError
+from .board import jetson_facts
 from .cores import cores as this_process_cores
 from .openmp import wait_setting
 from .memory import memory
@@ -329,6 +330,7 @@ def apply(cfg: Config) -> Runtime:
         "cuda": torch.version.cuda if cuda else None,
         "cudnn": torch.backends.cudnn.version() if cuda and torch.backends.cudnn.is_available() else None,
         "threads": torch.get_num_threads(),
+        **jetson_facts(),   # the board, its L4T and power mode: a Jetson's speed is its mode's as much as the code's
         "openmp_wait": wait_setting(),
         "cores": cores.as_record(),
         "memory": memory().as_record(),

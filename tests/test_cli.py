@@ -1072,6 +1072,49 @@ def test_a_gpu_this_torch_has_no_kernels_for_is_named_with_what_to_install():
         assert gpu_without_kernels() is None and not cuda_usable() and pick_device("auto").type == "cpu"
 
 
+ORIN_NVPMODEL = "NV Power Mode: MAXN\n0\n"   # `nvpmodel -q` on an AGX Orin (JetPack 6)
+
+
+def an_nvpmodel(folder: Path, answer: str = ORIN_NVPMODEL) -> dict:
+    """A PATH whose ``nvpmodel`` answers ``-q`` as a board's does (as tests replay tegrastats' lines)."""
+    folder.mkdir(parents=True)
+    tool = folder / "nvpmodel"
+    tool.write_text(f"#!/bin/sh\nprintf '%s' '{answer}'\n")
+    tool.chmod(0o755)
+    import os
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_nvpmodels_answer_is_read_as_the_mode_and_its_number():
+    """The bench's header collapsed the answer to one line ('NV Fan Mode:quiet NV Power Mode: ... 2')."""
+    from jetdqn.board import parse_power_mode
+    assert parse_power_mode(ORIN_NVPMODEL) == "MAXN (mode 0)"
+    verbose = ("NVPM VERB: Config file: /etc/nvpmodel.conf\nNVPM VERB: parsing done for /etc/nvpmodel.conf\n"
+               "NV Fan Mode:quiet\nNVPM VERB: Current mode: NV Power Mode: MODE_15W_6CORE\n2\n")   # Xavier NX
+    assert parse_power_mode(verbose) == "MODE_15W_6CORE (mode 2)"
+    assert parse_power_mode("") is None and parse_power_mode("nvpmodel: permission denied") is None
+
+
+def test_a_training_run_on_a_jetson_writes_its_l4t_and_power_mode_into_config_json(tmp_path):
+    """A Jetson's speed is its power mode's (an Orin Nano at 7 W runs about half the clocks of 15 W): the bench's
+    header named the mode, a training run's config.json did not, so two runs' seconds per 1000 steps could not be
+    compared. Its runtime record names the L4T release and the mode (the board too, from the device tree)."""
+    from conftest import L4T_RELEASE, run_as_a_jetson
+    run = tmp_path / "run"
+    proc = run_as_a_jetson([sys.executable, "-m", "jetdqn.train", "--preset", "cartpole", "--total-steps", "200",
+                            "--learn-start", "100", "--final-eval-games", "0", "--eval-episodes", "0", "--telemetry",
+                            "off", "--progress", "off", "--run-dir", str(run)], tmp_path / "a",
+                           env=an_nvpmodel(tmp_path / "bin"))
+    assert proc.returncode == 0, proc.stderr
+    runtime = json.loads((run / "config.json").read_text())["runtime"]
+    assert (runtime["l4t"], runtime["power_mode"]) == (L4T_RELEASE.lstrip("# "), "MAXN (mode 0)")
+    plain = tmp_path / "plain"   # elsewhere none of them
+    run_module("jetdqn.train", "--preset", "cartpole", "--total-steps", "200", "--learn-start", "100",
+               "--final-eval-games", "0", "--eval-episodes", "0", "--telemetry", "off", "--progress", "off",
+               "--run-dir", str(plain))
+    assert not {"board", "l4t", "power_mode"} & set(json.loads((plain / "config.json").read_text())["runtime"])
+
+
 @pytest.mark.slow
 def test_the_benchmark_on_a_jetson_whose_torch_cannot_use_its_gpu_says_so_in_its_header(tmp_path):
     """The benchmark half of the test above (12 s of the fast suite's time): its table's header names it."""
@@ -1081,7 +1124,9 @@ def test_the_benchmark_on_a_jetson_whose_torch_cannot_use_its_gpu_says_so_in_its
         pytest.skip("this torch reaches a GPU")
     bench = run_as_a_jetson([sys.executable, "-m", "jetdqn.bench", "pong", "--steps", "8", "--learn-start", "32",
                              "--warmup-steps", "0", "--repeats", "1", "--cases", "no display", "--telemetry", "off",
-                             "--out", str(tmp_path / "bench")], tmp_path / "c", timeout=600)
+                             "--out", str(tmp_path / "bench")], tmp_path / "c", timeout=600,
+                            env=an_nvpmodel(tmp_path / "bin"))
+    assert "; power mode: MAXN (mode 0)\n" in bench.stdout, bench.stdout[:2000]
     said = "; GPU: this Jetson's GPU is out of torch's reach (L4T R36.4.3; torch "
     assert bench.returncode == 0 and said in bench.stdout, bench.stdout[:2000] + bench.stderr[-2000:]
     assert said in next((tmp_path / "bench").glob("*.md")).read_text()

@@ -11,6 +11,7 @@ from typing import Optional
 
 
 def machine_info() -> dict:
+    from ..board import jetson_facts
     from ..cores import cores
     from ..memory import memory
     from ..runtime import torch_info
@@ -26,18 +27,7 @@ def machine_info() -> dict:
     except OSError:
         pass
     info.setdefault("cpu", platform.processor() or platform.machine())
-    model = Path("/proc/device-tree/model")
-    if model.exists():
-        info["board"] = model.read_text(errors="ignore").strip("\x00\n ")
-    release = Path("/etc/nv_tegra_release")
-    if release.exists():
-        info["l4t"] = release.read_text(errors="ignore").splitlines()[0].strip("# ")
-    if shutil.which("nvpmodel"):
-        try:
-            out = subprocess.run(["nvpmodel", "-q"], capture_output=True, text=True, timeout=5).stdout
-            info["power_mode"] = " ".join(out.split())[:80]
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+    info.update(jetson_facts())   # board, l4t, power_mode: where this is a Jetson
     info.update(torch_info())
     if info.get("cuda"):
         info["device_report"] = device_report()
