@@ -1096,7 +1096,7 @@ def test_nvpmodels_answer_is_read_as_the_mode_and_its_number():
 
 
 def test_a_training_run_on_a_jetson_writes_its_l4t_and_power_mode_into_config_json(tmp_path):
-    """A Jetson's speed is its power mode's (an Orin Nano at 7 W runs about half the clocks of 15 W): the bench's
+    """A Jetson's speed is its power mode's (a TX2's Max-Q runs 4 cores at 1.2 GHz, Max-N 6 at 2.0): the bench's
     header named the mode, a training run's config.json did not, so two runs' seconds per 1000 steps could not be
     compared. Its runtime record names the L4T release and the mode (the board too, from the device tree)."""
     from conftest import L4T_RELEASE, run_as_a_jetson
