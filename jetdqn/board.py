@@ -14,22 +14,22 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
-MODEL = Path("/proc/device-tree/model")          # "NVIDIA Jetson AGX Orin Developer Kit"
-RELEASE = Path("/etc/nv_tegra_release")         # a board's, or an L4T container image's
+MODEL = "proc/device-tree/model"        # "NVIDIA Jetson AGX Orin Developer Kit", NUL-ended
+RELEASE = "etc/nv_tegra_release"        # a board's, or an L4T container image's
 QUERY_TIMEOUT_S = 5
 
 
-def board_model() -> Optional[str]:
+def board_model(root: Path = Path("/")) -> Optional[str]:
     try:
-        return MODEL.read_text(errors="ignore").strip("\x00\n ") or None
+        return (root / MODEL).read_text(errors="ignore").strip("\x00\n ") or None
     except OSError:
         return None
 
 
-def l4t_release() -> Optional[str]:
+def l4t_release(root: Path = Path("/")) -> Optional[str]:
     """The release line without its '# ': 'R36 (release), REVISION: 4.3, GCID: ..., DATE: ...'."""
     try:
-        lines = RELEASE.read_text(errors="replace").splitlines()
+        lines = (root / RELEASE).read_text(errors="replace").splitlines()
     except OSError:
         return None
     return lines[0].strip("# ").strip() or None if lines else None
@@ -59,7 +59,7 @@ def power_mode() -> Optional[str]:
     return parse_power_mode(out)
 
 
-def jetson_facts() -> dict:
-    """{"board", "l4t", "power_mode"}: those this machine has."""
-    facts = {"board": board_model(), "l4t": l4t_release(), "power_mode": power_mode()}
+def jetson_facts(root: Path = Path("/")) -> dict:
+    """{"board", "l4t", "power_mode"}: those this machine has (its files under ``root``)."""
+    facts = {"board": board_model(root), "l4t": l4t_release(root), "power_mode": power_mode()}
     return {key: value for key, value in facts.items() if value}

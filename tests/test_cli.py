@@ -1085,7 +1085,7 @@ def an_nvpmodel(folder: Path, answer: str = ORIN_NVPMODEL) -> dict:
     return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
 
 
-def test_nvpmodels_answer_is_read_as_the_mode_and_its_number():
+def test_nvpmodels_answer_is_read_as_the_mode_and_its_number(tmp_path):
     """The bench's header collapsed the answer to one line ('NV Fan Mode:quiet NV Power Mode: ... 2')."""
     from jetdqn.board import parse_power_mode
     assert parse_power_mode(ORIN_NVPMODEL) == "MAXN (mode 0)"
@@ -1093,6 +1093,16 @@ def test_nvpmodels_answer_is_read_as_the_mode_and_its_number():
                "NV Fan Mode:quiet\nNVPM VERB: Current mode: NV Power Mode: MODE_15W_6CORE\n2\n")   # Xavier NX
     assert parse_power_mode(verbose) == "MODE_15W_6CORE (mode 2)"
     assert parse_power_mode("") is None and parse_power_mode("nvpmodel: permission denied") is None
+    from conftest import L4T_RELEASE
+    from jetdqn.board import jetson_facts
+    board = tmp_path / "board"
+    (board / "proc" / "device-tree").mkdir(parents=True)
+    (board / "proc" / "device-tree" / "model").write_bytes(b"NVIDIA Jetson AGX Orin Developer Kit\x00")
+    (board / "etc").mkdir()
+    (board / "etc" / "nv_tegra_release").write_text(L4T_RELEASE + "\n")
+    assert {k: v for k, v in jetson_facts(board).items() if k != "power_mode"} == {
+        "board": "NVIDIA Jetson AGX Orin Developer Kit", "l4t": L4T_RELEASE.lstrip("# ")}
+    assert not {"board", "l4t"} & set(jetson_facts(tmp_path))
 
 
 def test_a_training_run_on_a_jetson_writes_its_l4t_and_power_mode_into_config_json(tmp_path):
