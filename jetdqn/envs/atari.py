@@ -83,8 +83,8 @@ def ale_env_id(game: str, atari_only: str = "") -> str:
                           f"({', '.join(_multi_player_only())}), which its single-player emulator does not load; "
                           f"`python -m jetdqn.train --list-games` lists the {len(ids)} games it plays.")
     if key not in ids:
-        raise ConfigError(f"unknown game {game!r}{_hint(game, ids, atari_only)}; `python -m jetdqn.train --list-games` lists "
-                          f"the {len(ids)} games ale-py plays.")
+        raise ConfigError(f"unknown game {game!r}{_hint(game, ids, atari_only)}; `python -m jetdqn.train "
+                          f"--list-games` lists the {len(ids)} games ale-py plays.")
     return _registered_ids().get(key) or "ALE/" + "".join(part.capitalize() for part in key.split("_")) + "-v5"
 
 
