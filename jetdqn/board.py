@@ -35,6 +35,16 @@ def l4t_release(root: Path = Path("/")) -> Optional[str]:
     return lines[0].strip("# ").strip() or None if lines else None
 
 
+def l4t_version(root: Path = Path("/")) -> Optional[str]:
+    """'L4T R36.4.3' from the release line ('R36 (release), REVISION: 4.3, ...'); 'L4T' where it has no
+    revision; None off a Jetson."""
+    line = l4t_release(root)
+    if line is None:
+        return None
+    found = re.search(r"R(\d+)\D.*?REVISION:\s*([\d.]+)", line)
+    return f"L4T R{found.group(1)}.{found.group(2)}" if found else "L4T"
+
+
 def parse_power_mode(text: str) -> Optional[str]:
     """``nvpmodel -q``'s answer as 'MAXN (mode 0)': its 'NV Power Mode: NAME' line and the mode's number on
     the line after it (some L4T releases print 'NV Fan Mode:quiet' first; --verbose adds NVPM VERB lines)."""

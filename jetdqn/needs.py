@@ -191,15 +191,17 @@ def _numbers(version: str) -> tuple[int, ...]:
 
 
 def versions() -> str:
-    """'torch 2.13.0+cpu, ale-py 0.12.1, Python 3.11.7': the installed versions, without importing torch
+    """'torch 2.13.0+cpu, ale-py 0.12.1, Python 3.11.7' (', L4T R36.4.3' on a Jetson): the installed versions, without importing torch
     (seconds), 'not installed' for one that is missing. torch's is its own ``torch.__version__``, read from
     torch/version.py: PyPI's CUDA wheels say '2.13.0' in their package metadata and '2.13.0+cu130' there,
     and which build runs is what an issue report needs."""
+    from .board import l4t_version
     found = []
     for name in ("torch", "ale-py"):
         version = (name == "torch" and _torch_build()) or installed_version(name)
         found.append(f"{name} {version or 'not installed'}")
-    return ", ".join([*found, f"Python {sys.version.split()[0]}"])
+    board = l4t_version()   # a report from a Jetson: which JetPack its torch wheel must match
+    return ", ".join([*found, f"Python {sys.version.split()[0]}", *([board] if board else [])])
 
 
 def _torch_build() -> str:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from .config import Config, ConfigError
-from .board import jetson_facts
+from .board import jetson_facts, l4t_version
 from .cores import cores as this_process_cores
 from .openmp import wait_setting
 from .memory import memory
@@ -67,14 +67,9 @@ def jetson_gpu_unreachable() -> Optional[str]:
     on the board): PyPI's wheels are not built for a Jetson's integrated GPU, and every run and benchmark went
     to the CPU without a word, the table's CUDA rows "not run: no CUDA device". A CUDA build that finds no GPU
     may also be NVIDIA's own in a container started without --runtime nvidia."""
-    try:
-        line = Path("/etc/nv_tegra_release").read_text(errors="replace").splitlines()[0]
-    except (OSError, IndexError):
+    l4t = l4t_version()
+    if l4t is None or torch.cuda.is_available():
         return None
-    if torch.cuda.is_available():
-        return None
-    release = re.search(r"R(\d+)\D.*?REVISION:\s*([\d.]+)", line)
-    l4t = f"L4T R{release.group(1)}.{release.group(2)}" if release else "L4T"
     if not torch.version.cuda:
         return (f"this Jetson's GPU is out of torch's reach ({l4t}; torch {torch.__version__} is a CPU-only "
                 "build): install NVIDIA's torch wheel for this JetPack (README: Jetson)")

@@ -1105,6 +1105,18 @@ def test_nvpmodels_answer_is_read_as_the_mode_and_its_number(tmp_path):
     assert not {"board", "l4t"} & set(jetson_facts(tmp_path))
 
 
+def test_the_version_line_names_the_l4t_release_on_a_jetson(tmp_path):
+    """An issue report from a board said its torch and Python, not its JetPack, which its torch wheel must match
+    (the usual first error there is a wheel built for another one)."""
+    import torch
+    from conftest import run_as_a_jetson
+    proc = run_as_a_jetson([sys.executable, "-m", "jetdqn", "--version"], tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith(f"jetdqn {jetdqn.__version__} (torch {torch.__version__}, "), \
+        proc.stdout + proc.stderr
+    assert proc.stdout.endswith(", L4T R36.4.3)\n"), proc.stdout
+    assert "L4T" not in run_module("jetdqn", "--version").stdout
+
+
 def test_a_training_run_on_a_jetson_writes_its_l4t_and_power_mode_into_config_json(tmp_path):
     """A Jetson's speed is its power mode's (a TX2's Max-Q runs 4 cores at 1.2 GHz, Max-N 6 at 2.0): the bench's
     header named the mode, a training run's config.json did not, so two runs' seconds per 1000 steps could not be
