@@ -104,8 +104,11 @@ train: install
 	  $(PY) -m jetdqn.train --resume --run-dir "$(TRAIN_DIR)"; \
 	else $(PY) -m jetdqn.train --preset seed-tx1 --game pong --total-steps 1000000 --run-dir "$(TRAIN_DIR)"; fi
 
+# Watch the committed Pong weights (18 over 30 games) play, 1 of every 3 frames; MODEL=runs/pong for your own run.
+MODEL ?= benchmarks/results/learn-pong/run
+PLAY_ARGS ?=
 play: install
-	$(PY) -m jetdqn.play --display-freq 3
+	$(PY) -m jetdqn.play --model "$(MODEL)" --display-freq 3 $(PLAY_ARGS)
 
 # The benchmark table on this machine; display rows run under Xvfb when there is no screen.
 bench-pong: install xvfb

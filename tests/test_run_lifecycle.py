@@ -1580,3 +1580,14 @@ def test_make_train_resumes_a_stopped_run_as_make_learn_pong_does(tmp_path):
     assert again.returncode == 0, again.stderr
     assert f"{run} is at step 200, and --total-steps 200 asks no more: nothing to train" in again.stdout + again.stderr
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
+
+
+def test_make_play_plays_the_committed_pong_weights():
+    """`make play`, the first thing a board owner types to see an agent, played an untrained network (it said
+    so) while the clone carries weights that score 18; it plays those (MODEL= names another run)."""
+    proc = subprocess.run(["make", "-s", "-o", "install", "play", f"PY={sys.executable}",
+                           "PLAY_ARGS=--max-steps 20 --episodes 1 --display-freq 0"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "DISPLAY": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("playing pong with benchmarks/results/learn-pong/run/model.pt (") and \
+        "untrained" not in proc.stdout + proc.stderr, proc.stdout
