@@ -118,7 +118,9 @@ class Config:
     noop_max: int = _f(30, "Up to this many no-op actions at the start of each game.")
     clip_rewards: bool = _f(True, "Clip rewards to +-1 for learning (scores stay raw).")
     terminal_on_life_loss: bool = _f(True, "A lost life ends the episode for learning, not for scoring.")
-    max_episode_steps: int = _f(27_000, "Truncate a game after this many agent steps (108k frames).")
+    max_episode_steps: int = _f(27_000, "Truncate a game after this many agent steps (108k frames). With --env: "
+                                        "a value other than this default replaces the env's own limit "
+                                        "(CartPole-v1's 500); the default keeps it.")
     sticky_actions: float = _f(0.0, "ALE's repeat_action_probability, in training and evaluation (0.25: Machado "
                                     "et al. 2018, ALE v5; 0: the Nature paper).")
     eval_sticky_actions: Optional[float] = _f(None, "The evaluations' repeat_action_probability where it is not "
@@ -502,6 +504,7 @@ probability = _number(float, lambda v: 0.0 <= v <= 1.0, "a number between 0 and 
 C_INT_MAX = 2**31 - 1   # what ale-py's emulator settings take (frames per episode, frame skip, no-ops, threads)
 SEED_MAX = C_INT_MAX   # a seed goes to numpy, torch and the emulator (ALE's random_seed is a C int)
 seed = _number(int, lambda v: 0 <= v <= SEED_MAX, f"a seed from 0 to {SEED_MAX:,}")
+ATARI_EPISODE_STEPS = 27_000   # --max-episode-steps' default: 108k frames (DeepMind's 30 minutes at 60 Hz)
 MAX_GAMES = 1_000_000   # games in one evaluation: far more than any protocol plays, and an array of scores fits
 games = _number(int, lambda v: 1 <= v <= MAX_GAMES, f"a number of games from 1 to {MAX_GAMES:,}")
 MAX_HISTORY = 64   # frames in one stack

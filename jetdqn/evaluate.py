@@ -59,13 +59,12 @@ def game_statistics(returns: list[float]) -> dict:
 
 def protocol(cfg: Config, eps: float) -> dict:
     """What an evaluation record says about how its games were played (the protocol, in every record). A
-    gymnasium env (CartPole) starts with no no-ops: only the Atari envs take them; its games' step limit is the
-    shorter of --max-episode-steps and its own."""
+    gymnasium env (CartPole) starts with no no-ops: only the Atari envs take them; its games' step limit is its
+    own under the default --max-episode-steps where that is shorter (CartPole-v1: 500), else the flag's."""
     cap = cfg.max_episode_steps
-    if not cfg.is_atari:   # the env's own TimeLimit ends its games first where it is shorter (CartPole-v1: 500)
-        from .envs.gym_env import own_time_limit
-        own = own_time_limit(cfg.env)
-        cap = own if own and (not cap or own < cap) else cap
+    if not cfg.is_atari:
+        from .envs.gym_env import episode_limit
+        cap = episode_limit(cfg.env, cap)
     return {"eps": eps, "noop_max": cfg.noop_max if cfg.is_atari else 0, "sticky_actions": cfg.sticky_actions,
             "full_action_space": cfg.full_action_space, "max_episode_steps": cap}
 

@@ -104,12 +104,35 @@ def test_sticky_actions_reach_the_emulator_in_every_env_type():
 
 
 def test_a_gymnasium_envs_record_names_the_step_limit_its_games_end_at():
-    """CartPole-v1's own TimeLimit ends a game at 500 steps whatever --max-episode-steps says above it; the
-    evaluation record said 27,000 (the Atari default). A lower --max-episode-steps is the limit it names."""
+    """CartPole-v1's own TimeLimit ends a game at 500 steps under the default --max-episode-steps; the
+    evaluation record said 27,000 (the Atari default). Another value is the limit it names."""
     from jetdqn.evaluate import protocol
-    for settings, cap in (({}, 500), ({"max_episode_steps": 200}, 200), ({"max_episode_steps": 900}, 500)):
+    for settings, cap in (({}, 500), ({"max_episode_steps": 200}, 200), ({"max_episode_steps": 900}, 900)):
         cfg = make_config({"env": "CartPole-v1", **settings})
         returns, lengths = play_games(DQNAgent(cfg, (4, 4), 2, torch.device("cpu")), cfg, games=2, eps=0.0, seed=1)
         assert protocol(cfg, 0.0)["max_episode_steps"] == cap
         assert max(lengths) <= cap
     assert protocol(make_config({"game": "pong"}), 0.05)["max_episode_steps"] == 27_000
+
+
+def test_max_episode_steps_replaces_a_gymnasium_envs_own_limit_when_given():
+    """`--max-episode-steps 1000` on CartPole-v1 was cut at its own 500 without a word (only a lower value took).
+    A value other than the default replaces the env's limit, above it or below; the default keeps CartPole's
+    500. Played by a hand-made controller that balances the pole as long as it is let (no learning needed)."""
+    from jetdqn.envs.gym_env import GymEnv
+
+    def game_length(env: GymEnv) -> int:
+        obs, steps = env.reset(), 0
+        while True:
+            x, x_dot, theta, theta_dot = obs
+            st = env.step(int(10 * theta + theta_dot + 0.1 * x + 0.5 * x_dot > 0))
+            obs, steps = st.frame, steps + 1
+            if st.game_over or st.truncated:
+                assert not st.game_over, "the controller let the pole fall"
+                return steps
+    for asked, lasts in ((1000, 1000), (300, 300), (make_config({"env": "CartPole-v1"}).max_episode_steps, 500)):
+        env = GymEnv("CartPole-v1", max_episode_steps=asked, seed=0)
+        try:
+            assert game_length(env) == lasts, asked
+        finally:
+            env.close()

@@ -25,7 +25,8 @@ class GymEnv:
         with warnings.catch_warnings(record=True) as said:   # said again only for an env that is made: a refused
             warnings.simplefilter("always")                  # one was gymnasium's two-line warning, then ours
             try:
-                env = gym.make(env_id, render_mode="rgb_array")
+                limit = episode_limit(env_id, max_episode_steps)
+                env = gym.make(env_id, render_mode="rgb_array", **({"max_episode_steps": limit} if limit else {}))
             except Exception as exc:  # gymnasium raises several types for an unknown id
                 raise ConfigError(_unmade(env_id, exc)) from None
         for warning in said:
@@ -45,7 +46,7 @@ class GymEnv:
         self.action_meanings = [str(i) for i in range(self.n_actions)]
         self.frame_shape = tuple(shape)
         self.frame_dtype = np.float32
-        self.max_episode_steps = max_episode_steps
+        self.max_episode_steps = limit or 0
         self._seed = seed
         self._seeded = False
         self._t = 0
@@ -93,6 +94,17 @@ def own_time_limit(env_id: str) -> Optional[int]:
         return gym.spec(env_id).max_episode_steps
     except Exception:  # gymnasium raises several types for an unknown id; making the env says why
         return None
+
+
+def episode_limit(env_id: str, asked: int) -> Optional[int]:
+    """The agent steps a game of ``env_id`` lasts at most under --max-episode-steps ``asked``. Its default (the
+    Atari games' 27,000) keeps the env's own limit where that is shorter (CartPole-v1: 500); any other value
+    replaces it: `--max-episode-steps 1000` on CartPole was cut at 500 without a word. None: no limit at all."""
+    from ..config import ATARI_EPISODE_STEPS
+    own = own_time_limit(env_id)
+    if asked == ATARI_EPISODE_STEPS and own:
+        return min(own, asked)
+    return asked or own
 
 
 def _atari_rom(env_id: str) -> str:
