@@ -323,7 +323,9 @@ class Config:
             raise ConfigError(f"--threads must be auto or 0 or more, got {self.threads}.")
         if self.num_envs > 1 and not self.is_atari:
             raise ConfigError("--num-envs > 1 is for Atari games (ale-py's vector env); use 1 with --env.")
-        moved = [_flag(name) for name in ATARI_ONLY if getattr(self, name) != _FIELDS[name].default]
+        # as typed: --no-terminal-on-life-loss was told "--terminal-on-life-loss is for Atari games ... drop it"
+        moved = [_flag(name).replace("--", "--no-", 1) if getattr(self, name) is False else _flag(name)
+                 for name in ATARI_ONLY if getattr(self, name) != _FIELDS[name].default]
         if not self.is_atari and moved:   # --frame-skip 2 --env CartPole-v1 trained as if it were not there
             many = len(moved) > 1
             raise ConfigError(f"{', '.join(moved)} {'are' if many else 'is'} for Atari games (the emulator and its "

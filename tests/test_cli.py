@@ -590,7 +590,7 @@ def test_emulator_options_are_refused_for_a_gymnasium_env():
     from jetdqn.config import ConfigError
     for option in ({"sticky_actions": 0.25}, {"full_action_space": True}, {"frame_skip": 2}, {"noop_max": 5},
                    {"terminal_on_life_loss": False}, {"channels_last": True}):
-        flag = "--" + next(iter(option)).replace("_", "-")
+        flag = ("--no-" if False in option.values() else "--") + next(iter(option)).replace("_", "-")   # as typed
         with pytest.raises(ConfigError, match=f"^{flag} is for Atari games \\(the emulator and its CNN\\), and "
                                               "CartPole-v1 is not one: drop it.$"):
             make_config({"env": "CartPole-v1", **option})
