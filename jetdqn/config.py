@@ -283,6 +283,9 @@ class Config:
                               f"{C_INT_MAX // self.frame_skip:,}.")
         if self.env_groups < 1:
             raise ConfigError(f"--env-groups must be at least 1, got {self.env_groups}.")
+        if self.env_groups > 1 and not self.is_atari:   # "--num-envs 1 does not split": and more is refused with --env
+            raise ConfigError(f"--env-groups {self.env_groups} splits ale-py's vector envs (Atari games), and "
+                              f"{self.env_name} plays one env: drop --env-groups.")
         if self.num_envs > 0 and self.num_envs % self.env_groups:
             raise ConfigError(f"--num-envs {self.num_envs} does not split into --env-groups {self.env_groups} "
                               f"equal groups.")
