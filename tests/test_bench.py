@@ -64,6 +64,12 @@ def test_bench_refuses_bad_values(tmp_path):
         empty = run_module("jetdqn.bench", "pong", "--cases", cases, "--out", str(tmp_path), check=False, timeout=60)
         assert empty.returncode == 2 and empty.stdout == "" and empty.stderr.startswith(
             f"error: --cases {cases!r} matches no case") and empty.stderr.count("\n") == 1, (cases, empty.stderr)
+    # a list that names an item twice ran its rows twice (minutes of the same measurement)
+    for what, flag, value, twice in (("acting", "--splits", "4x2,8x1,4X2", "4X2"),
+                                     ("replay", "--modes", "off,lz4,off", "off"), ("reuse", "--downsample", "2,2", "2")):
+        proc = run_module("jetdqn.bench", what, flag, value, "--out", str(tmp_path), check=False, timeout=60)
+        assert proc.returncode == 2 and proc.stderr == (f"error: python -m jetdqn.bench {what}: argument {flag}: "
+                                                        f"{value!r} names {twice} twice; give each once; see --help.\n")
     # a Gymnasium env given as a game: the bench has no --env, so it is not suggested (it was, then refused)
     for what in ("pong", "acting"):
         gym = run_module("jetdqn.bench", what, "--game", "cartpole", "--out", str(tmp_path), check=False, timeout=60)

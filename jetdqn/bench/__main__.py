@@ -12,14 +12,19 @@ from ..config import Parser, command, count, ends_on_ctrl_c, given_path, positiv
 
 
 def _items(text: str, what: str, parse) -> list:
-    """A comma-separated flag value, each item parsed by ``parse`` (ValueError for a bad one)."""
+    """A comma-separated flag value, each item parsed by ``parse`` (ValueError for a bad one), each once: a
+    repeated one (`--splits 4x2,4x2`) ran its rows twice, minutes of the same measurement."""
     items = [t.strip() for t in text.split(",")]
     try:
         if not all(items):
             raise ValueError
-        return [parse(t) for t in items]
+        values = [parse(t) for t in items]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {what}") from None
+    twice = next((items[k] for k, v in enumerate(values) if v in values[:k]), None)
+    if twice is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} names {twice} twice; give each once")
+    return values
 
 
 def _positive(text: str) -> int:
