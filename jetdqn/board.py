@@ -2,8 +2,8 @@
 
 A Jetson's speed depends on its power mode as much as on the code: a TX2 in Max-Q runs 4 cores at 1.2 GHz and
 its GPU at 0.85 GHz, in Max-N 6 cores at 2.0 GHz and 1.30 GHz (docs/facts.md), so seconds per 1000 steps from
-two runs can be compared only where their records say which mode each ran in. The bench's header said it; a training run's
-config.json did not. Each fact is left out where the machine has no such file or tool (any non-Jetson).
+two runs can be compared only where their records say which mode each ran in. The bench's header said it; a
+training run's config.json did not. Each fact is left out where the machine has no such file or tool.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..config import ConfigError
+from ..config import ATARI_EPISODE_STEPS, ConfigError
 from .base import ScreenUnavailable, Step
 
 
@@ -100,7 +100,6 @@ def episode_limit(env_id: str, asked: int) -> Optional[int]:
     """The agent steps a game of ``env_id`` lasts at most under --max-episode-steps ``asked``. Its default (the
     Atari games' 27,000) keeps the env's own limit where that is shorter (CartPole-v1: 500); any other value
     replaces it: `--max-episode-steps 1000` on CartPole was cut at 500 without a word. None: no limit at all."""
-    from ..config import ATARI_EPISODE_STEPS
     own = own_time_limit(env_id)
     if asked == ATARI_EPISODE_STEPS and own:
         return min(own, asked)
