@@ -50,7 +50,9 @@ def train(**settings: Any) -> dict:
     cfg = make_config(settings)
     refuse_replaced(cfg, typed)
     callers = callers_handlers()
-    summary = run_training(cfg, Progress(cfg.total_steps, cfg.progress))
+    from .runtime import as_found
+    with as_found():   # the caller's torch threads and switches, whatever the run set
+        summary = run_training(cfg, Progress(cfg.total_steps, cfg.progress))
     if summary.get("interrupted"):
         pass_on(summary["interrupted"], callers)
     return summary

@@ -14,6 +14,7 @@ import random
 import re
 import shutil
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -297,6 +298,24 @@ def torch_own_threads() -> int:
 def set_threads(n: int) -> None:
     torch.set_num_threads(n)
     _OWN_THREADS["set"] = torch.get_num_threads()
+
+
+@contextmanager
+def as_found():
+    """Puts torch's thread count and its cuDNN/TF32 switches back as they were when the block began: what
+    ``jetdqn.train`` leaves its caller. A notebook that trained with ``threads=1`` (or on a GPU, which sets 1
+    thread) ran its own torch code and the agent's evaluation on one core of several afterwards."""
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    threads = torch.get_num_threads()
+    switches = (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32, matmul.allow_tf32,
+                getattr(cudnn, "benchmark_limit", None))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32, matmul.allow_tf32 = switches[:4]
+        if hasattr(cudnn, "benchmark_limit"):
+            cudnn.benchmark_limit = switches[4]
 
 
 def apply(cfg: Config) -> Runtime:

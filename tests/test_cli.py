@@ -1303,3 +1303,21 @@ def test_a_run_after_a_one_thread_run_in_the_same_process_gets_the_cores_back():
         assert runtime.apply(make_config(cartpole)).report["threads"] == min(found, usable)
     finally:
         torch.set_num_threads(found)
+
+
+def test_jetdqn_train_leaves_its_caller_torchs_threads_and_switches_as_it_found_them(tmp_path):
+    """A notebook that ran ``jetdqn.train(threads=1)`` (or trained on a GPU, which sets one thread) ran its own
+    torch code, and the agent's evaluation, on one core of several afterwards; the cuDNN switches a run set
+    stayed too. ``jetdqn.train`` puts them back as it found them."""
+    import torch
+    cudnn = torch.backends.cudnn
+    found = (torch.get_num_threads(), cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32)
+    if found[0] < 2:
+        pytest.skip("one torch thread here: a one-thread run cannot be told from the caller's count")
+    try:
+        jetdqn.train(env="CartPole-v1", total_steps=200, learn_start=100, threads=1, cudnn_deterministic=True,
+                     eval_episodes=0, final_eval_games=0, telemetry="off", progress="off", run_dir=str(tmp_path / "r"))
+        assert (torch.get_num_threads(), cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == found
+    finally:
+        torch.set_num_threads(found[0])
+        cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32 = found[1:]
