@@ -138,12 +138,15 @@ def test_autotune_trials_update_at_the_runs_replay_ratio():
 
 def test_autotune_tries_only_env_counts_its_groups_split():
     """--num-envs auto --env-groups 3 measured 2, 4 and 8 envs, chose 8, and the run went on with 9 (rounded up
-    to a multiple of the groups: a split never measured) while the log said "chose 8 envs". CartPole's envs: the
-    same trials, while Pong's emulators up to 48 took 5-22 s."""
+    to a multiple of the groups: a split never measured) while the log said "chose 8 envs". CartPole's envs step
+    in the trials in Pong's place (the same trials; Pong's emulators up to 48 took 5-22 s): a run refuses
+    --env-groups with --env, so Pong's settings are made first and the env swapped in for the trials alone."""
+    import dataclasses
     from jetdqn.autotune import autotune
     said = []
-    cfg = make_config({"env": "CartPole-v1", "batch_size": 8, "num_envs": "auto", "env_groups": 3, "telemetry": "off",
-                       "threads": 1})
+    pong = make_config({"game": "pong", "batch_size": 8, "num_envs": "auto", "env_groups": 3, "telemetry": "off",
+                        "threads": 1})
+    cfg = dataclasses.replace(pong, game=None, env="CartPole-v1")
     tuned = autotune(cfg, said.append, seconds=0.2)
     assert tuned["trials"] and all(t["num_envs"] % 3 == 0 for t in tuned["trials"]), tuned["trials"]
     assert tuned["num_envs"] % 3 == 0 and said[-1] == f"autotune: chose {tuned['num_envs']} envs and 1 torch thread"
