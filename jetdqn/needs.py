@@ -191,8 +191,8 @@ def _numbers(version: str) -> tuple[int, ...]:
 
 
 def versions() -> str:
-    """'torch 2.13.0+cpu, ale-py 0.12.1, Python 3.11.7' (', L4T R36.4.3' on a Jetson): the installed versions, without importing torch
-    (seconds), 'not installed' for one that is missing. torch's is its own ``torch.__version__``, read from
+    """'torch 2.13.0+cpu, ale-py 0.12.1, Python 3.11.7' (', L4T R36.4.3' on a Jetson): the installed versions,
+    without importing torch (seconds), 'not installed' for one that is missing. torch's is its own ``torch.__version__``, read from
     torch/version.py: PyPI's CUDA wheels say '2.13.0' in their package metadata and '2.13.0+cu130' there,
     and which build runs is what an issue report needs."""
     from .board import l4t_version
