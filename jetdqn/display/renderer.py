@@ -107,9 +107,8 @@ class Renderer:
         if self._writer is not None:
             self._writer.close()
             if self._writer.error and not self.record_error:   # ffmpeg could not finish the file
+                # said once, by its caller (play's last line, exit 2): a line here said it a second time
                 self.record_error, self.record_left = self._writer.error, self._writer.left
-                self.on_event(f"display: {self.record_path} could not be finished ({self.record_error}); "
-                              f"{self.record_left}")
             self._writer = None
 
 
