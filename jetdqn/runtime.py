@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .config import Config, ConfigError
-from .board import jetson_facts, l4t_version
+from .board import RELEASE, jetson_facts, l4t_version
 from .cores import cores as this_process_cores
 from .openmp import wait_setting
 from .memory import memory
@@ -126,7 +126,7 @@ def gpu_without_kernels() -> Optional[str]:
         arch_list = torch.cuda.get_arch_list()
     except RuntimeError:   # the GPU would not start: torch's own error, where it is used, says why
         return None
-    return without_kernels(name, capability, arch_list, jetson=Path("/etc/nv_tegra_release").exists())
+    return without_kernels(name, capability, arch_list, jetson=(Path("/") / RELEASE).exists())
 
 
 def without_kernels(name: str, capability: tuple[int, int], arch_list: list[str], jetson: bool) -> Optional[str]:
@@ -305,17 +305,16 @@ def as_found():
     """Puts torch's thread count and its cuDNN/TF32 switches back as they were when the block began: what
     ``jetdqn.train`` leaves its caller. A notebook that trained with ``threads=1`` (or on a GPU, which sets 1
     thread) ran its own torch code and the agent's evaluation on one core of several afterwards."""
-    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
-    threads = torch.get_num_threads()
-    switches = (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32, matmul.allow_tf32,
-                getattr(cudnn, "benchmark_limit", None))
+    cudnn = torch.backends.cudnn
+    threads, algorithms, tf32 = torch.get_num_threads(), (cudnn.benchmark, cudnn.deterministic), _tf32_switches()
     try:
         yield
     finally:
         torch.set_num_threads(threads)
-        cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32, matmul.allow_tf32 = switches[:4]
+        cudnn.benchmark, cudnn.deterministic = algorithms
+        cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32["allow_tf32"], tf32["matmul_allow_tf32"]
         if hasattr(cudnn, "benchmark_limit"):
-            cudnn.benchmark_limit = switches[4]
+            cudnn.benchmark_limit = tf32["benchmark_limit"]
 
 
 def apply(cfg: Config) -> Runtime:
