@@ -1001,6 +1001,18 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise SystemExit(code)
 
 
+def fail_after_its_traceback(exc: BaseException, cost: str = "") -> NoReturn:
+    """``fail`` for an error whose cause is code the user wrote (``envs.base.EnvFailed``: their gymnasium
+    env's exception): that code's traceback first, from where it was called, which is what its author needs
+    to mend it, then the one sentence of what failed and what it cost (``cost``, when ``exc`` does not say)."""
+    if exc.__cause__ is not None:
+        import traceback
+        traceback.print_exception(exc.__cause__, file=sys.stderr)
+    elif getattr(exc, "elsewhere", ""):   # raised in another process (a Ray actor): its traceback as printed there
+        print(exc.elsewhere.rstrip(), file=sys.stderr)
+    fail(f"{exc}; {cost}." if cost else str(exc))
+
+
 def paths_print_as_named() -> None:
     """stdout writes a path's bytes as they are, as ``ls`` does. Python reads a file name that is not UTF-8
     (a Latin-1 name from an old drive) into surrogates, and a strict stdout (any locale but C and POSIX:

@@ -212,7 +212,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .signals import exit_on_stop
     exit_on_stop()   # SIGTERM says so and closes the games' emulators, as Ctrl-C does
     from .checkpoint import CheckpointError
-    from .config import ConfigError, Parser, command, fail, games, given_path, one_model, probability, seed
+    from .config import (ConfigError, Parser, command, fail, fail_after_its_traceback, games, given_path, one_model,
+                         probability, seed)
+    from .envs.base import EnvFailed
     from .policy import load, model_of, not_a_run_for_best
     # train's flags a user may bring here, where the nearest spelling misleads (--game: "did you mean --games?")
     its_game = "evaluate plays the game its model was trained on, which its config names; --games N is how many"
@@ -270,6 +272,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                                  sticky_actions=args.sticky_actions)
     except (ConfigError, CheckpointError) as exc:
         fail(str(exc))
+    except EnvFailed as exc:   # a gymnasium env's own exception or NaN observation
+        fail_after_its_traceback(exc, "the evaluation stopped, with no score" + (" recorded" if args.record else ""))
     result["model"] = str(path)
     if args.json:
         print(json.dumps(result))

@@ -20,6 +20,7 @@ import shlex
 import signal
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -28,6 +29,7 @@ import numpy as np
 
 from . import checkpoint as ckpt
 from .config import Config, ConfigError
+from .envs.base import EnvFailed
 from .memory import refused_allocation, refused_what
 from .records import Progress, RunLog
 from .signals import stop_on_signals
@@ -49,6 +51,7 @@ class RunState:
     reached_target: bool = False
     diverged: Optional[str] = None     # why the loss stopped the run
     dir_lost: Any = None               # where the run directory went, when it went (rundir.FolderGone)
+    env_failed: Any = None             # the env's own failure that ended the run (envs.base.EnvFailed)
     saved_at: Optional[int] = None     # the step of checkpoints/latest.pt (None: this run has not written one)
 
     def stop(self, signal_name: str) -> None:
@@ -123,6 +126,19 @@ def out_of_memory(run: "Run", exc: BaseException) -> RunOutOfMemory:
             "no checkpoint was written before it: lower --batch-size (or --replay-size), or give the run more "
             "memory, and start it again")
     return RunOutOfMemory(f"the run ran out of memory at step {state.step:,} ({what}); it stopped, and {kept}.")
+
+
+@contextmanager
+def env_failure_stops(state: RunState):
+    """An env's own failure (``EnvFailed``: its exception, or a NaN observation) ends the loop as a stop
+    signal does: the envs step at the top of a loop step (``acting.receive``) and in evaluations, which come
+    after a step's updates, so every step counted before it is whole (stored, learned on) and ``finish``
+    saves the checkpoint at that step, then says what failed. It ended the run in a traceback, losing the
+    steps since the last checkpoint."""
+    try:
+        yield
+    except EnvFailed as failed:
+        state.env_failed = failed
 
 
 class Every:
@@ -237,7 +253,8 @@ def run_loop(run: Run, filled: str) -> dict:
     summary: dict = {}
     try:
         # resets the envs (or starts the Ray actors, whose wait gives up once the run is stopping)
-        acting.start(agent, state.step, lambda: state.interrupted is not None)
+        with env_failure_stops(state):
+            acting.start(agent, state.step, lambda: state.interrupted is not None)
         # the first record's CPU times count from here, as its interval does (the resets are not in it)
         run.sampler.start()
         state.t_start = time.monotonic()
@@ -246,40 +263,42 @@ def run_loop(run: Run, filled: str) -> dict:
         checkpoints = Every(cfg.checkpoint_every, state.step)
         next_cut = follow_lr_cuts(run, None)
         reached = False
-        if evaluation_due(cfg, state):   # one a stop dropped: played at the checkpoint's step, on its weights
-            with log.timed("evaluating"):
-                reached = evaluate_or_stop(run)
-        while not reached and state.step < cfg.total_steps and not (state.interrupted or state.diverged):
-            exp = acting.receive(state.step)     # the envs' results, per-stream bookkeeping
-            if exp is None:
-                break                            # Ray: the stop took the actors too; the run saves at its step
-            exp.store(replay)                    # each frame once, in its env's stream
-            state.count(exp.steps, exp.returns)
-            log.games_ended(exp.returns)
-            earned = run.schedule.earned(state.step, replay.sampleable, agent.updates)
-            learner.draw(earned)                 # this step's batches, while a GPU runs the last step's updates
-            acting.send_next(state.step)         # act (after those updates), the envs step meanwhile
-            acting.show(renderer, state.step)    # 1 of every --display-freq frames
-            if next_cut is not None and state.step >= next_cut:
-                next_cut = follow_lr_cuts(run, next_cut)
-            learner.learn(state.step, earned)
-            acting.after_learning(agent.updates)  # Ray: new weights to the actors now and then
-            if run.progress.mode == "bar":
-                run.progress.update(state.step, log.rate(state.step), state.returns[-1] if state.returns
-                                    else None, acting.epsilon(state.step))
-            if log.due(state.step):
-                summary = write_record(run, log, renderer)
-                if state.dir_lost:   # set only here, by the record not written
-                    break   # before this step's checkpoint or evaluation could write where the folder was
-                run.budget.fit(replay, run.progress.note)
-            if evaluation_due(cfg, state):
+        with env_failure_stops(state):
+            if evaluation_due(cfg, state) and not state.env_failed:   # one a stop dropped: at the checkpoint's step
                 with log.timed("evaluating"):
                     reached = evaluate_or_stop(run)
-                if reached:
-                    break  # --target-return reached
-            if checkpoints.due(state.step):
-                with log.timed("checkpointing"):
-                    save_checkpoint(run)
+            while not reached and state.step < cfg.total_steps and not (state.interrupted or state.diverged
+                                                                           or state.env_failed):
+                exp = acting.receive(state.step)     # the envs' results, per-stream bookkeeping
+                if exp is None:
+                    break                            # Ray: the stop took the actors too; the run saves at its step
+                exp.store(replay)                    # each frame once, in its env's stream
+                state.count(exp.steps, exp.returns)
+                log.games_ended(exp.returns)
+                earned = run.schedule.earned(state.step, replay.sampleable, agent.updates)
+                learner.draw(earned)                 # this step's batches, while a GPU runs the last step's updates
+                acting.send_next(state.step)         # act (after those updates), the envs step meanwhile
+                acting.show(renderer, state.step)    # 1 of every --display-freq frames
+                if next_cut is not None and state.step >= next_cut:
+                    next_cut = follow_lr_cuts(run, next_cut)
+                learner.learn(state.step, earned)
+                acting.after_learning(agent.updates)  # Ray: new weights to the actors now and then
+                if run.progress.mode == "bar":
+                    run.progress.update(state.step, log.rate(state.step), state.returns[-1] if state.returns
+                                        else None, acting.epsilon(state.step))
+                if log.due(state.step):
+                    summary = write_record(run, log, renderer)
+                    if state.dir_lost:   # set only here, by the record not written
+                        break   # before this step's checkpoint or evaluation could write where the folder was
+                    run.budget.fit(replay, run.progress.note)
+                if evaluation_due(cfg, state):
+                    with log.timed("evaluating"):
+                        reached = evaluate_or_stop(run)
+                    if reached:
+                        break  # --target-return reached
+                if checkpoints.due(state.step):
+                    with log.timed("checkpointing"):
+                        save_checkpoint(run)
         if state.step > log.step and not state.diverged and not state.dir_lost:
             summary = write_record(run, log, renderer)  # an interrupt: the record of the last steps
     except (MemoryError, RuntimeError) as exc:   # numpy's, torch's (and the learner thread's) refusals
@@ -471,6 +490,11 @@ def evaluate_or_stop(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     since = state.last_eval_step
     try:
         return evaluate(run, games, kind)
+    except EnvFailed as failed:   # said by finish, once the run has saved (a resume plays this evaluation again)
+        failed.during = f"in the {'final ' * (kind == 'final')}evaluation at step {state.step:,}"
+        failed.final = kind == "final"
+        state.last_eval_step = since
+        raise
     except EvaluationStopped as stopped:
         state.last_eval_step = since
         then = ("the resumed run plays it again" if kind != "final" else
@@ -550,14 +574,35 @@ def finish(run: Run, log: RunLog) -> None:
                 "a lower --lr (or --grad-clip)")
         raise TrainingDiverged(f"{state.diverged}: the run stopped; {kept}.")
     run.checkpointer.save_model(state.step)
-    if state.interrupted:
-        run.progress.note(f"stopped by {state.interrupted} at step {state.step:,}; checkpoint saved, continue with "
-                          f"--resume --run-dir {shlex.quote(str(run.run_dir))}")
-    elif not state.reached_target and final_eval_owed(cfg, state.last_eval if state.last_eval_step == state.step
-                                                        else None):
-        evaluate_or_stop(run, max(cfg.final_eval_games, cfg.eval_episodes) if cfg.final_eval_games else 0, "final")
+    try:
+        if state.env_failed is not None:
+            raise state.env_failed
+        if state.interrupted:
+            run.progress.note(f"stopped by {state.interrupted} at step {state.step:,}; checkpoint saved, continue "
+                              f"with --resume --run-dir {shlex.quote(str(run.run_dir))}")
+        elif not state.reached_target and final_eval_owed(cfg, state.last_eval if state.last_eval_step == state.step
+                                                            else None):
+            evaluate_or_stop(run, max(cfg.final_eval_games, cfg.eval_episodes) if cfg.final_eval_games else 0,
+                             "final")
+    except EnvFailed as failed:
+        log.close()
+        run.progress.close()
+        raise env_failure(run, failed) from failed.__cause__
     log.close()
     run.progress.close()
+
+
+def env_failure(run: Run, failed: EnvFailed) -> EnvFailed:
+    """The sentence for an env's failure, once ``finish`` has saved: where the run was (``failed.during``, set
+    by an evaluation), what its checkpoint keeps, and that a resume goes on from there (the final evaluation
+    included: a resume plays it when it is owed)."""
+    state = run.state
+    when = getattr(failed, "during", None) or (f"after step {state.step:,} of the run"
+                                                if state.step > (state.resumed_from or 0) else "as the run started")
+    then = "plays the evaluation" if getattr(failed, "final", False) else "continues it"
+    return EnvFailed(f"{when}, {failed}; the run stopped, and {run.checkpointer.latest} keeps step {state.step:,}: "
+                     f"mend the env, then --resume --run-dir {shlex.quote(str(run.run_dir))} {then}.",
+                     elsewhere=failed.elsewhere)
 
 
 def refuse_what_this_machine_cannot_run(cfg: Config) -> None:

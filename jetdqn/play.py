@@ -164,8 +164,16 @@ def play(args: argparse.Namespace, out=print) -> dict:
 
 def play_episodes(args: argparse.Namespace, cfg, env, agent, renderer, stack, out, stopped: list) -> tuple[list, int]:
     """The games: (scores of the finished ones, agent steps), until --episodes, --max-steps or a stop signal."""
-    rng = np.random.default_rng(args.seed)
+    from .envs.base import EnvFailed
     scores: list[float] = []
+    try:
+        return _play_episodes(args, cfg, env, agent, renderer, stack, out, stopped, scores)
+    except EnvFailed as failed:   # the episodes said above stand; the sentence names the game it failed in
+        raise EnvFailed(f"in game {len(scores) + 1}, {failed}") from failed.__cause__
+
+
+def _play_episodes(args, cfg, env, agent, renderer, stack, out, stopped: list, scores: list) -> tuple[list, int]:
+    rng = np.random.default_rng(args.seed)
     stepped = 0
     while args.episodes == 0 or len(scores) < args.episodes:
         stack.reset(env.reset())
@@ -198,7 +206,8 @@ def play_episodes(args: argparse.Namespace, cfg, env, agent, renderer, stack, ou
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    from .config import ConfigError, fail
+    from .config import ConfigError, fail, fail_after_its_traceback
+    from .envs.base import EnvFailed
 
     outlive_the_terminal(goes_on=False)   # a dropped SSH session: play ends on its SIGHUP, finishing the video
     args = build_parser().parse_args(argv)
@@ -209,6 +218,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         result = play(args, out=quiet)
     except (ConfigError, CheckpointError) as exc:
         fail(str(exc))
+    except EnvFailed as exc:   # a gymnasium env's own exception or NaN observation, in the game play_episodes names
+        fail_after_its_traceback(exc, "play stopped there" + (f" (the video {args.record} ends with it)"
+                                                                if args.record else ""))
     if args.record and result["frames_recorded"] == 0 and not result["record_error"]:
         fail(f"--record {args.record}: no video was written (the file could not be opened for writing, or no frame "
              "was played); check the path.")

@@ -15,7 +15,9 @@ import types
 from typing import Optional
 
 from .checkpoint import CheckpointError
-from .config import ConfigError, build_parser, command, ends_on_ctrl_c, fail, make_config, given_path, refuse_replaced
+from .config import (ConfigError, build_parser, command, ends_on_ctrl_c, fail, fail_after_its_traceback, make_config,
+                     given_path, refuse_replaced)
+from .envs.base import EnvFailed
 from .loop import RunDirLost, RunOutOfMemory, TrainingDiverged, train
 from .replay import ReplayTooLarge
 from .rundir import config_for_resume
@@ -49,6 +51,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         summary = train(cfg)
     except (ConfigError, CheckpointError, ReplayTooLarge, TrainingDiverged, RunOutOfMemory, RunDirLost) as exc:
         fail(str(exc))
+    except EnvFailed as exc:   # a gymnasium env's own exception or NaN observation: the run saved, and says so
+        fail_after_its_traceback(exc)
     except OSError as exc:   # the run directory (its lock, config, logs) on a read-only or full disk
         from .disk import not_read, unreadable, what_to_do, why_not_written
         if unreadable(exc):

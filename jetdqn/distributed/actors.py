@@ -20,6 +20,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..config import Config, ConfigError, is_ray_address
+from ..envs.base import EnvFailed
 from ..needs import broken_install
 from ..rollout import Experience, apex_epsilons
 
@@ -68,9 +69,15 @@ class EnvActorImpl:
         """``steps`` rollout steps of all its envs, as one Experience with compressed frames."""
         t0 = time.perf_counter()
         parts = []
-        for _ in range(steps):
-            actions = self.rollout.act(self.agent, self.eps, self.rng)
-            parts.append(self.rollout.observe(self.envs.step(actions)))
+        try:
+            for _ in range(steps):
+                actions = self.rollout.act(self.agent, self.eps, self.rng)
+                parts.append(self.rollout.observe(self.envs.step(actions)))
+        except EnvFailed as failed:   # the env's frames, as text: a traceback does not cross to the driver
+            if failed.__cause__ is not None:
+                import traceback
+                failed.elsewhere = "".join(traceback.format_exception(failed.__cause__))
+            raise
         exp = Experience.concat(parts)
         packed = dict(vars(exp))
         packed["frames"] = [self.codec.compress(np.ascontiguousarray(f)) for f in exp.frames]
@@ -154,6 +161,16 @@ def processes_started_deaf_to_stops():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def env_failure_in_actor(exc: BaseException, index: int):
+    """The ``EnvFailed`` an actor's env raised, as the loop takes it (None for any other failure): Ray hands it
+    over as a RayTaskError that is also an EnvFailed, whose text is Ray's whole report, so the run's sentence
+    was that report and not what it saved. The actor's traceback (the env's frames) goes with it."""
+    cause = getattr(exc, "cause", None)
+    if not isinstance(cause, EnvFailed):
+        return None
+    return EnvFailed(f"{cause} (in Ray actor {index})", elsewhere=cause.elsewhere)
 
 
 class RayActing:
@@ -282,6 +299,11 @@ class RayActing:
                 self.actors[i].set_weights.remote(self.weights_ref, self.version)
                 self.pending[self.actors[i].collect.remote(max(1, self.cfg.ray_segment))] = i
                 continue
+            except ray.exceptions.RayTaskError as exc:
+                failed = env_failure_in_actor(exc, i)
+                if failed is None:
+                    raise
+                raise failed from None   # the loop saves the run at its step (this segment was not stored)
             self.pending[self.actors[i].collect.remote(max(1, self.cfg.ray_segment))] = i
             packed = out["experience"]
             codec = Codec("lz4")

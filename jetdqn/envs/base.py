@@ -26,6 +26,20 @@ class ScreenUnavailable(ConfigError):
         self.why = why
 
 
+class EnvFailed(RuntimeError):
+    """A gymnasium env failed in its own code (its exception is ``__cause__``) or gave a step's result that
+    is not one: an observation or reward that is not a finite number, or an observation of another shape
+    than its space's. Both are the env's doing, not the learner's: a NaN observation trained into NaN
+    Q-values and the run stopped with "training diverged ... lower --lr", and an exception in a user's env
+    ended the run in a traceback that lost every step since the last checkpoint (100,000 by default).
+    Raised before the result reaches the replay or the network, so a run can save what it had.
+    ``elsewhere``: the traceback as another process printed it (a Ray actor's), whose frames are not here."""
+
+    def __init__(self, message: str, *, elsewhere: str = ""):
+        super().__init__(message)
+        self.elsewhere = elsewhere
+
+
 @dataclass
 class Step:
     frame: np.ndarray     # newest single frame (84x84 uint8) or observation vector

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Optional
 
 import numpy as np
 
 from ..config import ATARI_EPISODE_STEPS, ConfigError
-from .base import ScreenUnavailable, Step
+from .base import EnvFailed, ScreenUnavailable, Step
 
 
 class GymEnv:
@@ -54,22 +55,54 @@ class GymEnv:
 
     def reset(self) -> np.ndarray:
         self.thread_id = threading.get_native_id()
-        if not self._seeded:
-            obs, _ = self._env.reset(seed=self._seed)
-            self._env.action_space.seed(self._seed)
-            self._seeded = True
-        else:
-            obs, _ = self._env.reset()
+        try:
+            if not self._seeded:
+                obs, _ = self._env.reset(seed=self._seed)
+                self._env.action_space.seed(self._seed)
+                self._seeded = True
+            else:
+                obs, _ = self._env.reset()
+        except Exception as exc:   # the env's own code: the caller says what its failure costs
+            raise EnvFailed(f"{self.game}'s reset raised {_named(exc)}") from exc
         self._t = 0
-        return np.asarray(obs, dtype=np.float32)
+        return self._observation(obs, "reset")
 
     def step(self, action: int) -> Step:
-        obs, reward, terminated, truncated, _ = self._env.step(int(action))
+        try:
+            obs, reward, terminated, truncated, _ = self._env.step(int(action))
+            reward = float(reward)
+        except Exception as exc:
+            raise EnvFailed(f"{self.game}'s step raised {_named(exc)}") from exc
+        if not math.isfinite(reward):
+            raise EnvFailed(f"{self.game}'s step returned a reward of {reward}, which is not a finite number")
         self._t += 1
         if self.max_episode_steps and self._t >= self.max_episode_steps:
             truncated = True
-        return Step(np.asarray(obs, dtype=np.float32), float(reward), bool(terminated),
-                    bool(truncated) and not terminated, False)
+        return Step(self._observation(obs, "step"), reward, bool(terminated), bool(truncated) and not terminated,
+                    False)
+
+    def _observation(self, obs, where: str) -> np.ndarray:
+        """``obs`` as the float32 vector the replay stores, refused when it is not one of the observation
+        space's shape with finite numbers (a float64 past float32's range counts as infinite)."""
+        if isinstance(obs, np.ndarray) and obs.dtype == np.float32:
+            vector = obs   # most envs' (CartPole's): no cast, no errstate, at ~10 us a step
+        else:
+            try:
+                with np.errstate(over="ignore"):
+                    vector = np.asarray(obs, dtype=np.float32)
+            except (TypeError, ValueError) as exc:
+                raise EnvFailed(f"{self.game}'s {where} returned an observation that is not an array of numbers "
+                                f"({_named(exc)})") from None
+        if vector.shape != self.frame_shape:
+            raise EnvFailed(f"{self.game}'s {where} returned an observation of shape {vector.shape}, where its "
+                            f"observation space has {self.frame_shape}")
+        finite = np.isfinite(vector)
+        if not finite.all():
+            where_not = np.flatnonzero(~finite)
+            raise EnvFailed(f"{self.game}'s {where} returned an observation with {vector.flat[where_not[0]]} at "
+                            f"index {where_not[0]}" + (f" (and {len(where_not) - 1} more)" if len(where_not) > 1
+                                                       else "") + ", which is not a finite number")
+        return vector
 
     def screen_rgb(self) -> np.ndarray:
         import gymnasium as gym
@@ -83,6 +116,11 @@ class GymEnv:
 
     def close(self) -> None:
         self._env.close()
+
+
+def _named(exc: BaseException) -> str:
+    """'ValueError: simulator lost its connection'."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def own_time_limit(env_id: str) -> Optional[int]:

@@ -1,0 +1,182 @@
+"""A gymnasium env of the user's own that fails mid-run: its exception, a NaN or infinite observation or
+reward, an observation of the wrong shape. The run saves at the last whole step and says what failed, with
+the env's own traceback; evaluate and play say it in one sentence. The env is a real CartPole (gymnasium's
+own class) that misbehaves at the Nth step of its process, as FLAKY_AT and FLAKY_HOW ask."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jetdqn import checkpoint as ckpt
+from conftest import run_module
+
+FLAKY = '''
+import os
+import numpy as np
+import gymnasium as gym
+from gymnasium.envs.classic_control import CartPoleEnv
+
+
+class Flaky(CartPoleEnv):
+    calls = 0   # steps of every Flaky in this process: training's and evaluation's
+
+    def step(self, action):
+        Flaky.calls += 1
+        obs, reward, terminated, truncated, info = super().step(action)
+        if Flaky.calls == int(os.environ.get("FLAKY_AT", "0")):
+            how = os.environ.get("FLAKY_HOW", "raise")
+            if how == "raise":
+                raise ValueError("simulator lost its connection")
+            obs = obs.astype(np.float64)
+            if how == "nan":
+                obs[2] = np.nan
+            elif how == "overflow":
+                obs[1] = 1e39      # a float64 past float32's range
+            elif how == "reward":
+                reward = float("inf")
+            elif how == "shape":
+                obs = obs[:3]
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs):
+        if os.environ.get("FLAKY_RESET"):
+            raise FileNotFoundError("levels/1.txt")
+        return super().reset(**kwargs)
+
+
+gym.register("Flaky-v0", entry_point="flaky_env:Flaky", max_episode_steps=500)
+'''
+
+ENV = "flaky_env:Flaky-v0"
+
+
+@pytest.fixture
+def where(tmp_path: Path) -> Path:
+    """A folder holding flaky_env.py, where the commands run (python -m imports from its cwd)."""
+    (tmp_path / "flaky_env.py").write_text(FLAKY)
+    return tmp_path
+
+
+def train(where: Path, run: Path, *extra: str, **env: str):
+    return run_module("jetdqn.train", "--env", ENV, "--run-dir", str(run), "--learn-start", "100", "--telemetry",
+                      "off", "--progress", "lines", *extra, env={"FLAKY_AT": "0", **env}, cwd=where, check=False,
+                      timeout=180)
+
+
+def last_line(text: str) -> str:
+    return text.strip().splitlines()[-1]
+
+
+def saved_step(run: Path) -> int:
+    return int(ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"])
+
+
+def test_an_env_exception_mid_run_saves_the_steps_before_it_and_resume_goes_on(where: Path):
+    """It ended the run in a traceback, and the steps since the last checkpoint (100,000 by default) were lost."""
+    run = where / "run"
+    failed = train(where, run, "--total-steps", "600", "--eval-episodes", "0", FLAKY_AT="400")
+    assert failed.returncode == 2, failed.stderr
+    # the env's traceback, down to its own line, for its author
+    assert 'flaky_env.py", line' in failed.stderr and "ValueError: simulator lost its connection" in failed.stderr
+    assert last_line(failed.stderr) == (
+        f"error: after step 399 of the run, {ENV}'s step raised ValueError: simulator lost its connection; the run "
+        f"stopped, and {run / 'checkpoints' / 'latest.pt'} keeps step 399: mend the env, then --resume --run-dir "
+        f"{run} continues it.")
+    assert saved_step(run) == 399 and (run / "model.pt").exists()
+    again = train(where, run, "--resume", "--total-steps", "600", "--eval-episodes", "0")
+    assert again.returncode == 0, again.stderr
+    assert "resumed" in again.stdout and "done: 600 steps" in again.stdout
+    assert saved_step(run) == 600
+
+    # evaluate and play of those weights: one sentence each, the env's traceback above it
+    evaluated = run_module("jetdqn.evaluate", str(run), "--games", "30", env={"FLAKY_AT": "20"}, cwd=where,
+                           check=False)
+    assert evaluated.returncode == 2 and "Traceback" in evaluated.stderr
+    assert last_line(evaluated.stderr) == (f"error: {ENV}'s step raised ValueError: simulator lost its connection; "
+                                           "the evaluation stopped, with no score.")
+    played = run_module("jetdqn.play", str(run), "--episodes", "30", "--display-freq", "0",
+                        env={"FLAKY_AT": "20", "FLAKY_HOW": "nan"}, cwd=where, check=False)
+    assert played.returncode == 2 and "Traceback" not in played.stderr   # no exception of the env's to show
+    assert last_line(played.stderr).startswith("error: in game ")
+    assert last_line(played.stderr).endswith(f", {ENV}'s step returned an observation with nan at index 2, which "
+                                             "is not a finite number; play stopped there.")
+
+
+def test_a_nan_observation_is_the_envs_not_a_divergence(where: Path):
+    """A NaN observation trained into NaN Q-values, and the run said "training diverged ... lower --lr"."""
+    run = where / "run"
+    failed = train(where, run, "--total-steps", "600", "--eval-episodes", "0", FLAKY_AT="300", FLAKY_HOW="nan")
+    assert failed.returncode == 2
+    assert "diverged" not in failed.stderr and "Traceback" not in failed.stderr
+    assert last_line(failed.stderr).startswith(f"error: after step 299 of the run, {ENV}'s step returned an "
+                                               "observation with nan at index 2, which is not a finite number; the "
+                                               "run stopped, and ")
+    saved = ckpt.load(run / "checkpoints" / "latest.pt")
+    assert saved["counters"]["step"] == 299
+    import torch
+    assert all(torch.isfinite(w).all() for w in saved["agent"]["online"].values())
+
+
+def test_an_env_failing_in_the_final_evaluation_is_played_again_on_resume(where: Path):
+    run = where / "run"
+    # 300 training steps, then the final evaluation's games (any CartPole game lasts 8 steps or more)
+    failed = train(where, run, "--total-steps", "300", "--eval-episodes", "5", "--final-eval-games", "5",
+                   FLAKY_AT="310")
+    assert failed.returncode == 2
+    assert last_line(failed.stderr).startswith(f"error: in the final evaluation at step 300, {ENV}'s step raised ")
+    assert last_line(failed.stderr).endswith(f"--resume --run-dir {run} plays the evaluation.")
+    assert saved_step(run) == 300 and not (run / "eval.jsonl").exists()
+    again = train(where, run, "--resume", "--total-steps", "300", "--eval-episodes", "5", "--final-eval-games", "5")
+    assert again.returncode == 0, again.stderr
+    assert "eval at step 300 (final)" in again.stdout
+
+
+def test_a_reset_that_fails_as_the_run_starts(where: Path):
+    run = where / "run"
+    failed = train(where, run, "--total-steps", "300", "--eval-episodes", "0", FLAKY_RESET="1")
+    assert failed.returncode == 2 and "FileNotFoundError: levels/1.txt" in failed.stderr
+    assert last_line(failed.stderr).startswith(f"error: as the run started, {ENV}'s reset raised FileNotFoundError: "
+                                               "levels/1.txt; the run stopped, and ")
+    again = train(where, run, "--resume", "--total-steps", "300", "--eval-episodes", "0")
+    assert again.returncode == 0 and "done: 300 steps" in again.stdout, again.stderr
+
+
+@pytest.mark.parametrize("how, said", [
+    ("reward", "step returned a reward of inf, which is not a finite number"),
+    ("shape", "step returned an observation of shape (3,), where its observation space has (4,)"),
+    ("overflow", "step returned an observation with inf at index 1, which is not a finite number"),
+])
+def test_what_the_env_gave_is_named(where: Path, monkeypatch, how: str, said: str):
+    from jetdqn.envs.base import EnvFailed
+    from jetdqn.envs.gym_env import GymEnv
+    monkeypatch.syspath_prepend(str(where))
+    monkeypatch.setenv("FLAKY_AT", "3")
+    monkeypatch.setenv("FLAKY_HOW", how)
+    env = GymEnv(ENV, seed=0)
+    first = env.reset()
+    assert first.dtype == np.float32 and first.shape == (4,)
+    import flaky_env
+    flaky_env.Flaky.calls = 0
+    env.step(0)
+    env.step(1)
+    with pytest.raises(EnvFailed) as failed:
+        env.step(0)
+    assert str(failed.value) == f"{ENV}'s {said}"
+    env.close()
+
+
+@pytest.mark.slow   # ~10 s: Ray's start
+def test_an_env_failing_in_a_ray_actor_is_said_with_the_actors_traceback(where: Path):
+    """Ray handed the env's EnvFailed over as its own report (a RayTaskError that is also an EnvFailed): the
+    run's last line was Ray's traceback, not what the run saved."""
+    from conftest import ROOT
+    run = where / "run"
+    failed = train(where, run, "--backend", "ray", "--num-actors", "1", "--total-steps", "3000", "--eval-episodes",
+                   "0", FLAKY_AT="300", PYTHONPATH=f"{where}:{ROOT}")
+    assert failed.returncode == 2
+    assert 'flaky_env.py", line' in failed.stderr   # the actor's frames, printed here
+    assert last_line(failed.stderr).startswith("error: after step ")
+    assert f"{ENV}'s step raised ValueError: simulator lost its connection (in Ray actor 0); the run stopped, and " \
+           f"{run / 'checkpoints' / 'latest.pt'} keeps step " in last_line(failed.stderr)
+    assert saved_step(run) > 0
