@@ -120,19 +120,46 @@ def test_max_episode_steps_replaces_a_gymnasium_envs_own_limit_when_given():
     A value other than the default replaces the env's limit, above it or below; the default keeps CartPole's
     500. Played by a hand-made controller that balances the pole as long as it is let (no learning needed)."""
     from jetdqn.envs.gym_env import GymEnv
-
-    def game_length(env: GymEnv) -> int:
-        obs, steps = env.reset(), 0
-        while True:
-            x, x_dot, theta, theta_dot = obs
-            st = env.step(int(10 * theta + theta_dot + 0.1 * x + 0.5 * x_dot > 0))
-            obs, steps = st.frame, steps + 1
-            if st.game_over or st.truncated:
-                assert not st.game_over, "the controller let the pole fall"
-                return steps
     for asked, lasts in ((1000, 1000), (300, 300), (make_config({"env": "CartPole-v1"}).max_episode_steps, 500)):
         env = GymEnv("CartPole-v1", max_episode_steps=asked, seed=0)
         try:
-            assert game_length(env) == lasts, asked
+            assert balanced_game_length(env) == lasts, asked
         finally:
             env.close()
+
+
+def balanced_game_length(env) -> int:
+    """The steps a game lasts under a hand-made controller that keeps CartPole's pole up as long as it is let."""
+    obs, steps = env.reset(), 0
+    while True:
+        x, x_dot, theta, theta_dot = obs
+        st = env.step(int(10 * theta + theta_dot + 0.1 * x + 0.5 * x_dot > 0))
+        obs, steps = st.frame, steps + 1
+        if st.game_over or st.truncated:
+            assert not st.game_over, "the controller let the pole fall"
+            return steps
+
+
+def test_an_env_of_the_users_own_module_keeps_its_own_limit(tmp_path, monkeypatch):
+    """`--env my_envs:Short-v0` (gymnasium's module:id form, for an env registered as its module is imported):
+    gym.spec knew no such id, so the env's own limit (120 here) was taken for none, and the default
+    --max-episode-steps replaced it with the Atari games' 27,000; the evaluation record said 27,000 too."""
+    from jetdqn.envs.gym_env import GymEnv
+    from jetdqn.evaluate import protocol
+    (tmp_path / "my_envs.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('Short-v0', entry_point='gymnasium.envs.classic_control.cartpole:CartPoleEnv', "
+        "max_episode_steps=120)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = make_config({"env": "my_envs:Short-v0"})
+    env = GymEnv(cfg.env, max_episode_steps=cfg.max_episode_steps, seed=0)
+    try:
+        assert balanced_game_length(env) == 120
+    finally:
+        env.close()
+    assert protocol(cfg, 0.0)["max_episode_steps"] == 120
+    longer = GymEnv(cfg.env, max_episode_steps=300, seed=0)   # another value replaces it, as for CartPole-v1
+    try:
+        assert balanced_game_length(longer) == 300
+    finally:
+        longer.close()

@@ -129,9 +129,21 @@ def own_time_limit(env_id: str) -> Optional[int]:
     500. None for an env without one, or an id gymnasium does not know."""
     import gymnasium as gym
     try:
-        return gym.spec(env_id).max_episode_steps
+        return gym.spec(registered_id(env_id)).max_episode_steps
     except Exception:  # gymnasium raises several types for an unknown id; making the env says why
         return None
+
+
+def registered_id(env_id: str) -> str:
+    """The id gymnasium registered for ``env_id``, whose ``module:Name-v0`` form (an env of the user's own)
+    gym.make reads by importing the module first, as this does; gym.spec knew no such id, so that env's own
+    limit (its register's max_episode_steps) was replaced by the Atari games' 27,000."""
+    if ":" not in env_id:
+        return env_id
+    import importlib
+    module, name = env_id.split(":", 1)
+    importlib.import_module(module)   # registers it; a module that does not import: gym.make says so
+    return name
 
 
 def episode_limit(env_id: str, asked: int) -> Optional[int]:
