@@ -163,3 +163,34 @@ def test_an_env_of_the_users_own_module_keeps_its_own_limit(tmp_path, monkeypatc
         assert balanced_game_length(longer) == 300
     finally:
         longer.close()
+
+
+def test_an_env_whose_actions_start_past_0_gets_its_own_actions(tmp_path, monkeypatch):
+    """gymnasium's Discrete(n, start=k): the network's index i was sent as action i, so such an env got an
+    action it does not have (0) and never its last; it gets k + i."""
+    from jetdqn.envs.gym_env import GymEnv
+    (tmp_path / "shifted_envs.py").write_text(
+        "import gymnasium as gym\n"
+        "from gymnasium.envs.classic_control.cartpole import CartPoleEnv\n"
+        "class Shifted(gym.Env):   # CartPole, its actions named 1 (push left) and 2 (push right)\n"
+        "    metadata = CartPoleEnv.metadata\n"
+        "    def __init__(self, render_mode=None):\n"
+        "        self.pole = CartPoleEnv(render_mode=render_mode)\n"
+        "        self.render_mode = render_mode\n"
+        "        self.observation_space = self.pole.observation_space\n"
+        "        self.action_space = gym.spaces.Discrete(2, start=1)\n"
+        "    def reset(self, seed=None, options=None):\n"
+        "        return self.pole.reset(seed=seed, options=options)\n"
+        "    def step(self, action):\n"
+        "        assert action in (1, 2), action\n"
+        "        return self.pole.step(action - 1)\n"
+        "    def render(self):\n"
+        "        return self.pole.render()\n"
+        "gym.register('Shifted-v0', entry_point='shifted_envs:Shifted', max_episode_steps=200)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = GymEnv("shifted_envs:Shifted-v0", seed=0)
+    try:
+        assert env.n_actions == 2 and env.action_meanings == ["1", "2"]
+        assert balanced_game_length(env) == 200   # index 1 pushes right, as on CartPole-v1
+    finally:
+        env.close()
