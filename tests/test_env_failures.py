@@ -180,3 +180,41 @@ def test_an_env_failing_in_a_ray_actor_is_said_with_the_actors_traceback(where: 
     assert f"{ENV}'s step raised ValueError: simulator lost its connection (in Ray actor 0); the run stopped, and " \
            f"{run / 'checkpoints' / 'latest.pt'} keeps step " in last_line(failed.stderr)
     assert saved_step(run) > 0
+
+
+def test_an_env_of_the_users_own_that_cannot_be_made_is_said_as_it_is(where: Path, monkeypatch):
+    """``--env my_module:MyEnv-v0`` that gym.make refused was "gymnasium does not know the env ...; give a
+    registered id such as CartPole-v1" whatever the reason: a module not on the path, one that imports a
+    missing package or raises, a name it does not register, a constructor that raises."""
+    from jetdqn.config import ConfigError
+    from jetdqn.envs.gym_env import GymEnv
+    (where / "needy_envs.py").write_text("import a_package_not_here\n")
+    (where / "broken_envs.py").write_text("raise RuntimeError('no config.yaml beside me')\n")
+    (where / "ctor_envs.py").write_text(
+        "import gymnasium as gym\n"
+        "from gymnasium.envs.classic_control.cartpole import CartPoleEnv\n"
+        "class NoMap(CartPoleEnv):\n"
+        "    def __init__(self, **kwargs):\n"
+        "        raise ValueError('no map file maps/a.txt')\n"
+        "gym.register('NoMap-v0', entry_point='ctor_envs:NoMap')\n")
+    monkeypatch.syspath_prepend(str(where))
+    for env_id, said in (
+            ("nowhere_envs:Gone-v0", "the env nowhere_envs:Gone-v0 is in the module 'nowhere_envs', which this "
+                                     "Python cannot import: run from the folder that holds nowhere_envs.py, or put "
+                                     "that folder on PYTHONPATH."),
+            ("needy_envs:Needy-v0", "needy_envs:Needy-v0 needs a package this Python cannot import "
+                                    "(ModuleNotFoundError: No module named 'a_package_not_here')."),
+            ("broken_envs:Broken-v0", "importing the module 'broken_envs' for the env broken_envs:Broken-v0 raised "
+                                      "RuntimeError: no config.yaml beside me; `python -c 'import broken_envs'` shows "
+                                      "where."),
+            ("flaky_env:Nope-v0", "the module 'flaky_env' registers no env 'Nope-v0' (it registers Flaky-v0)."),
+            ("ctor_envs:NoMap-v0", "making the env ctor_envs:NoMap-v0 raised ValueError: no map file maps/a.txt.")):
+        with pytest.raises(ConfigError) as refused:
+            GymEnv(env_id)
+        assert str(refused.value) == said
+    # on the command line: that one line, and no run directory
+    proc = run_module("jetdqn.train", "--env", "nowhere_envs:Gone-v0", "--run-dir", str(where / "r"), check=False)
+    assert proc.returncode == 2 and not (where / "r").exists()
+    assert proc.stderr == ("error: the env nowhere_envs:Gone-v0 is in the module 'nowhere_envs', which this Python "
+                           "cannot import: run from the folder that holds nowhere_envs.py, or put that folder on "
+                           "PYTHONPATH.\n")

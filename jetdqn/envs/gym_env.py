@@ -179,14 +179,49 @@ def _unmade(env_id: str, exc: Exception) -> str:
     if type(exc).__name__ == "DependencyNotInstalled":
         return f"{env_id} needs a package that is not installed: {str(exc).strip().splitlines()[0]}"
     import gymnasium as gym
+    if ":" in env_id:   # gymnasium's module:id, for an env of the user's own
+        unmade = _unmade_from_module(env_id, exc)
+        if unmade:
+            return unmade
     if isinstance(exc, ImportError) and env_id in gym.envs.registry:   # jax (phys2d/...), shimmy (GymV26...)
         said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return f"{env_id} needs a package this Python cannot import ({type(exc).__name__}: {said})."
+    if env_id.split(":", 1)[-1] in gym.envs.registry and not isinstance(exc, gym.error.Error):
+        # the id is known: the env's constructor (or a wrapper gym.make put on it) raised, where a user's env
+        # was told gymnasium did not know it
+        said = (str(exc).strip().splitlines() or [""])[0]
+        return f"making the env {env_id} raised {type(exc).__name__}{': ' + said if said else ''}."
     from .atari import gym_id_parts
     close = registered_as(gym_id_parts(env_id)[0])
     such = close[-1] if close else "CartPole-v1"
     return (f"gymnasium does not know the env {env_id!r} ({type(exc).__name__}); give a registered id such as "
             f"{such}, or --game for Atari.")
+
+
+def _unmade_from_module(env_id: str, exc: Exception) -> Optional[str]:
+    """Why gym.make refused ``module:Name-v0``: the module is not on the path, it imports a package that is
+    missing, it raises as it is imported, or it registers no such name (then the names it does register).
+    Each was "gymnasium does not know the env ... give a registered id such as CartPole-v1"."""
+    import gymnasium as gym
+    module, name = env_id.split(":", 1)
+    cause = exc.__cause__ or exc
+    said = (str(cause).strip().splitlines() or [""])[0]
+    if isinstance(exc, ImportError):
+        if getattr(cause, "name", None) == module:
+            return (f"the env {env_id} is in the module {module!r}, which this Python cannot import: run from the "
+                    f"folder that holds {module.replace('.', '/')}.py, or put that folder on PYTHONPATH.")
+        return f"{env_id} needs a package this Python cannot import ({type(cause).__name__}: {said})."
+    import sys
+    if module not in sys.modules:   # its import raised: the module's own error
+        return (f"importing the module {module!r} for the env {env_id} raised {type(cause).__name__}"
+                f"{': ' + said if said else ''}; `python -c 'import {module}'` shows where.")
+    if name not in gym.envs.registry:
+        own = sorted(k for k, spec in gym.envs.registry.items()
+                     if str(spec.entry_point).startswith((f"{module}:", f"{module}.")))
+        return (f"the module {module!r} registers no env {name!r}" +
+                (f" (it registers {', '.join(own)})" if own else " (it registers none: gymnasium.register(...) "
+                                                                  "at its top level makes one)") + ".")
+    return None
 
 
 def registered_as(name: str) -> list[str]:
