@@ -286,6 +286,10 @@ class Config:
         if self.env_groups > 1 and not self.is_atari:   # "--num-envs 1 does not split": and more is refused with --env
             raise ConfigError(f"--env-groups {self.env_groups} splits ale-py's vector envs (Atari games), and "
                               f"{self.env_name} plays one env: drop --env-groups.")
+        if self.env_threads and not self.is_atari:   # "without --num-envs above 1: add it", which --env refuses
+            raise ConfigError(f"--env-threads {self.env_threads} sets the emulator threads of ale-py's vector envs "
+                              f"(Atari games), and {self.env_name} plays one env in the training thread: drop "
+                              "--env-threads.")
         if self.num_envs > 0 and self.num_envs % self.env_groups:
             raise ConfigError(f"--num-envs {self.num_envs} does not split into --env-groups {self.env_groups} "
                               f"equal groups.")
