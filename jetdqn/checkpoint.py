@@ -152,8 +152,9 @@ def refuse_a_misfit(path: Path, env: str, theirs: dict, env_name: Optional[str],
     at hand (None: not checked): torch's own load_state_dict error lists every mismatched tensor instead."""
     from .config import game_key
     if env_name is not None and game_key(env) != game_key(env_name):   # 'Pong' is pong
+        flag = "--env" if theirs.get("class") == "MLP" else "--game"   # the MLP is gymnasium's vector envs'
         raise CheckpointError(f"{path} was trained on {env!r}, not {env_name!r}; "
-                              f"pass --game/--env {env} or another checkpoint.")
+                              f"pass {flag} {env} or another checkpoint.")
     if network is not None and (theirs.get("shapes") != network.get("shapes")
                                 or theirs.get("class") != network.get("class")):
         raise CheckpointError(

@@ -197,6 +197,18 @@ def test_mismatched_checkpoint_is_refused(tmp_path):
     assert proc.returncode == 2 and "trained on 'pong', not 'breakout'" in proc.stderr
 
 
+def test_weights_of_another_env_name_the_flag_that_plays_it():
+    """Weights trained on CartPole-v1 offered to a Pong run said "pass --game/--env CartPole-v1": the flag is the
+    one that env takes (the MLP is gymnasium's vector envs', the CNN Atari's)."""
+    path = ROOT / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt"
+    with pytest.raises(ckpt.CheckpointError, match="^.*model.pt was trained on 'pong', not 'CartPole-v1'; pass --game "
+                                                   "pong or another checkpoint.$"):
+        ckpt.load(path, env_name="CartPole-v1")
+    with pytest.raises(ckpt.CheckpointError, match="^x.pt was trained on 'my_envs:Cart-v0', not 'pong'; pass --env "
+                                                   "my_envs:Cart-v0 or another checkpoint.$"):
+        ckpt.refuse_a_misfit(Path("x.pt"), "my_envs:Cart-v0", {"class": "MLP"}, "pong", None)
+
+
 def test_a_checkpoint_cannot_run_code(tmp_path):
     class Evil:
         def __reduce__(self):
