@@ -1,7 +1,8 @@
 """``python -m jetdqn.plot RUN_DIR``: the learning curve of a run as a PNG.
 
 Training returns (mean of the last 100 games, from log.jsonl) and evaluation returns (eval.jsonl, with
-their spread) against env steps and against wall-clock hours, every resumed segment included. A resume
+their spread) against env steps and against wall-clock time (millions and hours, or thousands and minutes
+for a short run), every resumed segment included. A resume
 that changed a setting (a lower --lr) or began with an empty replay is a dotted line labelled with what
 changed (segments.jsonl), and so is a cut of the learning rate inside a segment (--lr-cuts, from the log
 records' lr), so a rise after it is read against its cause.
@@ -217,8 +218,9 @@ def learning_figure(run_dir: Path, against: tuple = ()):
     name = run_name(run_dir)
     prefix = f"{name}: " if others else ""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
-    for ax, key, scale, label in ((axes[0], "step", 1e6, "env steps (millions)"),
-                                  (axes[1], "wall_s", 3600.0, "wall-clock hours")):
+    drawn = [log, evals, *(o_log for _, o_log, _ in others), *(o_evals for _, _, o_evals in others)]
+    for ax, key, (scale, label) in ((axes[0], "step", axis_unit(drawn, "step", STEP_UNITS)),
+                                    (axes[1], "wall_s", axis_unit(drawn, "wall_s", CLOCK_UNITS))):
         if log:
             ax.plot([r[key] / scale for r in log], [r["return_mean"] for r in log], color="black", lw=1.2,
                     zorder=3, label=f"{prefix}training (mean of last 100 games)")
@@ -245,6 +247,19 @@ def learning_figure(run_dir: Path, against: tuple = ()):
     title = f"{name}: learning curve" + (" against " + ", ".join(o for o, _, _ in others) if others else "")
     fig.suptitle(title, fontsize=10)
     return fig
+
+
+# an axis's unit: the largest whose count reaches 1 by the axis's end (CartPole's 3,000 steps in 40 s were
+# "0.003 million env steps" over "0.0008 wall-clock hours")
+STEP_UNITS = ((1e6, "env steps (millions)"), (1e3, "env steps (thousands)"), (1.0, "env steps"))
+CLOCK_UNITS = ((3600.0, "wall-clock hours"), (60.0, "wall-clock minutes"), (1.0, "wall-clock seconds"))
+
+
+def axis_unit(drawn: list, key: str, units: tuple) -> tuple:
+    """(scale, label) for the axis of ``key`` over every record drawn (lists of log or evaluation records,
+    the compared runs' included, which share the axes)."""
+    end = max((r[key] for records in drawn for r in records if isinstance(r.get(key), (int, float))), default=0)
+    return next(((scale, label) for scale, label in units if end >= scale), units[-1])
 
 
 def _draw_compared(ax, key: str, scale: float, name: str, log: list, evals: list, color: str) -> None:

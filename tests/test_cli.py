@@ -824,6 +824,14 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
     save_figure(fig, tmp_path / "laid-out.png")
     legend = fig.legends[0].get_window_extent()
     assert legend.height > 0 and all(legend.y1 < ax.get_tightbbox().y0 for ax in fig.axes)
+    # a short run's axes in units it reaches (300 steps in seconds were "0.0003 million steps", "0.0001 hours")
+    assert [ax.get_xlabel() for ax in fig.axes] == ["env steps", "wall-clock seconds"]
+    from jetdqn.plot import CLOCK_UNITS, STEP_UNITS, axis_unit
+    assert axis_unit([[{"step": 1_150_000}]], "step", STEP_UNITS) == (1e6, "env steps (millions)")
+    assert axis_unit([[{"step": 999}], [{"step": 3000}]], "step", STEP_UNITS) == (1e3, "env steps (thousands)")
+    assert axis_unit([[{"wall_s": 6840.0}]], "wall_s", CLOCK_UNITS) == (3600.0, "wall-clock hours")
+    assert axis_unit([[{"wall_s": 400.0}]], "wall_s", CLOCK_UNITS) == (60.0, "wall-clock minutes")
+    assert axis_unit([[]], "wall_s", CLOCK_UNITS) == (1.0, "wall-clock seconds")
     from jetdqn.plot import evaluation_series   # a 10-game line and 30-game confirmations are drawn apart
     series = evaluation_series([{"step": s, "games": g, "episodes": g, "eps": 0.05} for s, g in
                                 ((100, 10), (200, 10), (200, 30), (300, 10))])
