@@ -215,6 +215,10 @@ def model_of(path: Path, best: bool = False) -> Path:
             return path / name
     if not best and (path / "latest.pt").is_file():   # a run's checkpoints/ folder: its checkpoint, not "holds no
         return path / "latest.pt"                      # ... checkpoints/latest.pt" of the folder that holds it
+    if best and any((path / name).exists() for name in ("model.pt", "model.safetensors", "checkpoints/latest.pt")):
+        # a finished run trained without --save-best was told to give "a run directory of a finished run"
+        raise CheckpointError(f"{path} holds no best.pt or best.safetensors (a run writes them at its evaluations "
+                              "with --save-best); drop --best for its last weights.")
     raise CheckpointError(f"{path} holds no {' or '.join(names)}: give a run directory of a finished (or "
                           "checkpointed) run, or a model file" + (" (best.pt needs --save-best)" if best else "") + ".")
 

@@ -321,6 +321,10 @@ def test_a_flag_nothing_would_read_is_refused(tmp_path):
             ("jetdqn.evaluate", [pong, "--best", "--games", "1"],
              f"--best picks a run directory's best weights, and {pong} is not a directory; give the run directory, "
              "or drop --best."),
+            # a finished run trained without --save-best: "give a run directory of a finished (or checkpointed) run"
+            ("jetdqn.evaluate", [str(Path(pong).parent), "--best", "--games", "1"],
+             f"{Path(pong).parent} holds no best.pt or best.safetensors (a run writes them at its evaluations with "
+             "--save-best); drop --best for its last weights."),
             ("jetdqn.export", ["--checkpoint", pong, "--safetensors", str(tmp_path / "m.safetensors"), "--opset",
                                "13"], "--opset 13 is the ONNX file's opset, and there is no --onnx: add --onnx "
                                       "OUT.onnx, or drop --opset."),
