@@ -60,6 +60,14 @@ def test_bench_pong_tiny(xvfb, tmp_path):
 def test_bench_refuses_bad_values(tmp_path):
     proc = run_module("jetdqn.bench", "pong", "--steps", "0", check=False)
     assert proc.returncode == 2 and "--steps: '0' is not a positive integer" in proc.stderr
+    # a window with no update timed acting alone as "s / 1000 training steps" (--steps 1: 1.80 s), and wrote it
+    for steps, extra, every in (("1", [], 4), ("3", ["--extra-flags", "--train-freq", "8"], 8)):
+        few = run_module("jetdqn.bench", "pong", "--steps", steps, "--out", str(tmp_path), *extra, check=False,
+                         timeout=60)
+        assert few.returncode == 2 and few.stderr == (f"error: --steps {steps} holds no training update (one every "
+                                                      f"{every} steps), so every row would time acting alone; give "
+                                                      f"--steps {every} or more.\n"), few.stderr
+    assert not list(tmp_path.iterdir())
     for cases in ("no-such-case", "", "no-such-case,", " , "):   # an empty word matched every row: all ran
         empty = run_module("jetdqn.bench", "pong", "--cases", cases, "--out", str(tmp_path), check=False, timeout=60)
         assert empty.returncode == 2 and empty.stdout == "" and empty.stderr.startswith(

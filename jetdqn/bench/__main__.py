@@ -188,6 +188,9 @@ def _unusable(args) -> Optional[str]:
                                         != "tegrastats" else set())
             refuse_replaced(cfg, typed)   # as each run's train would: every run would fail on it, one by one
             if args.what == "pong":
+                if args.steps < cfg.train_freq:   # `--steps 1` timed 1 step of acting as "1.80 s per 1000 steps"
+                    return (f"--steps {args.steps:,} holds no training update (one every {cfg.train_freq} steps), so "
+                            f"every row would time acting alone; give --steps {cfg.train_freq} or more.")
                 from ..telemetry import unusable_source
                 return unusable_source(cfg)
     except (ConfigError, CheckpointError) as exc:
