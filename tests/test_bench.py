@@ -68,6 +68,13 @@ def test_bench_refuses_bad_values(tmp_path):
                                                       f"{every} steps), so every row would time acting alone; give "
                                                       f"--steps {every} or more.\n"), few.stderr
     assert not list(tmp_path.iterdir())
+    # one of something where a measurement needs two: reuse's traceback (no two frames to compare), replay's
+    # rows of "not run: ValueError: replay capacity 1 is too small for 1 streams"
+    for what, flag in (("reuse", "--steps"), ("replay", "--transitions")):
+        one = run_module("jetdqn.bench", what, flag, "1", "--out", str(tmp_path), check=False, timeout=60)
+        assert one.returncode == 2 and one.stderr == (f"error: python -m jetdqn.bench {what}: argument {flag}: '1' is "
+                                                      "not a whole number of 2 or more; see --help.\n"), one.stderr
+    assert not list(tmp_path.iterdir())
     for cases in ("no-such-case", "", "no-such-case,", " , "):   # an empty word matched every row: all ran
         empty = run_module("jetdqn.bench", "pong", "--cases", cases, "--out", str(tmp_path), check=False, timeout=60)
         assert empty.returncode == 2 and empty.stdout == "" and empty.stderr.startswith(

@@ -8,7 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Optional
-from ..config import Parser, command, count, ends_on_ctrl_c, given_path, positive_int, seconds_limit
+from ..config import (Parser, command, count, ends_on_ctrl_c, given_path, positive_int, seconds_limit,
+                      whole_at_least)
 
 
 def _items(text: str, what: str, parse) -> list:
@@ -70,6 +71,9 @@ def game_names(text: str) -> list[str]:
 REPLAY_MODES = ("off", "lz4", "zstd", "device-cpu", "device-cuda")   # host storage modes, then --replay-device
 
 
+at_least_two = whole_at_least(2)
+
+
 def build_parser() -> Parser:
     """One subcommand per benchmark, each with its own flags."""
     p = Parser(prog=command("bench"), description="The benchmarks behind make bench-pong.")
@@ -109,7 +113,8 @@ def build_parser() -> Parser:
                     help="flags for every run's jetdqn.train (put last; default --amp bf16 --channels-last)")
     pr = sub.add_parser("replay", help="bytes per transition, add and sample rates per storage mode")
     pr.add_argument("--game", default="pong")
-    pr.add_argument("--transitions", type=positive_int, default=1_000_000, help="transitions per mode (default 1M)")
+    pr.add_argument("--transitions", type=at_least_two, default=1_000_000,   # 1: a row each of "not run: ValueError"
+                    help="transitions per mode (default 1M; 2 or more)")
     pr.add_argument("--frames", type=positive_int, default=20_000, help="real frames recorded, then cycled")
     pr.add_argument("--modes", type=storage_modes, default=list(REPLAY_MODES))
     pr.add_argument("--out", type=given_path, default="benchmarks/results")
@@ -124,7 +129,8 @@ def build_parser() -> Parser:
     pu.add_argument("--filters", type=filter_pairs, default=[(20, 40), (40, 80), (80, 160)])
     pu.add_argument("--downsample", type=downsamples, default=[2, 4],
                     help="resolutions: 1/N of the 210x160 screen (default 2,4)")
-    pu.add_argument("--steps", type=positive_int, default=3000, help="steps per game (default 3000)")
+    pu.add_argument("--steps", type=at_least_two, default=3000,   # 1: statistics' traceback, no two frames to compare
+                    help="steps per game (default 3000; 2 or more)")
     pu.add_argument("--nature", default="benchmarks/results/learn-pong/run/model.pt",
                     help="also time this Nature CNN model with and without --reuse-conv ('' to skip)")
     pu.add_argument("--out", type=given_path, default="benchmarks/results")
