@@ -197,7 +197,7 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
             progress.line(f"starting {cfg.num_envs} emulators")
         acting = LocalActing(cfg, rng, clock)
     obs_shape = (cfg.history, *acting.frame_shape)  # vector observations are flattened by the MLP
-    agent = DQNAgent(cfg, obs_shape, acting.n_actions, rt.device)
+    agent = DQNAgent(cfg, obs_shape, acting.n_actions, rt.device, acting.first_action)
     payload = None
     if cfg.resume:  # read early: a saved replay fixes the capacity
         payload = ckpt.load(run_dir / "checkpoints" / "latest.pt", env_name=cfg.env_name,

@@ -38,6 +38,7 @@ class Policy:
         self.source = source
         self.engine = engine              # "torch (cpu)", "onnxruntime (CPUExecutionProvider)", ...
         self.n_actions = int(spec["n_actions"])
+        self.first_action = int(spec.get("first_action", 0))   # the env's action for index 0 (Discrete start)
         self.obs_shape = tuple(spec["obs_shape"])
         self.trained_steps: Optional[int] = None  # the agent step the weights were taken at, when the file says
 
@@ -119,13 +120,14 @@ class Policy:
     def predict(self, obs: np.ndarray, eps: float = 0.0, rng=None):
         """The action for one observation (an int), or actions for a batch (an array); greedy by default.
         ``rng``: a numpy Generator, or a seed for one (``rng=3`` was an AttributeError), as numpy's own
-        functions take it."""
+        functions take it. The env's own actions: an env whose ``Discrete(n, start=k)`` actions begin past 0
+        gets k + the network's index (``act`` and ``q_values`` keep the index)."""
         batch, single = self.as_batch(obs)
         try:
             rng = np.random.default_rng(rng)   # a Generator is passed through as it is
         except (TypeError, ValueError):
             raise ValueError(f"rng is a numpy Generator or a seed (a whole number of 0 or more); got {rng!r}") from None
-        actions = self.act(batch, eps, rng)
+        actions = self.act(batch, eps, rng) + self.first_action   # the env's actions, as train and play send them
         return int(actions[0]) if single else actions
 
     def evaluate(self, game: Optional[str] = None, games: int = 10, eps: float = 0.05, seed: int = 0,

@@ -1,5 +1,7 @@
 """Evaluation games side by side in one vector env: each env counts its first whole game, raw rewards."""
 
+import json
+
 import numpy as np
 import torch
 
@@ -7,6 +9,7 @@ from jetdqn.learn import DQNAgent
 from jetdqn.config import make_config
 from jetdqn.envs import AleVecEnvs
 from jetdqn.evaluate import play_games
+from conftest import ROOT
 
 
 def _agent(cfg):
@@ -194,3 +197,25 @@ def test_an_env_whose_actions_start_past_0_gets_its_own_actions(tmp_path, monkey
         assert balanced_game_length(env) == 200   # index 1 pushes right, as on CartPole-v1
     finally:
         env.close()
+    # the saved network says so, and a Policy's predict answers the env's actions from every kind of file
+    # (it answered the index: a deployed agent sent action 0, which the env does not have)
+    import gymnasium as gym
+    import jetdqn
+    from jetdqn.export import main as export
+    run = tmp_path / "run"
+    jetdqn.train(env="shifted_envs:Shifted-v0", total_steps=300, learn_start=100, run_dir=str(run), progress="off",
+                 eval_episodes=2, final_eval_games=2, telemetry="off")
+    assert json.loads((run / "model.json").read_text())["network"]["first_action"] == 1
+    assert export([str(run), "--onnx", str(tmp_path / "shifted.onnx")]) == 0
+    game = gym.make("shifted_envs:Shifted-v0")
+    obs, _ = game.reset(seed=0)
+    stack = np.zeros((4, 4), dtype=np.float32)
+    stack[-1] = obs
+    for path in (run, run / "model.safetensors", run / "checkpoints" / "latest.pt", tmp_path / "shifted.onnx"):
+        policy = jetdqn.load(path)
+        action, actions = policy.predict(stack), policy.predict(np.stack([stack] * 3), eps=1.0, rng=0)
+        assert action in (1, 2) and set(actions.tolist()) <= {1, 2}, path
+        assert policy.q_values(stack).shape == (1, 2) and policy.act(stack, 0.0, np.random.default_rng(0))[0] + 1 == action
+        game.step(action)   # the env's own check: an action it has
+    pong = jetdqn.load(ROOT / "benchmarks" / "results" / "learn-pong" / "run")
+    assert "first_action" not in pong.spec and pong.first_action == 0   # every other model reads as before

@@ -122,6 +122,8 @@ class AtariEnv:
     previous action with that probability, so a policy cannot rely on a deterministic game.
     """
 
+    first_action = 0   # the network's index is the game's action (gym_env.GymEnv: Discrete(n, start=k))
+
     def __init__(self, game: str, *, frame_skip: int = 4, noop_max: int = 30, max_episode_steps: int = 27_000,
                  seed: int = 0, sticky_actions: float = 0.0, full_action_space: bool = False):
         import ale_py
@@ -219,6 +221,8 @@ class AleVecEnvs:
     env's own stacks), raw rewards, and resets a finished game in the same step (SameStep autoreset).
     ``send``/``recv`` let the caller work while the emulators step.
     """
+
+    first_action = 0   # the network's index is the game's action (gym_env.GymEnv: Discrete(n, start=k))
 
     def __init__(self, game: str, num_envs: int, *, frame_skip: int = 4, noop_max: int = 30,
                  max_episode_steps: int = 27_000, seed: int = 0, num_threads: int = 0, sticky_actions: float = 0.0,

@@ -45,9 +45,10 @@ class GymEnv:
         self.game = env_id
         self.n_actions = int(env.action_space.n)
         # gymnasium's Discrete(n, start=k) takes actions k .. k+n-1: the network's index i is the env's k + i
-        # (index 0 was sent as action 0, which such an env does not have)
-        self._first_action = int(getattr(env.action_space, "start", 0))
-        self.action_meanings = [str(self._first_action + i) for i in range(self.n_actions)]
+        # (index 0 was sent as action 0, which such an env does not have); the saved network says k too, so
+        # that a Policy's predict answers the env's action
+        self.first_action = int(getattr(env.action_space, "start", 0))
+        self.action_meanings = [str(self.first_action + i) for i in range(self.n_actions)]
         self.frame_shape = tuple(shape)
         self.frame_dtype = np.float32
         self.max_episode_steps = limit or 0
@@ -72,7 +73,7 @@ class GymEnv:
 
     def step(self, action: int) -> Step:
         try:
-            obs, reward, terminated, truncated, _ = self._env.step(self._first_action + int(action))
+            obs, reward, terminated, truncated, _ = self._env.step(self.first_action + int(action))
             reward = float(reward)
         except Exception as exc:
             raise EnvFailed(f"{self.game}'s step raised {_named(exc)}") from exc

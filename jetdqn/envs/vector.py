@@ -35,6 +35,7 @@ class SyncEnvs:
         self.frame_shape = first.frame_shape
         self.frame_dtype = first.frame_dtype
         self.action_meanings = first.action_meanings
+        self.first_action = first.first_action   # the env's action for the network's index 0
         self.emulator_threads: set[int] = set()  # none of its own: the caller's thread steps the emulators
         self._actions: Optional[np.ndarray] = None
 
@@ -91,6 +92,7 @@ class GroupedEnvs:
         self.frame_shape = first.frame_shape
         self.frame_dtype = first.frame_dtype
         self.action_meanings = first.action_meanings
+        self.first_action = first.first_action
         self.emulator_threads: set[int] = set().union(*(g.emulator_threads for g in groups))
 
     def reset(self) -> np.ndarray:
