@@ -129,21 +129,23 @@ SIDE_BY_SIDE = 64   # emulators at most in one evaluation: 64 are built in ~8 s 
 
 
 def play_games(agent, cfg: Config, games: int, eps: float, seed: int,
-               stop: Callable[[], bool] = lambda: False, side_by_side: int = SIDE_BY_SIDE) -> Played:
+               stop: Callable[[], bool] = lambda: False, side_by_side: int = SIDE_BY_SIDE,
+               ended: Callable[[int], None] = lambda n: None) -> Played:
     """Returns and lengths (agent steps) of ``games`` whole games; None when ``stop()`` turned true between
     two steps (the games are left unfinished). Up to ``side_by_side`` games are played at once; up to that
-    many, the games (and so the scores for a seed) are those of one env per game."""
+    many, the games (and so the scores for a seed) are those of one env per game. ``ended(n)``: n of the
+    games have ended, called as each does (what the evaluate command shows while minutes of games go on)."""
     rng = np.random.default_rng(seed)
     if cfg.is_atari and games > 1:
         # as few emulators as play the games in as few turns: 100 games on 64 envs left 28 of them stepping
         # uncounted through a second game they did not need (a quarter of the work); 50 play two each
         turns = -(-games // side_by_side)
-        return _side_by_side(agent, cfg, games, eps, seed, rng, stop, -(-games // turns))
-    return _one_by_one(agent, cfg, games, eps, seed, rng, stop)
+        return _side_by_side(agent, cfg, games, eps, seed, rng, stop, -(-games // turns), ended)
+    return _one_by_one(agent, cfg, games, eps, seed, rng, stop, ended)
 
 
 def _side_by_side(agent, cfg: Config, games: int, eps: float, seed: int, rng, stop: Callable[[], bool],
-                  width: int) -> Played:
+                  width: int, ended: Callable[[int], None]) -> Played:
     """Game g is env g % width's (g // width)-th game; each env's next game starts in the step that ends
     its last (SameStep autoreset), and an env that has played its share steps on uncounted."""
     envs = AleVecEnvs(cfg.game, width, seed=seed, **atari_options(cfg))   # 30 envs: ~4 s here, then ~2 s to reset
@@ -156,6 +158,7 @@ def _side_by_side(agent, cfg: Config, games: int, eps: float, seed: int, rng, st
         game = np.arange(width)               # the game each env is playing (its index in the result)
         totals = np.zeros(games)
         lengths = np.zeros(games, dtype=np.int64)
+        done = 0
         while (game < games).any():
             if stop():
                 return None
@@ -167,6 +170,8 @@ def _side_by_side(agent, cfg: Config, games: int, eps: float, seed: int, rng, st
                 if st.game_over[k] or st.truncated[k]:
                     game[k] += width              # st.frames[k] is already that game's first frame
                     obs[k] = stacks[k].reset(st.frames[k])
+                    done += 1
+                    ended(done)
                 else:
                     obs[k] = stacks[k].follow(st.frames[k], cfg.terminal_on_life_loss and bool(st.life_lost[k]))
     finally:
@@ -174,7 +179,8 @@ def _side_by_side(agent, cfg: Config, games: int, eps: float, seed: int, rng, st
     return [float(t) for t in totals], [int(n) for n in lengths]
 
 
-def _one_by_one(agent, cfg: Config, games: int, eps: float, seed: int, rng, stop: Callable[[], bool]) -> Played:
+def _one_by_one(agent, cfg: Config, games: int, eps: float, seed: int, rng, stop: Callable[[], bool],
+                ended: Callable[[int], None]) -> Played:
     env = make_env(cfg, seed)
     stack = FrameStack(cfg.history, env.frame_shape, env.frame_dtype)
     returns, lengths = [], []
@@ -193,9 +199,31 @@ def _one_by_one(agent, cfg: Config, games: int, eps: float, seed: int, rng, stop
                 stack.follow(st.frame, cfg.terminal_on_life_loss and st.life_lost)
             returns.append(total)
             lengths.append(length)
+            ended(len(returns))
     finally:
         env.close()
     return returns, lengths
+
+
+class GamesEnded:
+    """``ended`` for the evaluate command: "12/30 games ended", redrawn in place on a terminal. Pong's 30 games
+    take minutes on a CPU (a Jetson's more), and all that was said meanwhile was that they were being played."""
+
+    def __init__(self, games: int, stream):
+        self.games, self.ended = games, 0
+        self.stream = stream if stream is not None and getattr(stream, "isatty", lambda: False)() else None
+
+    def __call__(self, ended: int) -> None:
+        self.ended = ended
+        if self.stream is not None:
+            self.stream.write(f"\r{ended}/{self.games} games ended\033[K")
+            self.stream.flush()
+
+    def clear(self) -> None:
+        """The line goes before the result (or the stop) is said."""
+        if self.stream is not None and self.ended:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
 
 
 def record_evaluation(run_dir: Path, result: dict, argv: list[str]) -> None:
@@ -268,8 +296,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         policy.play_config(seed=args.seed, **sticky)   # its refusals before the line that says games are played
         if not args.json:   # 30 games take minutes: say what is being played while it plays
             print(f"playing {args.games} game{'s' * (args.games != 1)} with {path} ...", flush=True)
-        result = policy.evaluate(games=args.games, eps=args.eps, seed=args.seed,
-                                 sticky_actions=args.sticky_actions)
+        count = GamesEnded(args.games, sys.stdout if not args.json else None)
+        try:
+            result = policy.evaluate(games=args.games, eps=args.eps, seed=args.seed,
+                                     sticky_actions=args.sticky_actions, ended=count)
+        except KeyboardInterrupt:   # a part of an evaluation gets no score: its first games to end are the short ones
+            count.clear()
+            print(f"{count.ended} of {args.games} games had ended: no score for part of them (the games still under "
+                  "way would change it)", file=sys.stderr)
+            raise
+        count.clear()
     except (ConfigError, CheckpointError) as exc:
         fail(str(exc))
     except EnvFailed as exc:   # a gymnasium env's own exception or NaN observation

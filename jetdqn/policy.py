@@ -131,10 +131,10 @@ class Policy:
         return int(actions[0]) if single else actions
 
     def evaluate(self, game: Optional[str] = None, games: int = 10, eps: float = 0.05, seed: int = 0,
-                 sticky_actions: Optional[float] = None) -> dict:
+                 sticky_actions: Optional[float] = None, ended=None) -> dict:
         """Whole games at ``eps`` with random no-op starts, scored with raw rewards (training's evaluation
         protocol; ``sticky_actions`` defaults to its run's evaluations': --eval-sticky-actions, else what the
-        network was trained with)."""
+        network was trained with). ``ended``: called with how many games have ended, as each ends."""
         from .evaluate import game_statistics, play_games, protocol
         from .config import MAX_GAMES
         # 0 was numpy's warnings, then its ValueError; 2**63 numpy's "Maximum allowed dimension exceeded"
@@ -145,7 +145,7 @@ class Policy:
         more = {} if sticky_actions is None else {"sticky_actions": sticky_actions}
         cfg = self.play_config(game=game, seed=seed, **more)
         seed = cfg.seed   # as the settings read it: "1" is 1 (it was numpy's SeedSequence TypeError)
-        returns, lengths = play_games(self, cfg, games, eps, seed)
+        returns, lengths = play_games(self, cfg, games, eps, seed, **({"ended": ended} if ended else {}))
         return {"env": cfg.env_name, **game_statistics(returns), **protocol(cfg, eps), "seed": seed,
                 "trained_steps": self.trained_steps, "trained_sticky_actions": self.config.get("sticky_actions"),
                 "returns": returns, "lengths": lengths}

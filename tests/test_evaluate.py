@@ -219,3 +219,55 @@ def test_an_env_whose_actions_start_past_0_gets_its_own_actions(tmp_path, monkey
         game.step(action)   # the env's own check: an action it has
     pong = jetdqn.load(ROOT / "benchmarks" / "results" / "learn-pong" / "run")
     assert "first_action" not in pong.spec and pong.first_action == 0   # every other model reads as before
+
+
+def test_evaluate_on_a_terminal_counts_the_games_as_they_end_and_a_stop_says_how_many(tmp_path):
+    """Pong's 30 games take minutes on a CPU (a Jetson's more), and all evaluate said meanwhile was that they
+    were being played; a Ctrl-C then said only "stopped by Ctrl-C". On a terminal (a real pseudo-terminal
+    here) the count is redrawn in place and cleared before the result; a stop says how many had ended, and
+    gives no score for part of the games."""
+    import os
+    import pty
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+    import jetdqn
+    run = tmp_path / "run"
+    jetdqn.train(preset="cartpole", total_steps=300, learn_start=100, run_dir=str(run), progress="off",
+                 eval_episodes=0, telemetry="off")
+
+    def on_a_terminal(games: str, stop_after: str = ""):
+        main, terminal = pty.openpty()
+        proc = subprocess.Popen([sys.executable, "-m", "jetdqn.evaluate", str(run), "--games", games], cwd=ROOT,
+                                stdin=terminal, stdout=terminal, stderr=terminal)
+        os.close(terminal)
+        out, deadline = b"", time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:   # EIO: the process has closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+            if stop_after and stop_after.encode() in out and proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                stop_after = ""
+        os.close(main)
+        return proc.wait(timeout=60), out.decode()
+
+    status, out = on_a_terminal("20")
+    assert status == 0, out
+    assert "\r1/20 games ended\x1b[K" in out and "\r20/20 games ended\x1b[K\r\x1b[K" in out, out
+    assert re.search(r"\r\x1b\[KCartPole-v1, .* over 20 games", out), out   # the count cleared, then the result
+    status, out = on_a_terminal("1000000", stop_after="games ended")
+    assert status == 130, out
+    said = re.search(r"(\d+) of 1000000 games had ended: no score for part of them \(the games still under way "
+                     r"would change it\)\r\nstopped by Ctrl-C", out)
+    assert said and int(said.group(1)) >= 1, out[-500:]
+    # elsewhere (a pipe, a log file) nothing is drawn: the two lines as before
+    piped = subprocess.run([sys.executable, "-m", "jetdqn.evaluate", str(run), "--games", "3"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert "games ended" not in piped.stdout and len(piped.stdout.splitlines()) == 2, piped.stdout
