@@ -142,6 +142,8 @@ class Policy:
         if not (isinstance(games, numbers.Integral) and not isinstance(games, bool) and 1 <= games <= MAX_GAMES):
             raise ValueError(f"games is how many whole games to play, 1 to {MAX_GAMES:,}; got {games!r}")
         _check_eps(eps)
+        if ended is not None and not callable(ended):   # found only as the first game ended, in a TypeError
+            raise ValueError(f"ended is a function called with how many games have ended; got {ended!r}")
         more = {} if sticky_actions is None else {"sticky_actions": sticky_actions}
         cfg = self.play_config(game=game, seed=seed, **more)
         seed = cfg.seed   # as the settings read it: "1" is 1 (it was numpy's SeedSequence TypeError)

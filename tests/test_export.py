@@ -634,6 +634,8 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
     for games in (0, 2**63, True):   # 2**63: numpy's "Maximum allowed dimension exceeded"; True played 1 game
         with pytest.raises(ValueError, match=rf"^games is how many whole games to play, 1 to 1,000,000; got {games}$"):
             policy.evaluate(games=games)
+    with pytest.raises(ValueError, match=r"^ended is a function called with how many games have ended; got 3$"):
+        policy.evaluate(games=1, ended=3)   # was a TypeError once the first game ended
     with pytest.raises(ConfigError, match=r"^--history must be at most 64 frames"):
         jetdqn.train(preset="smoke", history=100_000)
     with pytest.raises(ConfigError, match=r"^--total-steps takes a whole number, got '1e400'.$"):   # OverflowError
