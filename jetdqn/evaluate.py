@@ -70,15 +70,17 @@ def protocol(cfg: Config, eps: float) -> dict:
 
 
 def evaluate_run(agent, cfg: Config, step: int, wall_s: float, run_dir: Path, say: Callable[[str], None],
-                 games: int = 0, kind: str = "periodic", stop: Callable[[], bool] = lambda: False) -> dict:
+                 games: int = 0, kind: str = "periodic", stop: Callable[[], bool] = lambda: False,
+                 ended: Callable[[int, int], None] = lambda n, games: None) -> dict:
     """``games`` (default --eval-episodes) whole games at --eval-eps with random no-op starts, scored with
     raw rewards; ``kind`` is periodic, final or confirming. The record goes to eval.jsonl, one line to the
-    console. ``stop`` is asked at every step: once it says so, ``EvaluationStopped`` (nothing recorded)."""
+    console. ``stop`` is asked at every step: once it says so, ``EvaluationStopped`` (nothing recorded).
+    ``ended(n, games)``: n of the games have ended (the progress bar's count)."""
     t0 = time.monotonic()
     games = games or cfg.eval_episodes
     seed = cfg.seed + 10_000 + step + (500 if kind == "confirming" else 0)   # a confirmation plays new games
     games_cfg = cfg.evaluation   # --eval-sticky-actions, where the run gave it
-    played = play_games(agent, games_cfg, games, cfg.eval_eps, seed, stop)
+    played = play_games(agent, games_cfg, games, cfg.eval_eps, seed, stop, ended=lambda n: ended(n, games))
     if played is None:
         raise EvaluationStopped(f"the {kind} evaluation at step {step:,}")
     returns, lengths = played

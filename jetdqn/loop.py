@@ -510,8 +510,10 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
     --save-best, weights that would become the best on fewer games: best.pt is chosen on all of them."""
     from .evaluate import evaluate_run
     state, cfg = run.state, run.cfg
+    what = f"evaluating at step {state.step:,}" + ("" if kind == "periodic" else f" ({kind})")
     state.last_eval = evaluate_run(run.agent, cfg, state.step, state.wall_s(), run.run_dir, run.progress.line,
-                                   games, kind, stop=lambda: state.interrupted is not None)
+                                   games, kind, stop=lambda: state.interrupted is not None,
+                                   ended=lambda n, of: run.progress.games(what, n, of))
     state.last_eval_step = state.step
     if run.mirror is not None:
         run.mirror.evaluation(state.last_eval)

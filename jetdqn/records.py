@@ -146,6 +146,20 @@ class Progress:
         except (AttributeError, ValueError, OSError):
             return shutil.get_terminal_size().columns
 
+    def games(self, what: str, ended: int, games: int) -> None:
+        """In bar mode, the bar's place says how far an evaluation is (``what``: "evaluating at step 50,000"):
+        its 30 games take a minute or more, while the bar stood still at the step it stopped on."""
+        if self.mode != "bar":
+            return
+        now = time.monotonic()
+        if now - self._last_draw < 0.2 and ended < games:
+            return
+        self._last_draw = now
+        text = f"{what}: {ended}/{games} games ended"
+        self.stream.write(f"\r{text[:max(0, self._columns() - 1)]}\033[K")
+        self.stream.flush()
+        self._bar_visible = True
+
     def line(self, text: str) -> None:
         """A line that stays (log intervals, evaluations), printed above the bar."""
         if self.mode == "off":

@@ -271,3 +271,25 @@ def test_evaluate_on_a_terminal_counts_the_games_as_they_end_and_a_stop_says_how
     piped = subprocess.run([sys.executable, "-m", "jetdqn.evaluate", str(run), "--games", "3"], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
     assert "games ended" not in piped.stdout and len(piped.stdout.splitlines()) == 2, piped.stdout
+
+
+def test_a_training_runs_evaluation_counts_its_games_in_the_bars_place(tmp_path):
+    """A training run's 30-game evaluation takes a minute or more (25-58 s in the committed 2-core runs), and
+    its progress bar stood still at the step it stopped on. In bar mode the bar's place counts the games as
+    they end; the evaluation's line then replaces it. Lines mode (a log file) draws nothing."""
+    import io
+    from jetdqn.evaluate import evaluate_run
+    from jetdqn.records import Progress
+    cfg = make_config({"env": "CartPole-v1", "eval_episodes": 12, "seed": 3})
+    agent = DQNAgent(cfg, (4, 4), 2, torch.device("cpu"))
+    for mode in ("bar", "lines"):
+        stream = io.StringIO()
+        progress = Progress(1000, mode, stream=stream)
+        record = evaluate_run(agent, cfg, 1000, 1.0, tmp_path, progress.line, kind="final",
+                              ended=lambda n, of: progress.games("evaluating at step 1,000 (final)", n, of))
+        out = stream.getvalue()
+        assert record["games"] == 12 and out.endswith("in %.1f s\n" % record["eval_s"]), out
+        if mode == "bar":   # the last count is always drawn, then cleared for the line that stays
+            assert "\revaluating at step 1,000 (final): 12/12 games ended\x1b[K\r\x1b[Keval at step 1,000 (final)" in out
+        else:
+            assert "games ended" not in out and out.startswith("eval at step 1,000 (final): "), out
