@@ -218,3 +218,48 @@ def test_an_env_of_the_users_own_that_cannot_be_made_is_said_as_it_is(where: Pat
     assert proc.stderr == ("error: the env nowhere_envs:Gone-v0 is in the module 'nowhere_envs', which this Python "
                            "cannot import: run from the folder that holds nowhere_envs.py, or put that folder on "
                            "PYTHONPATH.\n")
+
+
+WORKER_ONLY = """
+import gymnasium as gym
+from gymnasium.envs.classic_control import CartPoleEnv
+
+
+def in_a_ray_worker():
+    import ray
+    return ray.is_initialized() and ray.get_runtime_context().worker.mode == ray.WORKER_MODE
+
+
+class NotOnItsNode(CartPoleEnv):   # made on the driver, refused on a Ray worker (a library its node lacks)
+    def __init__(self, **kwargs):
+        if in_a_ray_worker():
+            raise ImportError("libsim.so: cannot open shared object file")
+        super().__init__(**kwargs)
+
+
+gym.register("NotOnItsNode-v0", entry_point="worker_only_env:NotOnItsNode", max_episode_steps=500)
+"""
+
+
+@pytest.mark.slow   # ~20 s: two Ray starts
+def test_an_actor_whose_envs_cannot_start_ends_the_run_once(where: Path):
+    """An actor whose __init__ failed (its env's reset raised there, or its env could not be made on its node)
+    was a dead actor that Ray restarted without end: 91,940 "actor 0 died; Ray restarts it" lines in 90 s and
+    never a step. The reset now waits for the first collect (an env failure like any other); an __init__
+    that fails ends the run with the actor's own words, once."""
+    from conftest import ROOT
+    (where / "worker_only_env.py").write_text(WORKER_ONLY)
+    path = {"PYTHONPATH": f"{where}:{ROOT}"}
+    for env_id, said in ((ENV, f"as the run started, {ENV}'s reset raised FileNotFoundError: levels/1.txt (in Ray "
+                                "actor 0); the run stopped, and "),
+                         ("worker_only_env:NotOnItsNode-v0",
+                          "as the run started, Ray actor 0 could not start its envs (worker_only_env:NotOnItsNode-v0 "
+                          "needs a package this Python cannot import (ImportError: libsim.so: cannot open shared "
+                          "object file)); the run stopped, and ")):
+        run = where / env_id.split(":")[0]
+        proc = run_module("jetdqn.train", "--env", env_id, "--run-dir", str(run), "--backend", "ray", "--num-actors",
+                          "1", "--total-steps", "3000", "--eval-episodes", "0", "--telemetry", "off",
+                          env={**path, "FLAKY_RESET": "1"}, cwd=where, check=False, timeout=120)
+        assert proc.returncode == 2 and "restarts it" not in proc.stdout + proc.stderr, proc.stdout[-1000:]
+        assert last_line(proc.stderr).startswith(f"error: {said}"), proc.stderr[-1000:]
+        assert saved_step(run) == 0

@@ -22,7 +22,7 @@ import numpy as np
 from ..config import Config, ConfigError, is_ray_address
 from ..envs.base import EnvFailed
 from ..needs import broken_install
-from ..rollout import Experience, apex_epsilons
+from ..rollout import Experience, Rollout, apex_epsilons
 
 
 def import_ray():
@@ -42,7 +42,6 @@ class EnvActorImpl:
         from ..envs import make_envs
         from ..learn import DQNAgent
         from ..replay import Codec
-        from ..rollout import Rollout
         torch.set_num_threads(1)
         cfg = Config(**{**cfg_dict, "device": "cpu", "async_learner": False, "cuda_graphs": False, "compile": False,
                         "amp": "off", "channels_last": False})
@@ -51,7 +50,11 @@ class EnvActorImpl:
         self.agent = DQNAgent(cfg, (cfg.history, *self.envs.frame_shape), self.envs.n_actions, torch.device("cpu"))
         self.codec = Codec("lz4")
         self.rng = np.random.default_rng(seed)
-        self.rollout = Rollout(cfg, self.envs.reset(), self.envs.frame_shape, self.envs.frame_dtype)
+        self.cfg = cfg
+        # the first reset waits for the first collect: an env that fails there (EnvFailed) fails that task, which
+        # the driver reads as the env's failure, where a failed __init__ was a dead actor that Ray restarted
+        # without end (91,000 restarts a minute, each said)
+        self.rollout: Optional[Rollout] = None
         self.weights_version = -1
         import ray
         # the learner counts this process's CPU as its emulators' when both run on one node
@@ -70,6 +73,8 @@ class EnvActorImpl:
         t0 = time.perf_counter()
         parts = []
         try:
+            if self.rollout is None:
+                self.rollout = Rollout(self.cfg, self.envs.reset(), self.envs.frame_shape, self.envs.frame_dtype)
             for _ in range(steps):
                 actions = self.rollout.act(self.agent, self.eps, self.rng)
                 parts.append(self.rollout.observe(self.envs.step(actions)))
@@ -161,6 +166,18 @@ def processes_started_deaf_to_stops():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def actor_that_cannot_start(exc: BaseException, index: int) -> EnvFailed:
+    """An actor whose ``__init__`` raised (its envs could not be made on its node: a module of the user's env
+    that its Python cannot import, a package missing there): every restart fails the same way, and the run
+    restarted it without end, saying so each time. As an env's failure: the loop saves the run and says it,
+    with the actor's own report (Ray's text, whose last line names the exception)."""
+    import re
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), type(exc).__name__)
+    last = re.sub(r"^jetdqn(\.\w+)+: ", "", last).rstrip(".")   # jetdqn's own errors are sentences already
+    return EnvFailed(f"Ray actor {index} could not start its envs ({last})", elsewhere=text)
 
 
 def env_failure_in_actor(exc: BaseException, index: int):
@@ -291,9 +308,12 @@ class RayActing:
             i = self.pending.pop(ready[0])
             try:
                 out = ray.get(ready[0])
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError, ray.exceptions.WorkerCrashedError):
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError,
+                    ray.exceptions.WorkerCrashedError) as exc:
                 if self.stopping():
                     return None   # the stop took the actors too: the loop saves the run at its step
+                if getattr(exc, "actor_init_failed", False):   # restarting it fails the same way, without end
+                    raise actor_that_cannot_start(exc, i) from None
                 self.per_actor[i]["restarts"] += 1
                 self.say(f"ray: actor {i} died; Ray restarts it and the run goes on "
                          f"(restart {self.per_actor[i]['restarts']})")
