@@ -237,16 +237,24 @@ class NotOnItsNode(CartPoleEnv):   # made on the driver, refused on a Ray worker
         super().__init__(**kwargs)
 
 
+class ExitsItsProcess(CartPoleEnv):   # as a C extension that crashes would end it
+    def step(self, action):
+        import os
+        os._exit(3)
+
+
 gym.register("NotOnItsNode-v0", entry_point="worker_only_env:NotOnItsNode", max_episode_steps=500)
+gym.register("ExitsItsProcess-v0", entry_point="worker_only_env:ExitsItsProcess", max_episode_steps=500)
 """
 
 
-@pytest.mark.slow   # ~20 s: two Ray starts
+@pytest.mark.slow   # ~35 s: three Ray starts
 def test_an_actor_whose_envs_cannot_start_ends_the_run_once(where: Path):
     """An actor whose __init__ failed (its env's reset raised there, or its env could not be made on its node)
     was a dead actor that Ray restarted without end: 91,940 "actor 0 died; Ray restarts it" lines in 90 s and
     never a step. The reset now waits for the first collect (an env failure like any other); an __init__
-    that fails ends the run with the actor's own words, once."""
+    that fails ends the run with the actor's own words, once; and an actor whose process ends each time it
+    steps (restarted without end too) ends the run after 5 deaths without a step."""
     from conftest import ROOT
     (where / "worker_only_env.py").write_text(WORKER_ONLY)
     path = {"PYTHONPATH": f"{where}:{ROOT}"}
@@ -255,11 +263,16 @@ def test_an_actor_whose_envs_cannot_start_ends_the_run_once(where: Path):
                          ("worker_only_env:NotOnItsNode-v0",
                           "as the run started, Ray actor 0 could not start its envs (worker_only_env:NotOnItsNode-v0 "
                           "needs a package this Python cannot import (ImportError: libsim.so: cannot open shared "
-                          "object file)); the run stopped, and ")):
-        run = where / env_id.split(":")[0]
+                          "object file)); the run stopped, and "),
+                         ("worker_only_env:ExitsItsProcess-v0",
+                          "as the run started, Ray actor 0 died 5 times in a row without sending a step (Ray's last "
+                          "word on it above): its envs' process ends as they step (a crash in the env's own code, or "
+                          "the memory its node gives it); the run stopped, and ")):
+        run = where / env_id.split(":")[-1]
         proc = run_module("jetdqn.train", "--env", env_id, "--run-dir", str(run), "--backend", "ray", "--num-actors",
                           "1", "--total-steps", "3000", "--eval-episodes", "0", "--telemetry", "off",
                           env={**path, "FLAKY_RESET": "1"}, cwd=where, check=False, timeout=120)
-        assert proc.returncode == 2 and "restarts it" not in proc.stdout + proc.stderr, proc.stdout[-1000:]
+        restarts = (proc.stdout + proc.stderr).count("Ray restarts it")
+        assert proc.returncode == 2 and restarts == (4 if "Exits" in env_id else 0), proc.stdout[-1000:]
         assert last_line(proc.stderr).startswith(f"error: {said}"), proc.stderr[-1000:]
         assert saved_step(run) == 0

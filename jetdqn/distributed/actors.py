@@ -180,6 +180,18 @@ def actor_that_cannot_start(exc: BaseException, index: int) -> EnvFailed:
     return EnvFailed(f"Ray actor {index} could not start its envs ({last})", elsewhere=text)
 
 
+DEATHS_IN_A_ROW = 5   # an actor that dies this often without sending a segment is not going to send one
+
+
+def actor_that_keeps_dying(exc: BaseException, index: int, deaths: int) -> EnvFailed:
+    """An actor whose process ends each time it steps its envs (an env's C extension that crashes, an env
+    that exits the process, a node's memory limit): Ray restarted it without end, each death said, the run
+    never going on. As an env's failure: the loop saves the run and says it."""
+    return EnvFailed(f"Ray actor {index} died {deaths} times in a row without sending a step (Ray's last word on it "
+                     "above): its envs' process ends as they step (a crash in the env's own code, or the memory its "
+                     "node gives it)", elsewhere=f"{type(exc).__name__}: {exc}")
+
+
 def env_failure_in_actor(exc: BaseException, index: int):
     """The ``EnvFailed`` an actor's env raised, as the loop takes it (None for any other failure): Ray hands it
     over as a RayTaskError that is also an EnvFailed, whose text is Ray's whole report, so the run's sentence
@@ -213,6 +225,7 @@ class RayActing:
         self.actors: list = []
         self.version = 0
         self.per_actor = [{"steps": 0, "restarts": 0, "interval_steps": 0, "interval_s": 0.0} for _ in range(self.k)]
+        self.deaths_in_a_row = [0] * self.k   # since each actor's last segment
         self.stopping: Callable[[], bool] = lambda: False   # the run's stop, from start
 
     def connect(self) -> None:
@@ -314,6 +327,9 @@ class RayActing:
                     return None   # the stop took the actors too: the loop saves the run at its step
                 if getattr(exc, "actor_init_failed", False):   # restarting it fails the same way, without end
                     raise actor_that_cannot_start(exc, i) from None
+                self.deaths_in_a_row[i] += 1
+                if self.deaths_in_a_row[i] >= DEATHS_IN_A_ROW:
+                    raise actor_that_keeps_dying(exc, i, self.deaths_in_a_row[i]) from None
                 self.per_actor[i]["restarts"] += 1
                 self.say(f"ray: actor {i} died; Ray restarts it and the run goes on "
                          f"(restart {self.per_actor[i]['restarts']})")
@@ -326,6 +342,7 @@ class RayActing:
                     raise
                 raise failed from None   # the loop saves the run at its step (this segment was not stored)
             self.pending[self.actors[i].collect.remote(max(1, self.cfg.ray_segment))] = i
+            self.deaths_in_a_row[i] = 0
             packed = out["experience"]
             codec = Codec("lz4")
             frames = np.stack([np.frombuffer(codec.decompress(b), dtype=self.frame_dtype).reshape(self.frame_shape)
