@@ -212,12 +212,14 @@ class GamesEnded:
     take minutes on a CPU (a Jetson's more), and all that was said meanwhile was that they were being played."""
 
     def __init__(self, games: int, stream):
-        self.games, self.ended = games, 0
+        self.games, self.ended, self.drawn = games, 0, 0.0
         self.stream = stream if stream is not None and getattr(stream, "isatty", lambda: False)() else None
 
     def __call__(self, ended: int) -> None:
         self.ended = ended
-        if self.stream is not None:
+        now = time.monotonic()   # CartPole's games end thousands a second: drawn 10 times a second, and the last
+        if self.stream is not None and (now - self.drawn >= 0.1 or ended == self.games):
+            self.drawn = now
             self.stream.write(f"\r{ended}/{self.games} games ended\033[K")
             self.stream.flush()
 
