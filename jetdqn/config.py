@@ -508,6 +508,8 @@ def _number(kind, test, what: str):
 # argparse types for the commands' own numeric flags (the config's fields are checked by Config.validate)
 positive_int = _number(int, lambda v: v > 0, "a positive integer")
 count = _number(int, lambda v: v >= 0, "an integer of 0 or more")
+positive_float = _number(float, lambda v: v > 0, "a positive number")
+probability = _number(float, lambda v: 0.0 <= v <= 1.0, "a number between 0 and 1")
 
 
 def whole_at_least(least: int):
@@ -515,8 +517,6 @@ def whole_at_least(least: int):
     return _number(int, lambda v: v >= least, f"a whole number of {least} or more")
 
 
-positive_float = _number(float, lambda v: v > 0, "a positive number")
-probability = _number(float, lambda v: 0.0 <= v <= 1.0, "a number between 0 and 1")
 C_INT_MAX = 2**31 - 1   # what ale-py's emulator settings take (frames per episode, frame skip, no-ops, threads)
 SEED_MAX = C_INT_MAX   # a seed goes to numpy, torch and the emulator (ALE's random_seed is a C int)
 seed = _number(int, lambda v: 0 <= v <= SEED_MAX, f"a seed from 0 to {SEED_MAX:,}")
