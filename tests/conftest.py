@@ -106,6 +106,37 @@ def run_module(module: str, *args: str, env: dict | None = None, timeout: float 
     return proc
 
 
+def run_on_a_terminal(args: list[str], columns: int | None = None, interrupt_on: str = "",
+                      timeout: float = 120) -> tuple[int, str]:
+    """``python ARGS`` with a real pseudo-terminal as its stdin, stdout and stderr (``columns`` wide, when
+    given): its exit status and all it wrote there. ``interrupt_on``: a SIGINT once that text has appeared,
+    as a Ctrl-C typed then."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import time
+    main, terminal = pty.openpty()
+    if columns:
+        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdin=terminal, stdout=terminal, stderr=terminal)
+    os.close(terminal)
+    out, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:   # EIO: the process has closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+        if interrupt_on and interrupt_on.encode() in out and proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            interrupt_on = ""
+    os.close(main)
+    return proc.wait(timeout=60), out.decode()
+
+
 def children_running(pid: int, word: str) -> list:
     """The children of process ``pid`` whose command line holds ``word`` (psutil.Process objects). A child
     that ends while they are listed is left out: the bench's window check is a child that comes and goes, and

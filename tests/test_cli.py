@@ -924,30 +924,13 @@ def test_the_progress_bar_fits_an_80_column_terminal(tmp_path):
     characters wide: on an 80-column terminal (a serial console, a default SSH window) it wrapped, and every
     redraw, which goes back only to the start of the wrapped line, left a line behind, five a second. Here a
     real pseudo-terminal of 80 columns; the bar now leaves the last column free."""
-    import fcntl
-    import os
-    import pty
     import re
-    import struct
-    import termios
-    main, terminal = pty.openpty()
-    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.train", "--preset", "smoke", "--total-steps", "3000",
-                             "--learn-start", "3000", "--log-every", "1000", "--run-dir", str(tmp_path / "run"),
-                             "--telemetry", "off"], cwd=ROOT, stdin=terminal, stdout=terminal, stderr=terminal)
-    os.close(terminal)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:   # EIO: the process has closed the terminal
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(main)
-    assert proc.wait(timeout=120) == 0, out[-2000:]
-    drawn = [piece for piece in re.split(r"[\r\n]", out.decode().replace("\x1b[K", "")) if piece.startswith("[")]
+    from conftest import run_on_a_terminal
+    status, out = run_on_a_terminal(["-m", "jetdqn.train", "--preset", "smoke", "--total-steps", "3000", "--learn-start",
+                                     "3000", "--log-every", "1000", "--run-dir", str(tmp_path / "run"), "--telemetry",
+                                     "off"], columns=80)
+    assert status == 0, out[-2000:]
+    drawn = [piece for piece in re.split(r"[\r\n]", out.replace("\x1b[K", "")) if piece.startswith("[")]
     assert len(drawn) >= 2 and re.match(r"\[#{10,}\]     3,000/3,000 ", drawn[-1]), drawn   # full at the end
     assert max(len(piece) for piece in drawn) < 80, [piece for piece in drawn if len(piece) >= 80]
 

@@ -226,37 +226,17 @@ def test_evaluate_on_a_terminal_counts_the_games_as_they_end_and_a_stop_says_how
     were being played; a Ctrl-C then said only "stopped by Ctrl-C". On a terminal (a real pseudo-terminal
     here) the count is redrawn in place and cleared before the result; a stop says how many had ended, and
     gives no score for part of the games."""
-    import os
-    import pty
     import re
-    import signal
     import subprocess
     import sys
-    import time
     import jetdqn
+    from conftest import run_on_a_terminal
     run = tmp_path / "run"
     jetdqn.train(preset="cartpole", total_steps=300, learn_start=100, run_dir=str(run), progress="off",
                  eval_episodes=0, telemetry="off")
 
     def on_a_terminal(games: str, stop_after: str = ""):
-        main, terminal = pty.openpty()
-        proc = subprocess.Popen([sys.executable, "-m", "jetdqn.evaluate", str(run), "--games", games], cwd=ROOT,
-                                stdin=terminal, stdout=terminal, stderr=terminal)
-        os.close(terminal)
-        out, deadline = b"", time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                chunk = os.read(main, 65536)
-            except OSError:   # EIO: the process has closed the terminal
-                break
-            if not chunk:
-                break
-            out += chunk
-            if stop_after and stop_after.encode() in out and proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-                stop_after = ""
-        os.close(main)
-        return proc.wait(timeout=60), out.decode()
+        return run_on_a_terminal(["-m", "jetdqn.evaluate", str(run), "--games", games], interrupt_on=stop_after)
 
     status, out = on_a_terminal("20")
     assert status == 0, out
