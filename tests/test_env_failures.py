@@ -276,3 +276,73 @@ def test_an_actor_whose_envs_cannot_start_ends_the_run_once(where: Path):
         assert proc.returncode == 2 and restarts == (4 if "Exits" in env_id else 0), proc.stdout[-1000:]
         assert last_line(proc.stderr).startswith(f"error: {said}"), proc.stderr[-1000:]
         assert saved_step(run) == 0
+
+
+NO_SCREEN = """
+import numpy as np
+import gymnasium as gym
+
+
+class NoScreen(gym.Env):   # an env of the user's own without render(), or with one that gives no picture
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+    def __init__(self, render_mode=None, drawn="none"):
+        self.observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.drawn, self.t = drawn, 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.full(3, self.t / 100, np.float32), float(action), self.t >= 20, False, {}
+
+    def render(self):
+        if self.drawn == "none":
+            return super().render()   # gymnasium's: NotImplementedError
+        if self.drawn == "broken":
+            raise ValueError("no camera")
+        return None
+
+
+gym.register("NoScreen-v0", entry_point="no_screen_env:NoScreen")
+gym.register("BrokenScreen-v0", entry_point="no_screen_env:NoScreen", kwargs={"drawn": "broken"})
+gym.register("BlankScreen-v0", entry_point="no_screen_env:NoScreen", kwargs={"drawn": "blank"})
+"""
+
+
+def test_an_env_without_a_screen_skips_the_window_and_refuses_a_recording(where: Path, monkeypatch):
+    """An env of the user's own with no render() (gymnasium's NotImplementedError), one whose render() raises,
+    or one that gives None: a training run with --display-freq ended in that traceback, its steps since the
+    last checkpoint lost. The screen is unavailable as a missing renderer package is: the window is skipped
+    with one line (the renderer's test covers that path), and a recording is refused in one sentence."""
+    from jetdqn.envs.base import ScreenUnavailable
+    from jetdqn.envs.gym_env import GymEnv
+    (where / "no_screen_env.py").write_text(NO_SCREEN)
+    monkeypatch.syspath_prepend(str(where))
+    for env_id, why in (("no_screen_env:NoScreen-v0", "no_screen_env:NoScreen-v0 has no render()"),
+                        ("no_screen_env:BrokenScreen-v0",
+                         "no_screen_env:BrokenScreen-v0 render() raised ValueError: no camera"),
+                        ("no_screen_env:BlankScreen-v0",
+                         "no_screen_env:BlankScreen-v0's render() gave NoneType, not an RGB picture")):
+        env = GymEnv(env_id, seed=0)
+        env.reset()
+        with pytest.raises(ScreenUnavailable) as unavailable:
+            env.screen_rgb()
+        assert unavailable.value.why == why
+        env.close()
+    run = where / "run"
+    trained = run_module("jetdqn.train", "--env", "no_screen_env:NoScreen-v0", "--run-dir", str(run), "--total-steps",
+                         "300", "--learn-start", "100", "--eval-episodes", "0", "--telemetry", "off", cwd=where,
+                         check=False)
+    assert trained.returncode == 0, trained.stderr
+    video = where / "game.mp4"
+    played = run_module("jetdqn.play", str(run), "--episodes", "1", "--display-freq", "0", "--record", str(video),
+                        cwd=where, check=False)
+    assert played.returncode == 2 and played.stderr == (
+        "error: no_screen_env:NoScreen-v0 has no render(), so there is no screen for the window or --record: play it "
+        "with --display-freq 0 and no --record.\n"), played.stderr
+    assert not video.exists()

@@ -111,12 +111,25 @@ class GymEnv:
     def screen_rgb(self) -> np.ndarray:
         import gymnasium as gym
         try:
-            return self._env.render()
+            frame = self._env.render()
         except gym.error.DependencyNotInstalled as exc:
             why = f"drawing {self.game}'s screen needs its renderer's package ({str(exc).strip()})"
             raise ScreenUnavailable(why, f"drawing {self.game}'s screen (for the window or --record) needs its "
                                          f"renderer's package ({str(exc).strip()}); or play with --display-freq 0 "
                                          "and no --record.") from None
+        except Exception as exc:   # an env of the user's own with no render() (gymnasium's NotImplementedError), or
+            # one that fails: a training run with --display-freq ended in its traceback, its steps lost
+            said = "has no render()" if isinstance(exc, NotImplementedError) else f"render() raised {_named(exc)}"
+            raise ScreenUnavailable(f"{self.game} {said}", f"{self.game} {said}, so there is no screen for the window "
+                                                           "or --record: play it with --display-freq 0 and no "
+                                                           "--record.") from None
+        if not (isinstance(frame, np.ndarray) and frame.ndim == 3 and frame.shape[-1] == 3):
+            said = f"render() gave {type(frame).__name__}" + (f" of shape {frame.shape}" if hasattr(frame, "shape")
+                                                               else "") + ", not an RGB picture"
+            raise ScreenUnavailable(f"{self.game}'s {said}", f"{self.game}'s {said}, so there is no screen for the "
+                                                             "window or --record: play it with --display-freq 0 "
+                                                             "and no --record.")
+        return frame
 
     def close(self) -> None:
         self._env.close()
