@@ -346,3 +346,55 @@ def test_an_env_without_a_screen_skips_the_window_and_refuses_a_recording(where:
         "error: no_screen_env:NoScreen-v0 has no render(), so there is no screen for the window or --record: play it "
         "with --display-freq 0 and no --record.\n"), played.stderr
     assert not video.exists()
+
+
+OLD_API = """
+import numpy as np
+import gymnasium as gym
+
+
+class OldApi(gym.Env):   # written against old gym's API, or returning what is not a reward
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+    def __init__(self, render_mode=None, how="four"):
+        self.observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.how = how
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32) if self.how == "reset" else (np.zeros(3, np.float32), {})
+
+    def step(self, action):
+        if self.how == "four":
+            return np.zeros(3, np.float32), 1.0, False, {}
+        return np.zeros(3, np.float32), None, False, False, {}
+
+
+gym.register("OldStep-v0", entry_point="old_api_env:OldApi")
+gym.register("OldReset-v0", entry_point="old_api_env:OldApi", kwargs={"how": "reset"})
+gym.register("NoneReward-v0", entry_point="old_api_env:OldApi", kwargs={"how": "none"})
+"""
+
+
+@pytest.mark.parametrize("name, said", [
+    # was "step raised ValueError: not enough values to unpack (expected 5, got 4)", from gymnasium's wrappers
+    ("OldStep-v0", "step returned 4 values, where gymnasium's returns 5 (observation, reward, terminated, truncated, "
+                   "info): an env written for old gym's API (observation, reward, done, info)"),
+    # was "reset raised ValueError: too many values to unpack (expected 2)"
+    ("OldReset-v0", "reset returned a ndarray, where gymnasium's returns 2 (observation, info): an env written for old "
+                    "gym's API returns the observation alone"),
+    # was "step raised TypeError: float() argument must be a string or a real number, not 'NoneType'"
+    ("NoneReward-v0", "step returned a reward of None, which is not a number"),
+])
+def test_an_env_written_for_another_api_is_named_as_such(where: Path, monkeypatch, name: str, said: str):
+    from jetdqn.envs.base import EnvFailed
+    from jetdqn.envs.gym_env import GymEnv
+    (where / "old_api_env.py").write_text(OLD_API)
+    monkeypatch.syspath_prepend(str(where))
+    env = GymEnv(f"old_api_env:{name}", seed=0)
+    with pytest.raises(EnvFailed) as failed:
+        env.reset()
+        env.step(0)
+    assert str(failed.value) == f"old_api_env:{name}'s {said}"
+    env.close()

@@ -61,22 +61,38 @@ class GymEnv:
         self.thread_id = threading.get_native_id()
         try:
             if not self._seeded:
-                obs, _ = self._env.reset(seed=self._seed)
+                result = self._env.reset(seed=self._seed)
                 self._env.action_space.seed(self._seed)
                 self._seeded = True
             else:
-                obs, _ = self._env.reset()
+                result = self._env.reset()
         except Exception as exc:   # the env's own code: the caller says what its failure costs
             raise EnvFailed(f"{self.game}'s reset raised {_named(exc)}") from exc
+        if not (isinstance(result, tuple) and len(result) == 2):   # was "too many values to unpack (expected 2)"
+            raise EnvFailed(f"{self.game}'s reset returned {_returned(result)}, where gymnasium's returns 2 "
+                            "(observation, info): an env written for old gym's API returns the observation alone")
         self._t = 0
-        return self._observation(obs, "reset")
+        return self._observation(result[0], "reset")
 
     def step(self, action: int) -> Step:
         try:
-            obs, reward, terminated, truncated, _ = self._env.step(self.first_action + int(action))
-            reward = float(reward)
+            result = self._env.step(self.first_action + int(action))
         except Exception as exc:
+            if isinstance(exc, ValueError) and "(expected 5, got 4)" in str(exc):   # unpacked by gymnasium's wrappers
+                raise EnvFailed(f"{self.game}'s step returned 4 values, where gymnasium's returns 5 (observation, "
+                                "reward, terminated, truncated, info): an env written for old gym's API (observation, "
+                                "reward, done, info)") from exc
             raise EnvFailed(f"{self.game}'s step raised {_named(exc)}") from exc
+        if not (isinstance(result, tuple) and len(result) == 5):   # was "not enough values to unpack (expected 5)"
+            raise EnvFailed(f"{self.game}'s step returned {_returned(result)}, where gymnasium's returns 5 "
+                            "(observation, reward, terminated, truncated, info)" + (
+                                ": an env written for old gym's API (observation, reward, done, info)"
+                                if isinstance(result, tuple) and len(result) == 4 else ""))
+        obs, reward, terminated, truncated, _ = result
+        try:
+            reward = float(reward)
+        except (TypeError, ValueError):   # was "step raised TypeError: float() argument must be ..."
+            raise EnvFailed(f"{self.game}'s step returned a reward of {reward!r}, which is not a number") from None
         if not math.isfinite(reward):
             raise EnvFailed(f"{self.game}'s step returned a reward of {reward}, which is not a finite number")
         self._t += 1
@@ -133,6 +149,13 @@ class GymEnv:
 
     def close(self) -> None:
         self._env.close()
+
+
+def _returned(result) -> str:
+    """'4 values', '1 value', or 'a ndarray': what an env's step or reset gave, for its sentence."""
+    if isinstance(result, tuple):
+        return f"{len(result)} value{'s' * (len(result) != 1)}"
+    return f"a {type(result).__name__}"
 
 
 def _named(exc: BaseException) -> str:
