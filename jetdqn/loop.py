@@ -576,22 +576,19 @@ def finish(run: Run, log: RunLog) -> None:
                 "a lower --lr (or --grad-clip)")
         raise TrainingDiverged(f"{state.diverged}: the run stopped; {kept}.")
     run.checkpointer.save_model(state.step)
-    try:
-        if state.env_failed is not None:
-            raise state.env_failed
-        if state.interrupted:
-            run.progress.note(f"stopped by {state.interrupted} at step {state.step:,}; checkpoint saved, continue "
-                              f"with --resume --run-dir {shlex.quote(str(run.run_dir))}")
-        elif not state.reached_target and final_eval_owed(cfg, state.last_eval if state.last_eval_step == state.step
-                                                            else None):
+    failed = state.env_failed is not None   # said last, once the log is closed
+    if state.interrupted and not failed:
+        run.progress.note(f"stopped by {state.interrupted} at step {state.step:,}; checkpoint saved, continue with "
+                          f"--resume --run-dir {shlex.quote(str(run.run_dir))}")
+    elif not (failed or state.interrupted or state.reached_target) and final_eval_owed(
+            cfg, state.last_eval if state.last_eval_step == state.step else None):
+        with env_failure_stops(state):
             evaluate_or_stop(run, max(cfg.final_eval_games, cfg.eval_episodes) if cfg.final_eval_games else 0,
                              "final")
-    except EnvFailed as failed:
-        log.close()
-        run.progress.close()
-        raise env_failure(run, failed) from failed.__cause__
     log.close()
     run.progress.close()
+    if state.env_failed is not None:
+        raise env_failure(run, state.env_failed) from state.env_failed.__cause__
 
 
 def env_failure(run: Run, failed: EnvFailed) -> EnvFailed:

@@ -79,15 +79,10 @@ class GymEnv:
             result = self._env.step(self.first_action + int(action))
         except Exception as exc:
             if isinstance(exc, ValueError) and "(expected 5, got 4)" in str(exc):   # unpacked by gymnasium's wrappers
-                raise EnvFailed(f"{self.game}'s step returned 4 values, where gymnasium's returns 5 (observation, "
-                                "reward, terminated, truncated, info): an env written for old gym's API (observation, "
-                                "reward, done, info)") from exc
+                raise EnvFailed(self._not_a_step("4 values", old_api=True)) from exc
             raise EnvFailed(f"{self.game}'s step raised {_named(exc)}") from exc
         if not (isinstance(result, tuple) and len(result) == 5):   # was "not enough values to unpack (expected 5)"
-            raise EnvFailed(f"{self.game}'s step returned {_returned(result)}, where gymnasium's returns 5 "
-                            "(observation, reward, terminated, truncated, info)" + (
-                                ": an env written for old gym's API (observation, reward, done, info)"
-                                if isinstance(result, tuple) and len(result) == 4 else ""))
+            raise EnvFailed(self._not_a_step(_returned(result), isinstance(result, tuple) and len(result) == 4))
         obs, reward, terminated, truncated, _ = result
         try:
             reward = float(reward)
@@ -100,6 +95,11 @@ class GymEnv:
             truncated = True
         return Step(self._observation(obs, "step"), reward, bool(terminated), bool(truncated) and not terminated,
                     False)
+
+    def _not_a_step(self, returned: str, old_api: bool) -> str:
+        return (f"{self.game}'s step returned {returned}, where gymnasium's returns 5 (observation, reward, terminated, "
+                "truncated, info)" + (": an env written for old gym's API (observation, reward, done, info)"
+                                      if old_api else ""))
 
     def _observation(self, obs, where: str) -> np.ndarray:
         """``obs`` as the float32 vector the replay stores, refused when it is not one of the observation
@@ -136,19 +136,19 @@ class GymEnv:
         except Exception as exc:   # an env of the user's own with no render() (gymnasium's NotImplementedError), or
             # one that fails: a training run with --display-freq ended in its traceback, its steps lost
             said = "has no render()" if isinstance(exc, NotImplementedError) else f"render() raised {_named(exc)}"
-            raise ScreenUnavailable(f"{self.game} {said}", f"{self.game} {said}, so there is no screen for the window "
-                                                           "or --record: play it with --display-freq 0 and no "
-                                                           "--record.") from None
+            raise _no_screen(f"{self.game} {said}") from None
         if not (isinstance(frame, np.ndarray) and frame.ndim == 3 and frame.shape[-1] == 3):
-            said = f"render() gave {type(frame).__name__}" + (f" of shape {frame.shape}" if hasattr(frame, "shape")
-                                                               else "") + ", not an RGB picture"
-            raise ScreenUnavailable(f"{self.game}'s {said}", f"{self.game}'s {said}, so there is no screen for the "
-                                                             "window or --record: play it with --display-freq 0 "
-                                                             "and no --record.")
+            shape = f" of shape {frame.shape}" if hasattr(frame, "shape") else ""
+            raise _no_screen(f"{self.game}'s render() gave {type(frame).__name__}{shape}, not an RGB picture")
         return frame
 
     def close(self) -> None:
         self._env.close()
+
+
+def _no_screen(why: str) -> ScreenUnavailable:
+    return ScreenUnavailable(why, f"{why}, so there is no screen for the window or --record: play it with "
+                                  "--display-freq 0 and no --record.")
 
 
 def _returned(result) -> str:
