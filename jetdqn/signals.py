@@ -19,6 +19,13 @@ from typing import Callable
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, docker stop / systemd, a closed terminal
 STACKS_SIGNAL = signal.SIGUSR1   # kill -USR1 PID (docker kill -s USR1): every thread's Python stack to stderr
 _ours: dict = {}   # the handlers stop_on_signals has in place now, for reclaim_stop_signals
+# How long a call into code not ours (a gymnasium env's step) may go on after a stop signal before it is cut
+# short: docker stop sends SIGKILL 10 s after its SIGTERM, and the run still has its checkpoint to write.
+CUT_SHORT_AFTER_S = 3.0
+_stop: list = []        # the stop signal noted while stop_on_signals' block runs (its name), for cut_short_on_stop
+_calling: list = []     # the call cut_short_on_stop is in, in the main thread (one at most)
+_alarm: list = []       # while armed: SIGALRM's handler and timer as they were before
+_MAIN = threading.main_thread().ident
 
 
 def said(name: str) -> str:
@@ -49,9 +56,15 @@ def stop_on_signals(on_stop: Callable[[str], None], hold: bool = False):
     def on_signal(signum, frame):
         noted.append(signum)
         on_stop(signal.Signals(signum).name)
+        if not _stop:
+            _stop.append(signal.Signals(signum).name)
+            if _calling:
+                _arm()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    stopped_before = list(_stop)
+    _stop.clear()
     old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
     _ours.update(dict.fromkeys(old, on_signal))
     try:
@@ -62,6 +75,8 @@ def stop_on_signals(on_stop: Callable[[str], None], hold: bool = False):
     try:
         yield
     finally:
+        _disarm()
+        _stop[:] = stopped_before
         if stacks:
             faulthandler.unregister(STACKS_SIGNAL)
         for s, handler in old.items():
@@ -70,6 +85,58 @@ def stop_on_signals(on_stop: Callable[[str], None], hold: bool = False):
                 signal.signal(s, signal.SIG_IGN)
             elif handler is not None:  # None: installed outside Python, nothing to put back
                 signal.signal(s, handler)
+
+
+class CutShort(BaseException):
+    """A call into code not ours that had not returned ``CUT_SHORT_AFTER_S`` after a stop signal, cut short
+    where it was (its traceback says where). A BaseException, as KeyboardInterrupt is, so that the env's own
+    ``except Exception`` (a retry loop around a socket read) does not swallow it."""
+
+    def __init__(self, signal_name: str, after_s: float):
+        super().__init__(f"had not returned {after_s:g} s after {said(signal_name)}")
+        self.signal_name, self.after_s = signal_name, after_s
+
+
+def cut_short_on_stop(call: Callable, *args):
+    """``call(*args)``, cut short by ``CutShort`` where it has not returned ``CUT_SHORT_AFTER_S`` after a
+    stop signal (one that came before it began included). A gymnasium env of the user's that hangs in its
+    step (a simulator or a robot that stopped answering) held the run in that step: the stop was noted, the
+    loop waited for the step, and ``docker stop``'s SIGKILL 10 s later lost every step since the last
+    checkpoint (100,000 by default) with not a word said. Steps counted before the call are whole (stored,
+    learned on), so the run saves at the last of them. Only in the main thread (where Python runs signal
+    handlers) and inside ``stop_on_signals``; elsewhere, and nested, it is the plain call. A SIGALRM timer
+    is armed only once a stop has come; SIGALRM's handler and timer are put back as they were."""
+    if _calling or threading.get_ident() != _MAIN:
+        return call(*args)
+    _calling.append(call)
+    try:
+        if _stop:
+            _arm()
+        return call(*args)
+    finally:
+        _calling.clear()
+        _disarm()
+
+
+def _arm() -> None:
+    if _alarm or not hasattr(signal, "setitimer"):
+        return
+    def on_alarm(signum, frame):
+        if _calling and _stop:
+            raise CutShort(_stop[0], CUT_SHORT_AFTER_S)
+    _alarm.append(signal.signal(signal.SIGALRM, on_alarm))
+    _alarm.append(signal.setitimer(signal.ITIMER_REAL, CUT_SHORT_AFTER_S))
+
+
+def _disarm() -> None:
+    if not _alarm:
+        return
+    handler, (delay, interval) = _alarm
+    _alarm.clear()
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, handler if handler is not None else signal.SIG_DFL)
+    if delay:   # the env's own timer, running when ours was armed (late by the time ours ran)
+        signal.setitimer(signal.ITIMER_REAL, delay, interval)
 
 
 TERMINAL_GONE = (errno.EIO, errno.EPIPE, errno.ENXIO)   # a hung-up terminal, a reader that went away

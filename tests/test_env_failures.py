@@ -3,16 +3,23 @@ reward, an observation of the wrong shape. The run saves at the last whole step 
 the env's own traceback; evaluate and play say it in one sentence. The env is a real CartPole (gymnasium's
 own class) that misbehaves at the Nth step of its process, as FLAKY_AT and FLAKY_HOW ask."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from jetdqn import checkpoint as ckpt
-from conftest import run_module
+from jetdqn import signals
+from conftest import ROOT, run_module
 
 FLAKY = '''
 import os
+import time
 import numpy as np
 import gymnasium as gym
 from gymnasium.envs.classic_control import CartPoleEnv
@@ -37,6 +44,9 @@ class Flaky(CartPoleEnv):
                 reward = float("inf")
             elif how == "shape":
                 obs = obs[:3]
+            elif how == "hang":   # a simulator that stopped answering
+                open("hung", "w").close()
+                time.sleep(600)
         return obs, reward, terminated, truncated, info
 
     def reset(self, **kwargs):
@@ -101,6 +111,59 @@ def test_an_env_exception_mid_run_saves_the_steps_before_it_and_resume_goes_on(w
     assert last_line(played.stderr).startswith("error: in game ")
     assert last_line(played.stderr).endswith(f", {ENV}'s step returned an observation with nan at index 2, which "
                                              "is not a finite number; play stopped there.")
+
+
+def test_an_env_hung_in_its_step_is_cut_short_by_a_stop_and_the_run_saves(where: Path):
+    """docker stop of a run whose env hangs in its step (a simulator that stopped answering): the stop was
+    noted, the loop waited for the step with nothing said, and docker's SIGKILL 10 s later lost every step
+    since the last checkpoint (100,000 by default). The step is cut short 3 s after the stop; the run saves."""
+    run = where / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.train", "--env", ENV, "--run-dir", str(run), "--learn-start",
+                             "100", "--telemetry", "off", "--progress", "lines", "--total-steps", "5000",
+                             "--eval-episodes", "0"], cwd=where, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
+                                            "FLAKY_AT": "400", "FLAKY_HOW": "hang"})
+    try:
+        deadline = time.monotonic() + 120
+        while not (where / "hung").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (where / "hung").exists(), proc.communicate(timeout=5) if proc.poll() is not None else "no hang in 120 s"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, err
+    assert 'flaky_env.py", line' in err and "time.sleep(600)" in err   # where it hung, for the env's author
+    assert last_line(err) == (
+        f"error: after step 399 of the run, {ENV}'s step had not returned 3 s after SIGTERM, and was cut short where "
+        f"the traceback above shows; the run stopped, and {run / 'checkpoints' / 'latest.pt'} keeps step 399: mend "
+        f"the env, then --resume --run-dir {run} continues it.")
+    assert saved_step(run) == 399 and (run / "model.pt").exists()
+
+
+def test_a_call_begun_after_the_stop_is_cut_short_and_sigalrm_is_put_back():
+    """A stop that came between steps (in an update), then a step that hangs: cut short as well, even where
+    the env's code catches every Exception; a step that returns is not cut; SIGALRM is left as it was."""
+    def retries_everything():
+        for _ in range(100):
+            try:
+                time.sleep(60)
+            except Exception:
+                pass
+    before = signal.getsignal(signal.SIGALRM)
+    stops = []
+    with signals.stop_on_signals(stops.append):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)   # the handler runs in this thread, at its next instruction
+        assert stops == ["SIGTERM"]
+        assert signals.cut_short_on_stop(sum, [1, 2]) == 3
+        started = time.monotonic()
+        with pytest.raises(signals.CutShort) as cut:
+            signals.cut_short_on_stop(retries_everything)
+        assert 2.5 < time.monotonic() - started < 30
+    assert str(cut.value) == "had not returned 3 s after SIGTERM"
+    assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signals.cut_short_on_stop(sum, [1, 2]) == 3   # outside a run's stop handlers: the plain call
 
 
 def test_a_nan_observation_is_the_envs_not_a_divergence(where: Path):

@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 
 from ..config import ATARI_EPISODE_STEPS, ConfigError
+from ..signals import CutShort, cut_short_on_stop
 from .base import EnvFailed, ScreenUnavailable, Step
 
 
@@ -61,11 +62,11 @@ class GymEnv:
         self.thread_id = threading.get_native_id()
         try:
             if not self._seeded:
-                result = self._env.reset(seed=self._seed)
-                self._env.action_space.seed(self._seed)
-                self._seeded = True
+                result = cut_short_on_stop(self._seeded_reset)
             else:
-                result = self._env.reset()
+                result = cut_short_on_stop(self._env.reset)
+        except CutShort as exc:
+            raise EnvFailed(f"{self.game}'s reset {exc}, and was cut short where the traceback above shows") from exc
         except Exception as exc:   # the env's own code: the caller says what its failure costs
             raise EnvFailed(f"{self.game}'s reset raised {_named(exc)}") from exc
         if not (isinstance(result, tuple) and len(result) == 2):   # was "too many values to unpack (expected 2)"
@@ -76,7 +77,9 @@ class GymEnv:
 
     def step(self, action: int) -> Step:
         try:
-            result = self._env.step(self.first_action + int(action))
+            result = cut_short_on_stop(self._env.step, self.first_action + int(action))
+        except CutShort as exc:   # hung (a simulator that stopped answering) past a stop: its traceback says where
+            raise EnvFailed(f"{self.game}'s step {exc}, and was cut short where the traceback above shows") from exc
         except Exception as exc:
             if isinstance(exc, ValueError) and "(expected 5, got 4)" in str(exc):   # unpacked by gymnasium's wrappers
                 raise EnvFailed(self._not_a_step("4 values", old_api=True)) from exc
@@ -142,8 +145,18 @@ class GymEnv:
             raise _no_screen(f"{self.game}'s render() gave {type(frame).__name__}{shape}, not an RGB picture")
         return frame
 
+    def _seeded_reset(self):
+        result = self._env.reset(seed=self._seed)
+        self._env.action_space.seed(self._seed)
+        self._seeded = True
+        return result
+
     def close(self) -> None:
-        self._env.close()
+        """The env's close, given up where it hangs past a stop (the run saves after it)."""
+        try:
+            cut_short_on_stop(self._env.close)
+        except CutShort:
+            pass
 
 
 def _no_screen(why: str) -> ScreenUnavailable:
