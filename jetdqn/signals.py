@@ -39,6 +39,11 @@ def stop_on_signals(on_stop: Callable[[str], None], hold: bool = False):
     goes on until it looks; the handlers stay until the block ends, so a second signal cannot cut short what
     the first one lets finish (a checkpoint's save, a video's last frames).
 
+    A crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT: an env's C extension, a torch built for another CPU)
+    prints every thread's Python stack, then the process dies of it as before (``faulthandler.enable``): a
+    segfault in a gymnasium env's step ended a run with status 139 and not a word, under a pipe or ``docker
+    logs`` not even the shell's "Segmentation fault", and nothing said where.
+
     SIGUSR1 prints where every thread is (faulthandler) and the command goes on. A Python handler runs only
     when the main thread is back in the interpreter, so a run stuck in a native wait (a CUDA event that never
     completes) ignores SIGTERM; faulthandler's handler is C and answers anyway, with the Python line the wait
@@ -67,9 +72,13 @@ def stop_on_signals(on_stop: Callable[[str], None], hold: bool = False):
     _stop.clear()
     old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
     _ours.update(dict.fromkeys(old, on_signal))
+    crashes = False   # whether this block turned faulthandler's crash report on (and so turns it off)
     try:
         faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True)
         stacks = True
+        if not faulthandler.is_enabled():
+            faulthandler.enable(file=sys.stderr, all_threads=True)
+            crashes = True
     except (AttributeError, ValueError, OSError):   # a stderr without a file descriptor (captured, closed)
         stacks = False
     try:
@@ -77,6 +86,8 @@ def stop_on_signals(on_stop: Callable[[str], None], hold: bool = False):
     finally:
         _disarm()
         _stop[:] = stopped_before
+        if crashes:
+            faulthandler.disable()
         if stacks:
             faulthandler.unregister(STACKS_SIGNAL)
         for s, handler in old.items():

@@ -44,6 +44,9 @@ class Flaky(CartPoleEnv):
                 reward = float("inf")
             elif how == "shape":
                 obs = obs[:3]
+            elif how == "segfault":   # a C extension's crash
+                import ctypes
+                ctypes.string_at(0)
             elif how == "hang":   # a simulator that stopped answering
                 open("hung", "w").close()
                 time.sleep(600)
@@ -139,6 +142,18 @@ def test_an_env_hung_in_its_step_is_cut_short_by_a_stop_and_the_run_saves(where:
         f"the traceback above shows; the run stopped, and {run / 'checkpoints' / 'latest.pt'} keeps step 399: mend "
         f"the env, then --resume --run-dir {run} continues it.")
     assert saved_step(run) == 399 and (run / "model.pt").exists()
+
+
+def test_an_env_that_crashes_the_process_says_where(where: Path):
+    """A segfault in the env's step (a C extension's) ended the run with status 139 and not a word: under a pipe
+    or docker logs not even the shell's "Segmentation fault". Every thread's stack is printed as it dies."""
+    run = where / "run"
+    crashed = train(where, run, "--total-steps", "600", "--eval-episodes", "0", "--checkpoint-every", "300",
+                    FLAKY_AT="400", FLAKY_HOW="segfault")
+    assert crashed.returncode == -signal.SIGSEGV
+    assert "Fatal Python error: Segmentation fault" in crashed.stderr
+    assert 'flaky_env.py", line' in crashed.stderr and "in step" in crashed.stderr, crashed.stderr
+    assert saved_step(run) == 300   # the last checkpoint's: nothing runs after such a crash
 
 
 def test_a_call_begun_after_the_stop_is_cut_short_and_sigalrm_is_put_back():
