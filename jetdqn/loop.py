@@ -657,7 +657,7 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
         # The loop's handlers from the run's first write on: a stop between that write and the loop ended the
         # process by its exception (Ctrl-C) or exit (SIGTERM, SIGHUP), leaving a new run's directory with its
         # config and segment but no checkpoint, which a --resume refused.
-        with stop_on_signals(run.state.stop, hold=True):   # until the last save (and after a stop): a second one waits
+        with stop_on_signals(run.state.stop, hold=True, stuck=progress.note):   # until the last save; a second stop waits
             if not cfg.resume:
                 start_fresh(run_dir)  # only now: every setting was checked and the run's parts are built
             started = True

@@ -143,7 +143,7 @@ def play(args: argparse.Namespace, out=print) -> dict:
     stopped: list[str] = []    # the stop signals that came (Ctrl-C, docker stop's SIGTERM, SIGHUP)
     t0 = time.monotonic()
     try:
-        with stop_on_signals(stopped.append):   # a stop ends the game at its step; the video is finished
+        with stop_on_signals(stopped.append, stuck=out):   # a stop ends the game at its step; the video is finished
             scores, stepped = play_episodes(args, cfg, env, agent, renderer, stack, out, stopped)
     finally:
         if renderer is not None:

@@ -14,7 +14,8 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable
+import time
+from typing import Callable, Optional
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, docker stop / systemd, a closed terminal
 STACKS_SIGNAL = signal.SIGUSR1   # kill -USR1 PID (docker kill -s USR1): every thread's Python stack to stderr
@@ -22,8 +23,9 @@ _ours: dict = {}   # the handlers stop_on_signals has in place now, for reclaim_
 # How long a call into code not ours (a gymnasium env's step) may go on after a stop signal before it is cut
 # short: docker stop sends SIGKILL 10 s after its SIGTERM, and the run still has its checkpoint to write.
 CUT_SHORT_AFTER_S = 3.0
+STUCK_AFTER_S = 60.0    # a call into code not ours that has run this long is said (stop_on_signals' ``stuck``)
 _stop: list = []        # the stop signal noted while stop_on_signals' block runs (its name), for cut_short_on_stop
-_calling: list = []     # the call cut_short_on_stop is in, in the main thread (one at most)
+_calling: list = []     # the call cut_short_on_stop is in, in the main thread (one at most): (what, since)
 _alarm: list = []       # while armed: SIGALRM's handler and timer as they were before
 _MAIN = threading.main_thread().ident
 
@@ -34,7 +36,8 @@ def said(name: str) -> str:
 
 
 @contextlib.contextmanager
-def stop_on_signals(on_stop: Callable[[str], None], hold: bool = False):
+def stop_on_signals(on_stop: Callable[[str], None], hold: bool = False,
+                    stuck: Optional[Callable[[str], None]] = None):
     """While inside, a stop signal calls ``on_stop`` with its name (SIGINT, SIGTERM, SIGHUP) and the command
     goes on until it looks; the handlers stay until the block ends, so a second signal cannot cut short what
     the first one lets finish (a checkpoint's save, a video's last frames).
@@ -56,7 +59,11 @@ def stop_on_signals(on_stop: Callable[[str], None], hold: bool = False):
     ``hold``: once a stop has come, the stop signals stay ignored after the block (a run's process is ending
     as the first one asked; ``api.pass_on`` puts its caller's handlers back). A second SIGTERM a few
     milliseconds after a quick save ended the process by SIGTERM's default action (status 143, its last
-    line unprinted) where the first had asked for a saved stop and exit 0."""
+    line unprinted) where the first had asked for a saved stop and exit 0.
+
+    ``stuck``: told once of each call of ``cut_short_on_stop`` that has run ``STUCK_AFTER_S`` (from a thread
+    of its own, the main thread being in that call): a gymnasium env that hung in its step without a stop
+    held the run with nothing said, its log ending at some step, for as long as nobody looked."""
     noted = []
     def on_signal(signum, frame):
         noted.append(signum)
@@ -81,9 +88,12 @@ def stop_on_signals(on_stop: Callable[[str], None], hold: bool = False):
             crashes = True
     except (AttributeError, ValueError, OSError):   # a stderr without a file descriptor (captured, closed)
         stacks = False
+    watch = watch_for_stuck_calls(stuck) if stuck is not None else None
     try:
         yield
     finally:
+        if watch is not None:
+            watch()
         _disarm()
         _stop[:] = stopped_before
         if crashes:
@@ -108,8 +118,8 @@ class CutShort(BaseException):
         self.signal_name, self.after_s = signal_name, after_s
 
 
-def cut_short_on_stop(call: Callable, *args):
-    """``call(*args)``, cut short by ``CutShort`` where it has not returned ``CUT_SHORT_AFTER_S`` after a
+def cut_short_on_stop(what: str, call: Callable, *args):
+    """``call(*args)`` (``what``: its name as a user knows it, "my_envs:MyEnv-v0's step"), cut short by ``CutShort`` where it has not returned ``CUT_SHORT_AFTER_S`` after a
     stop signal (one that came before it began included). A gymnasium env of the user's that hangs in its
     step (a simulator or a robot that stopped answering) held the run in that step: the stop was noted, the
     loop waited for the step, and ``docker stop``'s SIGKILL 10 s later lost every step since the last
@@ -119,7 +129,7 @@ def cut_short_on_stop(call: Callable, *args):
     is armed only once a stop has come; SIGALRM's handler and timer are put back as they were."""
     if _calling or threading.get_ident() != _MAIN:
         return call(*args)
-    _calling.append(call)
+    _calling.append((what, time.monotonic()))
     try:
         if _stop:
             _arm()
@@ -127,6 +137,27 @@ def cut_short_on_stop(call: Callable, *args):
     finally:
         _calling.clear()
         _disarm()
+
+
+def watch_for_stuck_calls(say: Callable[[str], None]) -> Callable[[], None]:
+    """Starts the thread of stop_on_signals' ``stuck``; returns the function that ends it."""
+    done = threading.Event()
+
+    def watch():
+        said_of = None
+        while not done.wait(min(5.0, STUCK_AFTER_S / 4)):
+            calling = _calling[:1]   # a copy: the main thread may clear it meanwhile
+            if calling and calling[0] is not said_of and time.monotonic() - calling[0][1] >= STUCK_AFTER_S:
+                said_of = calling[0]
+                say(f"{calling[0][0]} has not returned in {STUCK_AFTER_S:g} s: kill -USR1 {os.getpid()} prints where "
+                    f"it waits, and a stop (Ctrl-C, SIGTERM) cuts it short {CUT_SHORT_AFTER_S:g} s later")
+    thread = threading.Thread(target=watch, name="stuck-calls", daemon=True)
+    thread.start()
+
+    def end() -> None:
+        done.set()
+        thread.join()
+    return end
 
 
 def _arm() -> None:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -171,14 +172,57 @@ def test_a_call_begun_after_the_stop_is_cut_short_and_sigalrm_is_put_back():
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.01)   # the handler runs in this thread, at its next instruction
         assert stops == ["SIGTERM"]
-        assert signals.cut_short_on_stop(sum, [1, 2]) == 3
+        assert signals.cut_short_on_stop("sum", sum, [1, 2]) == 3
         started = time.monotonic()
         with pytest.raises(signals.CutShort) as cut:
-            signals.cut_short_on_stop(retries_everything)
+            signals.cut_short_on_stop("the retries", retries_everything)
         assert 2.5 < time.monotonic() - started < 30
     assert str(cut.value) == "had not returned 3 s after SIGTERM"
     assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
-    assert signals.cut_short_on_stop(sum, [1, 2]) == 3   # outside a run's stop handlers: the plain call
+    assert signals.cut_short_on_stop("sum", sum, [1, 2]) == 3   # outside a run's stop handlers: the plain call
+
+
+def test_a_call_stuck_without_a_stop_is_said_once(monkeypatch):
+    """A run whose env hung without a stop waited with nothing said, its log ending at some step."""
+    monkeypatch.setattr(signals, "STUCK_AFTER_S", 0.4)   # 60 s in a run
+    said = []
+    with signals.stop_on_signals(lambda name: None, stuck=said.append):
+        signals.cut_short_on_stop("my_envs:Sim-v0's step", time.sleep, 1.5)
+        signals.cut_short_on_stop("my_envs:Sim-v0's step", time.sleep, 0.05)
+    assert said == [f"my_envs:Sim-v0's step has not returned in 0.4 s: kill -USR1 {os.getpid()} prints where it "
+                    "waits, and a stop (Ctrl-C, SIGTERM) cuts it short 3 s later"]
+    assert not any(thread.name == "stuck-calls" for thread in threading.enumerate())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_a_run_whose_env_hangs_says_so_after_a_minute(where: Path, backend: str):
+    """Its log ended at some step, with nothing said, for as long as nobody looked (a Ray actor's too)."""
+    run = where / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "jetdqn.train", "--env", ENV, "--run-dir", str(run), "--learn-start",
+                             "100", "--telemetry", "off", "--progress", "lines", "--total-steps", "5000",
+                             "--eval-episodes", "0", *(["--backend", "ray", "--num-actors", "1"] * (backend == "ray"))],
+                            cwd=where, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "FLAKY_AT": "400",
+                                 "FLAKY_HOW": "hang"})
+    try:
+        lines = []
+        for line in proc.stdout:   # ~60 s into the hang, on stdout with the run's lines
+            lines.append(line)
+            if "has not returned" in line or "no actor has sent" in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    if backend == "local":
+        assert lines[-1] == (f"{ENV}'s step has not returned in 60 s: kill -USR1 {proc.pid} prints where it waits, "
+                             "and a stop (Ctrl-C, SIGTERM) cuts it short 3 s later\n"), lines[-3:]
+        assert proc.returncode == 2 and "keeps step 399" in err
+    else:
+        assert lines[-1] == ("ray: no actor has sent a segment in 60 s (an env that hangs in its step holds its "
+                             "actor's segment); a stop (Ctrl-C, SIGTERM) saves the run at its step\n"), lines[-3:]
+        assert proc.returncode == 0 and "stopped by SIGTERM" in out, err
 
 
 def test_a_nan_observation_is_the_envs_not_a_divergence(where: Path):

@@ -311,12 +311,18 @@ class RayActing:
         and were restarted over and over (71 times in one run) while the driver waited here, until it died
         with Ray's processes, with status 1 and no save at its step."""
         from ..replay import Codec
+        from ..signals import STUCK_AFTER_S
         ray = self.ray
+        waiting_since, said = time.monotonic(), False
         while True:
             ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
             if not ready:
                 if self.stopping():
                     return None
+                if not said and time.monotonic() - waiting_since >= STUCK_AFTER_S:   # was a log that just ended
+                    said = True
+                    self.say(f"ray: no actor has sent a segment in {STUCK_AFTER_S:g} s (an env that hangs in its "
+                             "step holds its actor's segment); a stop (Ctrl-C, SIGTERM) saves the run at its step")
                 continue
             i = self.pending.pop(ready[0])
             try:

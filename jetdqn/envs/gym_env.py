@@ -57,14 +57,15 @@ class GymEnv:
         self._seeded = False
         self._t = 0
         self.thread_id: Optional[int] = None
+        self._stepping, self._resetting = f"{env_id}'s step", f"{env_id}'s reset"   # signals.cut_short_on_stop's names
 
     def reset(self) -> np.ndarray:
         self.thread_id = threading.get_native_id()
         try:
             if not self._seeded:
-                result = cut_short_on_stop(self._seeded_reset)
+                result = cut_short_on_stop(self._resetting, self._seeded_reset)
             else:
-                result = cut_short_on_stop(self._env.reset)
+                result = cut_short_on_stop(self._resetting, self._env.reset)
         except CutShort as exc:
             raise EnvFailed(f"{self.game}'s reset {exc}, and was cut short where the traceback above shows") from exc
         except Exception as exc:   # the env's own code: the caller says what its failure costs
@@ -77,7 +78,7 @@ class GymEnv:
 
     def step(self, action: int) -> Step:
         try:
-            result = cut_short_on_stop(self._env.step, self.first_action + int(action))
+            result = cut_short_on_stop(self._stepping, self._env.step, self.first_action + int(action))
         except CutShort as exc:   # hung (a simulator that stopped answering) past a stop: its traceback says where
             raise EnvFailed(f"{self.game}'s step {exc}, and was cut short where the traceback above shows") from exc
         except Exception as exc:
@@ -154,7 +155,7 @@ class GymEnv:
     def close(self) -> None:
         """The env's close, given up where it hangs past a stop (the run saves after it)."""
         try:
-            cut_short_on_stop(self._env.close)
+            cut_short_on_stop(f"{self.game}'s close", self._env.close)
         except CutShort:
             pass
 
