@@ -313,8 +313,6 @@ def run_loop(run: Run, filled: str) -> dict:
         if renderer is not None:
             renderer.close()
     finish(run, log)
-    if run.mirror is not None:
-        run.mirror.close()
     # run_wall_s: the last record's wall_s plus what came after it (the final evaluation, the last save)
     return {**summary, "run_dir": str(run.run_dir), "frames_shown": shown, "interrupted": state.interrupted,
             "reached_target": state.reached_target, "last_eval": state.last_eval, "steps_done": state.step,
@@ -661,6 +659,10 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
             if not cfg.resume:
                 start_fresh(run_dir)  # only now: every setting was checked and the run's parts are built
             started = True
-            return run_loop(run, filled)
+            try:
+                return run_loop(run, filled)
+            finally:   # where the run ends in its sentence too (an env's failure, a divergence): the writer's thread
+                if run.mirror is not None:
+                    run.mirror.close()
     finally:
         lock.release(started)

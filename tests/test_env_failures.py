@@ -225,6 +225,25 @@ def test_a_run_whose_env_hangs_says_so_after_a_minute(where: Path, backend: str)
         assert proc.returncode == 0 and "stopped by SIGTERM" in out, err
 
 
+def test_the_api_closes_the_tensorboard_mirror_of_a_run_an_env_ended(where: Path):
+    """jetdqn.train raising EnvFailed left the TensorBoard writer's thread running in the caller's process (a
+    notebook's), one more for each such run."""
+    script = ("import threading, jetdqn\n"
+              "from jetdqn.envs.base import EnvFailed\n"
+              "try:\n"
+              f"    jetdqn.train(env={ENV!r}, total_steps=600, log_every=100, learn_start=100, eval_episodes=0,\n"
+              "                 telemetry='off', progress='off', tensorboard=True, run_dir='run')\n"
+              "except EnvFailed as failed:\n"
+              "    print('failed:', failed)\n"
+              "print('threads:', sorted(t.name for t in threading.enumerate()))\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=where, capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(where), str(ROOT)]), "FLAKY_AT": "400"})
+    out = proc.stdout.splitlines()
+    assert out[0].startswith("failed: after step 399 of the run"), proc.stderr
+    assert out[-1] == "threads: ['MainThread']"
+    assert (where / "run" / "tensorboard").is_dir()
+
+
 def test_a_nan_observation_is_the_envs_not_a_divergence(where: Path):
     """A NaN observation trained into NaN Q-values, and the run said "training diverged ... lower --lr"."""
     run = where / "run"
