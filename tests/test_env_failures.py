@@ -449,7 +449,29 @@ class NoScreen(gym.Env):   # an env of the user's own without render(), or with 
         return None
 
 
+class Plain(gym.Env):   # written without render_mode: gym.Env's metadata lists no render mode
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.full(3, self.t / 100, np.float32), float(action), self.t >= 20, False, {}
+
+
+def make_plain():   # a function as the entry point: it says nothing of render modes
+    return Plain()
+
+
 gym.register("NoScreen-v0", entry_point="no_screen_env:NoScreen")
+gym.register("Plain-v0", entry_point="no_screen_env:Plain")
+gym.register("PlainFn-v0", entry_point=make_plain)
 gym.register("BrokenScreen-v0", entry_point="no_screen_env:NoScreen", kwargs={"drawn": "broken"})
 gym.register("BlankScreen-v0", entry_point="no_screen_env:NoScreen", kwargs={"drawn": "blank"})
 """
@@ -487,6 +509,33 @@ def test_an_env_without_a_screen_skips_the_window_and_refuses_a_recording(where:
         "error: no_screen_env:NoScreen-v0 has no render(), so there is no screen for the window or --record: play it "
         "with --display-freq 0 and no --record.\n"), played.stderr
     assert not video.exists()
+
+
+def test_an_env_written_without_render_mode_trains_without_a_screen(where: Path, monkeypatch):
+    """An env of the user's own whose constructor takes no render_mode (a plain ``__init__(self)``, or a
+    function) could not be made at all: "TypeError: Plain.__init__() got an unexpected keyword argument
+    'render_mode'", every run, for the window jetdqn might open. It trains; its screen is unavailable."""
+    import warnings
+    from jetdqn.envs.base import ScreenUnavailable
+    from jetdqn.envs.gym_env import GymEnv
+    (where / "no_screen_env.py").write_text(NO_SCREEN)
+    monkeypatch.syspath_prepend(str(where))
+    for env_id, why in (("no_screen_env:Plain-v0",
+                         "no_screen_env:Plain-v0 does not draw rgb_array pictures (its metadata's render_modes: [])"),
+                        ("no_screen_env:PlainFn-v0", "no_screen_env:PlainFn-v0's constructor takes no render_mode")):
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            env = GymEnv(env_id, seed=0)
+        assert not [w for w in said if "render_mode" in str(w.message)]   # gymnasium's, of a mode we asked for
+        env.reset()
+        with pytest.raises(ScreenUnavailable) as unavailable:
+            env.screen_rgb()
+        assert unavailable.value.why == why
+        env.close()
+    trained = run_module("jetdqn.train", "--env", "no_screen_env:Plain-v0", "--run-dir", str(where / "run"),
+                         "--total-steps", "300", "--learn-start", "100", "--eval-episodes", "2", "--telemetry", "off",
+                         cwd=where, check=False)
+    assert trained.returncode == 0 and "done: 300 steps" in trained.stdout, trained.stderr
 
 
 OLD_API = """

@@ -28,7 +28,15 @@ class GymEnv:
             warnings.simplefilter("always")                  # one was gymnasium's two-line warning, then ours
             try:
                 limit = episode_limit(env_id, max_episode_steps)
-                env = gym.make(env_id, render_mode="rgb_array", **({"max_episode_steps": limit} if limit else {}))
+                steps = {"max_episode_steps": limit} if limit else {}
+                self._drawn_as = _how_it_draws(env_id)   # None: it draws RGB pictures; else why it does not
+                try:
+                    env = gym.make(env_id, **steps, **({} if self._drawn_as else {"render_mode": "rgb_array"}))
+                except TypeError as exc:   # a constructor of the user's with no render_mode (a function's, or
+                    if "unexpected keyword argument 'render_mode'" not in str(exc):   # one its metadata misleads)
+                        raise
+                    self._drawn_as = f"{env_id}'s constructor takes no render_mode"
+                    env = gym.make(env_id, **steps)
             except Exception as exc:  # gymnasium raises several types for an unknown id
                 raise ConfigError(_unmade(env_id, exc)) from None
         for warning in said:
@@ -130,6 +138,8 @@ class GymEnv:
 
     def screen_rgb(self) -> np.ndarray:
         import gymnasium as gym
+        if self._drawn_as:
+            raise _no_screen(self._drawn_as)
         try:
             frame = self._env.render()
         except gym.error.DependencyNotInstalled as exc:
@@ -158,6 +168,27 @@ class GymEnv:
             cut_short_on_stop(f"{self.game}'s close", self._env.close)
         except CutShort:
             pass
+
+
+def _how_it_draws(env_id: str) -> Optional[str]:
+    """None where ``env_id`` may be made with render_mode="rgb_array" (its class lists that mode, or says
+    nothing of its modes: a function's make); else why it has no screen. An env of the user's own written
+    without render_mode (``class MyEnv(gym.Env)`` with a plain ``__init__(self)``: its metadata's render_modes
+    is gym.Env's empty list) could not be made at all: "TypeError: MyEnv.__init__() got an unexpected keyword
+    argument 'render_mode'" on every run, and one that took it in ``**kwargs`` got gymnasium's warning of a
+    mode jetdqn asked for, not the user. Anything wrong with the id is gym.make's to say."""
+    import gymnasium as gym
+    try:
+        spec = gym.spec(registered_id(env_id))
+        creator = (spec.entry_point if callable(spec.entry_point) else
+                   gym.envs.registration.load_env_creator(spec.entry_point))
+    except Exception:
+        return None
+    metadata = getattr(creator, "metadata", None)
+    modes = metadata.get("render_modes") if isinstance(metadata, dict) else None
+    if modes is None or "rgb_array" in modes:
+        return None
+    return f"{env_id} does not draw rgb_array pictures (its metadata's render_modes: {list(modes)})"
 
 
 def _no_screen(why: str) -> ScreenUnavailable:
