@@ -119,14 +119,15 @@ class CutShort(BaseException):
 
 
 def cut_short_on_stop(what: str, call: Callable, *args):
-    """``call(*args)`` (``what``: its name as a user knows it, "my_envs:MyEnv-v0's step"), cut short by ``CutShort`` where it has not returned ``CUT_SHORT_AFTER_S`` after a
-    stop signal (one that came before it began included). A gymnasium env of the user's that hangs in its
-    step (a simulator or a robot that stopped answering) held the run in that step: the stop was noted, the
-    loop waited for the step, and ``docker stop``'s SIGKILL 10 s later lost every step since the last
-    checkpoint (100,000 by default) with not a word said. Steps counted before the call are whole (stored,
-    learned on), so the run saves at the last of them. Only in the main thread (where Python runs signal
-    handlers) and inside ``stop_on_signals``; elsewhere, and nested, it is the plain call. A SIGALRM timer
-    is armed only once a stop has come; SIGALRM's handler and timer are put back as they were."""
+    """``call(*args)`` (``what``: its name as a user knows it, "my_envs:MyEnv-v0's step"), cut short by
+    ``CutShort`` where it has not returned ``CUT_SHORT_AFTER_S`` after a stop signal (one that came before it
+    began included). A gymnasium env of the user's that hangs in its step (a simulator or a robot that stopped
+    answering) held the run in that step: the stop was noted, the loop waited for the step, and ``docker
+    stop``'s SIGKILL 10 s later lost every step since the last checkpoint (100,000 by default) with not a word
+    said. Steps counted before the call are whole (stored, learned on), so the run saves at the last of them.
+    Only in the main thread (where Python runs signal handlers) and inside ``stop_on_signals``; elsewhere, and
+    nested, it is the plain call. A SIGALRM timer is armed only once a stop has come; SIGALRM's handler and
+    timer are put back as they were."""
     if _calling or threading.get_ident() != _MAIN:
         return call(*args)
     _calling.append((what, time.monotonic()))
@@ -136,7 +137,8 @@ def cut_short_on_stop(what: str, call: Callable, *args):
         return call(*args)
     finally:
         _calling.clear()
-        _disarm()
+        if _alarm:
+            _disarm()
 
 
 def watch_for_stuck_calls(say: Callable[[str], None]) -> Callable[[], None]:
