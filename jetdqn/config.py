@@ -344,7 +344,7 @@ class Config:
             raise ConfigError("--fuse-target pairs Double DQN's online and target passes on next_obs; with "
                               "--no-double only the target network runs there: drop one of the two.")
         if self.fuse_target and not self.is_atari:
-            raise ConfigError("--fuse-target pairs the Atari CNN's conv layers; a --env network has none: drop it.")
+            raise ConfigError("--fuse-target pairs the conv layers of an Atari game's CNN (--game): drop it for --env.")
         if self.replay_device != "host" and self.replay_compress != "off":
             raise ConfigError(f"--replay-device {self.replay_device} keeps frames raw in one tensor; --replay-compress "
                               f"{self.replay_compress} is for --replay-device host: drop one of the two.")

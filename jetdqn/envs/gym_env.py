@@ -1,4 +1,5 @@
-"""gymnasium envs with discrete actions and vector observations (CartPole-v1, Acrobot-v1, ...)."""
+"""gymnasium envs with discrete actions and vector observations (CartPole-v1, Acrobot-v1, ...) or 84x84
+grayscale frames (an env of the user's own that sees pictures)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from .base import EnvFailed, ScreenUnavailable, Step
 
 
 class GymEnv:
-    """A gymnasium env with discrete actions and a vector observation (CartPole-v1, Acrobot-v1, ...)."""
+    """A gymnasium env with discrete actions and a vector observation (CartPole-v1, Acrobot-v1, ...) or an
+    84x84 grayscale frame of bytes."""
 
     def __init__(self, env_id: str, *, max_episode_steps: int = 0, seed: int = 0):
         import gymnasium as gym
@@ -45,11 +47,17 @@ class GymEnv:
             raise ConfigError(f"{env_id} has a {type(env.action_space).__name__} action space; "
                               "DQN needs discrete actions.")
         shape = env.observation_space.shape
-        if shape is None or len(shape) != 1:
+        frames = is_frame_space(env.observation_space)
+        if not frames and (shape is None or len(shape) != 1):
             # a Discrete space (FrozenLake's state number) has shape (): "of shape ()" named no space
             what = (f"of shape {shape}" if shape else f"in a {type(env.observation_space).__name__} space")
-            raise ConfigError(f"{env_id} has observations {what}; --env takes vector observations "
-                              "(use --game for Atari screens).")
+            dtype = getattr(env.observation_space, "dtype", None)
+            picture = shape is not None and len(shape) in (2, 3) and dtype == np.uint8
+            raise ConfigError(f"{env_id} has observations {what}{' (a picture)' if picture else ''}; --env takes "
+                              "vector observations, or 84x84 grayscale frames of bytes (uint8) for the Nature CNN"
+                              + (": wrap the env in gymnasium's GrayscaleObservation and ResizeObservation(env, "
+                                 "(84, 84)) where your module registers it" if picture else "")
+                              + " (use --game for Atari games).")
         self._env = env
         self.game = env_id
         self.n_actions = int(env.action_space.n)
@@ -58,8 +66,10 @@ class GymEnv:
         # that a Policy's predict answers the env's action
         self.first_action = int(getattr(env.action_space, "start", 0))
         self.action_meanings = [str(self.first_action + i) for i in range(self.n_actions)]
-        self.frame_shape = tuple(shape)
-        self.frame_dtype = np.float32
+        # frames are stored as the Atari games' are (bytes, each once); the network over their stack is the
+        # Nature CNN (learn.network.build_network), and a vector's is the MLP
+        self.frame_shape = FRAME_SHAPE if frames else tuple(shape)
+        self.frame_dtype = np.uint8 if frames else np.float32
         self.max_episode_steps = limit or 0
         self._seed = seed
         self._seeded = False
@@ -115,7 +125,10 @@ class GymEnv:
 
     def _observation(self, obs, where: str) -> np.ndarray:
         """``obs`` as the float32 vector the replay stores, refused when it is not one of the observation
-        space's shape with finite numbers (a float64 past float32's range counts as infinite)."""
+        space's shape with finite numbers (a float64 past float32's range counts as infinite); a frame env's
+        as its 84x84 bytes."""
+        if self.frame_dtype == np.uint8:
+            return self._frame(obs, where)
         if isinstance(obs, np.ndarray) and obs.dtype == np.float32:
             vector = obs   # most envs' (CartPole's): no cast, no errstate, at ~10 us a step
         else:
@@ -135,6 +148,16 @@ class GymEnv:
                             f"index {where_not[0]}" + (f" (and {len(where_not) - 1} more)" if len(where_not) > 1
                                                        else "") + ", which is not a finite number")
         return vector
+
+    def _frame(self, obs, where: str) -> np.ndarray:
+        frame = np.asarray(obs)
+        if frame.dtype != np.uint8:   # a cast would wrap 256 to 0, or cut 0.5 to 0, without a word
+            raise EnvFailed(f"{self.game}'s {where} returned a frame of {frame.dtype}, where its observation space "
+                            "has uint8")
+        if frame.shape not in (FRAME_SHAPE, (*FRAME_SHAPE, 1)):
+            raise EnvFailed(f"{self.game}'s {where} returned a frame of shape {frame.shape}, where its observation "
+                            f"space has {FRAME_SHAPE}")
+        return frame.reshape(FRAME_SHAPE)
 
     def screen_rgb(self) -> np.ndarray:
         import gymnasium as gym
@@ -168,6 +191,19 @@ class GymEnv:
             cut_short_on_stop(f"{self.game}'s close", self._env.close)
         except CutShort:
             pass
+
+
+FRAME_SHAPE = (84, 84)   # the Nature CNN's input frame
+
+
+def is_frame_space(space) -> bool:
+    """Whether ``space`` holds 84x84 grayscale frames of bytes, (84, 84) or (84, 84, 1) as gymnasium's
+    GrayscaleObservation(keep_dim=True) gives them: an env of the user's own that sees pictures (a camera, a
+    simulator's render, gymnasium's AtariPreprocessing), which trains with the Nature CNN as Atari does. Such
+    an env was refused ("--env takes vector observations"), though every part past the env takes frames."""
+    shape = getattr(space, "shape", None)
+    return (type(space).__name__ == "Box" and getattr(space, "dtype", None) == np.uint8
+            and shape is not None and tuple(shape) in (FRAME_SHAPE, (*FRAME_SHAPE, 1)))
 
 
 def _how_it_draws(env_id: str) -> Optional[str]:
