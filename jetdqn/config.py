@@ -92,8 +92,10 @@ class Config:
     double: bool = _f(True, "Double DQN target (online net picks, target net evaluates); "
                             "--no-double gives the 2015 Nature rule.")
     dueling: bool = _f(False, "Dueling value/advantage head.")
-    num_envs: int = _f(1, "Games played at once; more than 1 runs them in ale-py's C++ threads (AtariVectorEnv); "
-                          "auto measures the best split of cores (with --threads auto too).")
+    num_envs: int = _f(1, "Games played at once, acted on in one batched forward pass; more than 1 runs Atari "
+                          "games in ale-py's C++ threads (AtariVectorEnv) and steps a gymnasium env's in turn in "
+                          "the training thread; auto measures the best split of cores (with --threads auto too; "
+                          "1 for --env).")
     env_groups: int = _f(1, "Split --num-envs into this many groups stepped in turn (2 = double buffering): one "
                             "group's forward pass runs while the other's emulators step.")
     env_threads: int = _f(0, "C++ emulator threads for --num-envs > 1 (0 = one per env, at most one per core).")
@@ -283,13 +285,13 @@ class Config:
                               f"{C_INT_MAX // self.frame_skip:,}.")
         if self.env_groups < 1:
             raise ConfigError(f"--env-groups must be at least 1, got {self.env_groups}.")
-        if self.env_groups > 1 and not self.is_atari:   # "--num-envs 1 does not split": and more is refused with --env
+        if self.env_groups > 1 and not self.is_atari:   # was "--num-envs 1 does not split into 2 groups"
             raise ConfigError(f"--env-groups {self.env_groups} splits ale-py's vector envs (Atari games), and "
-                              f"{self.env_name} plays one env: drop --env-groups.")
-        if self.env_threads and not self.is_atari:   # "without --num-envs above 1: add it", which --env refuses
+                              f"{self.env_name}'s envs step in turn in the training thread: drop --env-groups.")
+        if self.env_threads and not self.is_atari:   # was "without --num-envs above 1: add it", which does not help
             raise ConfigError(f"--env-threads {self.env_threads} sets the emulator threads of ale-py's vector envs "
-                              f"(Atari games), and {self.env_name} plays one env in the training thread: drop "
-                              "--env-threads.")
+                              f"(Atari games), and {self.env_name}'s envs step in turn in the training thread: "
+                              "drop --env-threads.")
         if self.num_envs > 0 and self.num_envs % self.env_groups:
             raise ConfigError(f"--num-envs {self.num_envs} does not split into --env-groups {self.env_groups} "
                               f"equal groups.")
@@ -328,8 +330,6 @@ class Config:
                               f"`ray start` began on this machine), got {self.ray_address!r}.")
         if self.threads < -1:
             raise ConfigError(f"--threads must be auto or 0 or more, got {self.threads}.")
-        if self.num_envs > 1 and not self.is_atari:
-            raise ConfigError("--num-envs > 1 is for Atari games (ale-py's vector env); use 1 with --env.")
         # as typed: --no-terminal-on-life-loss was told "--terminal-on-life-loss is for Atari games ... drop it"
         moved = [_flag(name).replace("--", "--no-", 1) if getattr(self, name) is False else _flag(name)
                  for name in ATARI_ONLY if getattr(self, name) != _FIELDS[name].default]

@@ -598,13 +598,15 @@ def test_emulator_options_are_refused_for_a_gymnasium_env():
         with pytest.raises(ConfigError, match=f"^{flag} is for Atari games \\(the emulator and its CNN\\), and "
                                               "CartPole-v1 is not one: drop it.$"):
             make_config({"env": "CartPole-v1", **option})
-    with pytest.raises(ConfigError, match="^--env-groups 2 splits ale-py's vector envs \\(Atari games\\), and "
-                                          "CartPole-v1 plays one env: drop --env-groups.$"):   # not "--num-envs 1 does
-        make_config({"env": "CartPole-v1", "env_groups": 2})                          # not split into 2 groups"
-    for num_envs in (1, 0):   # "has no effect without --num-envs above 1: add it", which --env refuses (0: auto)
+    for num_envs in (1, 4):   # not "--num-envs 1 does not split into 2 groups"
+        with pytest.raises(ConfigError, match="^--env-groups 2 splits ale-py's vector envs \\(Atari games\\), and "
+                                              "CartPole-v1's envs step in turn in the training thread: drop "
+                                              "--env-groups.$"):
+            make_config({"env": "CartPole-v1", "env_groups": 2, "num_envs": num_envs})
+    for num_envs in (1, 0, 4):   # not "has no effect without --num-envs above 1: add it" (0: auto)
         with pytest.raises(ConfigError, match="^--env-threads 2 sets the emulator threads of ale-py's vector envs "
-                                              "\\(Atari games\\), and CartPole-v1 plays one env in the training "
-                                              "thread: drop --env-threads.$"):
+                                              "\\(Atari games\\), and CartPole-v1's envs step in turn in the "
+                                              "training thread: drop --env-threads.$"):
             make_config({"env": "CartPole-v1", "env_threads": 2, "num_envs": num_envs})
     with pytest.raises(ConfigError, match="^--frame-skip, --noop-max are for Atari games .* drop them.$"):
         make_config({"env": "CartPole-v1", "frame_skip": 2, "noop_max": 5})

@@ -244,6 +244,18 @@ def test_the_api_closes_the_tensorboard_mirror_of_a_run_an_env_ended(where: Path
     assert (where / "run" / "tensorboard").is_dir()
 
 
+def test_a_failure_in_one_of_several_envs_saves_the_last_whole_step(where: Path):
+    """--num-envs 2 steps both envs in turn each loop step (2 env steps): the 401st, env 0's of the 201st loop
+    step, fails, so the run saves at 400 and neither env's result of that step is stored."""
+    run = where / "run"
+    failed = train(where, run, "--total-steps", "600", "--eval-episodes", "0", "--num-envs", "2", FLAKY_AT="401")
+    assert failed.returncode == 2, failed.stderr
+    assert last_line(failed.stderr).startswith(f"error: after step 400 of the run, {ENV}'s step raised ValueError")
+    assert saved_step(run) == 400
+    again = train(where, run, "--resume", "--total-steps", "600", "--eval-episodes", "0", "--num-envs", "2")
+    assert again.returncode == 0 and "done: 600 steps" in again.stdout, again.stderr
+
+
 def test_a_nan_observation_is_the_envs_not_a_divergence(where: Path):
     """A NaN observation trained into NaN Q-values, and the run said "training diverged ... lower --lr"."""
     run = where / "run"

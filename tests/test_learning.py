@@ -21,6 +21,31 @@ def test_dqn_solves_cartpole(tmp_path):
     assert best >= 195, f"best evaluation {best:.1f} after {evals[-1]['step']} steps"
 
 
+def test_several_cartpoles_step_in_turn_and_are_acted_on_together(tmp_path):
+    """--num-envs 3 with a gymnasium env (it was refused: "--num-envs > 1 is for Atari games"): 3 env steps a
+    loop step, acted on in one batched forward pass, each env's games counted."""
+    run = tmp_path / "three"
+    out = run_module("jetdqn.train", "--preset", "cartpole", "--num-envs", "3", "--total-steps", "3000",
+                     "--run-dir", str(run), "--eval-episodes", "5", "--final-eval-games", "5", "--telemetry", "off",
+                     "--progress", "lines", timeout=300).stdout
+    assert "done: 3,000 steps" in out
+    assert json.loads((run / "config.json").read_text())["num_envs"] == 3
+    records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    assert records[-1]["step"] == 3000 and records[-1]["updates"] == 3000 - 1000   # train_freq 1 past learn_start
+    # every game is whole: CartPole's start-to-fall under random play is 8 steps or more
+    assert records[-1]["episodes"] <= 3000 // 8 and records[-1]["episodes"] > 3000 // 500
+
+
+@pytest.mark.slow
+def test_dqn_solves_cartpole_with_four_envs(tmp_path):
+    run = tmp_path / "cartpole4"
+    run_module("jetdqn.train", "--preset", "cartpole", "--num-envs", "4", "--run-dir", str(run), "--eval-episodes",
+               "20", "--final-eval-games", "20", "--target-return", "195", "--telemetry", "off", timeout=600)
+    evals = [json.loads(l) for l in (run / "eval.jsonl").read_text().splitlines()]
+    best = max(e["return_mean"] for e in evals)
+    assert best >= 195, f"best evaluation {best:.1f} after {evals[-1]['step']} steps"
+
+
 @pytest.mark.parametrize("kind", ["max", "double", "paired"])
 def test_expected_sarsa_target_bootstraps_from_the_epsilon_greedy_policy(kind):
     """--target-eps e: V(s') = (1 - e) Q_target(s', a*) + e mean_a Q_target(s', a), a* the kind's choice (the
