@@ -194,7 +194,7 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
             from .envs.atari import refuse_more_emulators_than_fit
             refuse_more_emulators_than_fit(cfg.num_envs)
         if cfg.num_envs >= MANY_EMULATORS:   # ~0.1 s each here: 128 took 12 s, before any line was printed
-            progress.line(f"starting {cfg.num_envs} emulators")
+            progress.line(f"starting {cfg.num_envs} {'emulators' if cfg.is_atari else cfg.env + ' envs'}")
         acting = LocalActing(cfg, rng, clock)
     obs_shape = (cfg.history, *acting.frame_shape)  # vector observations are flattened by the MLP
     agent = DQNAgent(cfg, obs_shape, acting.n_actions, rt.device, acting.first_action)

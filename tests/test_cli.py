@@ -1238,6 +1238,10 @@ def test_a_run_with_many_emulators_says_it_is_starting_them(tmp_path):
     few = run_module("jetdqn.train", "--preset", "smoke", "--num-envs", "2", "--telemetry", "off", "--progress",
                      "lines", "--run-dir", str(tmp_path / "few")).stdout
     assert "starting" not in few, few
+    cartpoles = run_module("jetdqn.train", "--preset", "cartpole", "--num-envs", "32", "--total-steps", "64",
+                           "--learn-start", "32", "--eval-episodes", "0", "--telemetry", "off", "--progress", "lines",
+                           "--run-dir", str(tmp_path / "cartpoles")).stdout
+    assert cartpoles.startswith("starting 32 CartPole-v1 envs\n"), cartpoles   # not "emulators"
 
 
 @pytest.mark.parametrize("flags, said", [

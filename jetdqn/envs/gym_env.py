@@ -201,9 +201,9 @@ def is_frame_space(space) -> bool:
     GrayscaleObservation(keep_dim=True) gives them: an env of the user's own that sees pictures (a camera, a
     simulator's render, gymnasium's AtariPreprocessing), which trains with the Nature CNN as Atari does. Such
     an env was refused ("--env takes vector observations"), though every part past the env takes frames."""
-    shape = getattr(space, "shape", None)
-    return (type(space).__name__ == "Box" and getattr(space, "dtype", None) == np.uint8
-            and shape is not None and tuple(shape) in (FRAME_SHAPE, (*FRAME_SHAPE, 1)))
+    from gymnasium.spaces import Box
+    return (isinstance(space, Box) and space.dtype == np.uint8
+            and tuple(space.shape) in (FRAME_SHAPE, (*FRAME_SHAPE, 1)))
 
 
 def _how_it_draws(env_id: str) -> Optional[str]:
