@@ -436,32 +436,7 @@ import numpy as np
 import gymnasium as gym
 
 
-class NoScreen(gym.Env):   # an env of the user's own without render(), or with one that gives no picture
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
-
-    def __init__(self, render_mode=None, drawn="none"):
-        self.observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-        self.drawn, self.t = drawn, 0
-
-    def reset(self, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(3, np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.full(3, self.t / 100, np.float32), float(action), self.t >= 20, False, {}
-
-    def render(self):
-        if self.drawn == "none":
-            return super().render()   # gymnasium's: NotImplementedError
-        if self.drawn == "broken":
-            raise ValueError("no camera")
-        return None
-
-
-class Plain(gym.Env):   # written without render_mode: gym.Env's metadata lists no render mode
+class Counting(gym.Env):   # 20 steps of a 3-number count; gym.Env's metadata: no render mode
     def __init__(self):
         self.observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
         self.action_space = gym.spaces.Discrete(2)
@@ -477,12 +452,27 @@ class Plain(gym.Env):   # written without render_mode: gym.Env's metadata lists 
         return np.full(3, self.t / 100, np.float32), float(action), self.t >= 20, False, {}
 
 
+class NoScreen(Counting):   # an env of the user's own without render(), or with one that gives no picture
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+    def __init__(self, render_mode=None, drawn="none"):
+        super().__init__()
+        self.drawn = drawn
+
+    def render(self):
+        if self.drawn == "none":
+            return super().render()   # gymnasium's: NotImplementedError
+        if self.drawn == "broken":
+            raise ValueError("no camera")
+        return None
+
+
 def make_plain():   # a function as the entry point: it says nothing of render modes
-    return Plain()
+    return Counting()
 
 
 gym.register("NoScreen-v0", entry_point="no_screen_env:NoScreen")
-gym.register("Plain-v0", entry_point="no_screen_env:Plain")
+gym.register("Plain-v0", entry_point="no_screen_env:Counting")   # written without render_mode
 gym.register("PlainFn-v0", entry_point=make_plain)
 gym.register("BrokenScreen-v0", entry_point="no_screen_env:NoScreen", kwargs={"drawn": "broken"})
 gym.register("BlankScreen-v0", entry_point="no_screen_env:NoScreen", kwargs={"drawn": "blank"})
