@@ -13,7 +13,7 @@ import numpy as np
 from ..config import SEED_MAX, ConfigError, game_key
 from ..cores import usable_cores
 from ..needs import broken_install
-from .base import Step, VecStep
+from .base import FRAME_SHAPE, Step, VecStep
 
 
 EMULATOR_BYTES = 2 << 20   # one emulator with its buffers: 1.64 MB each, measured for 256 Pong envs (ale-py 0.12)
@@ -154,7 +154,7 @@ class AtariEnv:
         self.ale = env.unwrapped.ale
         self.n_actions = int(self._env.action_space.n)
         self.action_meanings = env.unwrapped.get_action_meanings()
-        self.frame_shape = (84, 84)
+        self.frame_shape = FRAME_SHAPE
         self.frame_dtype = np.uint8
         self.max_episode_steps = max_episode_steps
         self._seed = seed
@@ -240,7 +240,7 @@ class AleVecEnvs:
                                    max_num_frames_per_episode=max_episode_steps * frame_skip)
         self.n_actions = int(self._env.single_action_space.n)
         self.action_meanings = [str(a) for a in range(self.n_actions)]
-        self.frame_shape = (84, 84)
+        self.frame_shape = FRAME_SHAPE
         self.frame_dtype = np.uint8
         self._seed = seed
         self._lives = np.zeros(num_envs, dtype=np.int64)

@@ -26,6 +26,9 @@ class ScreenUnavailable(ConfigError):
         self.why = why
 
 
+FRAME_SHAPE = (84, 84)   # one preprocessed frame: the Nature CNN's input (Atari's, and an --env's of frames)
+
+
 class EnvFailed(RuntimeError):
     """A gymnasium env failed in its own code (its exception is ``__cause__``) or gave a step's result that
     is not one: an observation or reward that is not a finite number, or an observation of another shape

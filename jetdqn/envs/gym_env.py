@@ -11,7 +11,7 @@ import numpy as np
 
 from ..config import ATARI_EPISODE_STEPS, ConfigError
 from ..signals import CutShort, cut_short_on_stop
-from .base import EnvFailed, ScreenUnavailable, Step
+from .base import FRAME_SHAPE, EnvFailed, ScreenUnavailable, Step
 
 
 class GymEnv:
@@ -191,9 +191,6 @@ class GymEnv:
             cut_short_on_stop(f"{self.game}'s close", self._env.close)
         except CutShort:
             pass
-
-
-FRAME_SHAPE = (84, 84)   # the Nature CNN's input frame
 
 
 def is_frame_space(space) -> bool:
