@@ -538,6 +538,7 @@ def test_bench_acting_refuses_a_split_it_would_time_nothing_of_before_any_runs(t
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_case_whose_envs_step_past_the_window_is_not_run_and_the_steps_it_names_measure_it(tmp_path):
     """8 envs step 8 at a time: `--learn-start 32 --warmup-steps 1 --steps 3` ends the run in the loop step (to
     40) that opens the window, and the row failed after its run ("no records after learn_start"). It is now

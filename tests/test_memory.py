@@ -207,6 +207,7 @@ def test_a_replay_saved_at_a_lowered_capacity_is_raised_again_after_a_resume(mem
     assert last["step"] == 3_300 and last["replay_capacity"] == 8_000 and last["replay_transitions"] == 3_300, last
 
 
+@pytest.mark.slow
 def test_an_auto_replay_with_the_largest_fraction_keeps_the_margin_instead_of_refusing_itself(tmp_path):
     """--replay-memory-fraction 0.95 is accepted, and the refusal keeps 10% free: auto sized a replay that the
     same run then refused, telling the user to use --replay-size auto."""

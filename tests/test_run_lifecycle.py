@@ -47,6 +47,7 @@ def wait_for_records(run: Path, proc: subprocess.Popen, count: int, timeout: flo
     raise AssertionError(f"no {count} records in {run} (exit {proc.poll()})")
 
 
+@pytest.mark.slow
 def test_a_second_signal_after_the_save_lets_the_run_end_as_the_first_asked(tmp_path):
     """docker stop sent again, or Ctrl-C pressed twice, after a quick save: the second signal came once the
     run had put the default handlers back, and SIGTERM's ended the process (status 143, no last line)
@@ -176,7 +177,8 @@ def test_one_process_per_run_dir(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["removed", pytest.param("moved", marks=pytest.mark.slow),
-                                 pytest.param("lock only", marks=pytest.mark.slow), "lock taken"])
+                                 pytest.param("lock only", marks=pytest.mark.slow),
+                                 pytest.param("lock taken", marks=pytest.mark.slow)])
 def test_a_run_whose_directory_goes_stops_without_writing_there_again(tmp_path, how):
     """``rm -rf runs/x`` (or a move) while the run trains: it trained on into files no path reached, made
     a half folder again at its next checkpoint (checkpoints/, model.pt, no config or log), and said
@@ -419,6 +421,7 @@ def test_non_finite_flag_values_are_refused(tmp_path, flag, value):
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_a_run_started_without_standard_streams_trains_and_saves(tmp_path):
     """cmd >&- 2>&- <&-: Python made sys.stdout None, the first console line was an AttributeError before the
     first checkpoint (exit 1, and nothing said), and the closed descriptors were the run's next files."""
@@ -959,6 +962,7 @@ def test_the_benchmark_scripts_refuse_what_they_cannot_use(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_figure_goes_where_its_path_says(tmp_path):
     """--out a folder takes the default file name; a name with no suffix gets .png. matplotlib added the .png
     without saying, and the command printed a path with no file at it."""
