@@ -42,8 +42,12 @@ def _f(default: Any, help: str, choices: Optional[tuple] = None, cli: bool = Tru
 class Config:
     # --- what to train on
     game: Optional[str] = _f("pong", "ALE game id (pong, breakout, space_invaders, ...).")
-    env: Optional[str] = _f(None, "A gymnasium env id with discrete actions and vector observations "
-                                  "(e.g. CartPole-v1); overrides --game.")
+    env: Optional[str] = _f(None, "A gymnasium env id with discrete actions and vector observations or 84x84 "
+                                  "grayscale frames (CartPole-v1, or module:MyEnv-v0 for one of your own); "
+                                  "overrides --game.")
+    env_kwargs: Optional[str] = _f(None, "With --env: keyword arguments for its gym.make, as a JSON object "
+                                         "('{\"size\": 5}'); saved with the run, so --resume, evaluate, play and "
+                                         "a loaded model make the same env.")
     preset: Optional[str] = _f(None, "Start from a preset: nature, seed-tx1, pong-fast, pong-gpu, pong-sticky, breakout, smoke, cartpole.")
     # --- run length and schedule (steps are agent steps: one action, 4 emulator frames on Atari)
     total_steps: int = _f(50_000_000 // 4, "Agent steps to train for, summed over all envs.")
@@ -216,6 +220,11 @@ class Config:
     def env_name(self) -> str:
         return self.env if self.env else self.game
 
+    @property
+    def env_options(self) -> dict:
+        """--env-kwargs as the keyword arguments for gym.make (none: {})."""
+        return parse_env_kwargs(self.env_kwargs)
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
@@ -303,6 +312,7 @@ class Config:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}.")
         parse_lr_cuts(self.lr_cuts)
+        parse_env_kwargs(self.env_kwargs)
         if not 0.0 < self.rmsprop_alpha < 1.0:
             raise ConfigError(f"--rmsprop-alpha must be in (0, 1), got {self.rmsprop_alpha}.")
         if self.grad_clip < 0:
@@ -403,6 +413,8 @@ class Config:
         "ray_segment": ("--backend ray", lambda c: c.backend == "ray"),
         "ray_weights_every": ("--backend ray", lambda c: c.backend == "ray"),
         "env_threads": ("--num-envs above 1 (or auto)", lambda c: c.num_envs != 1),
+        "env_kwargs": ("--env (a gymnasium env's gym.make takes them; an Atari game's options are flags)",
+                       lambda c: c.env is not None),
     }
 
     def _refuse_settings_without_effect(self) -> None:
@@ -459,6 +471,43 @@ def refuse_replaced(cfg: Config, given) -> None:
             continue
         why, advice = replaced[name]
         raise ConfigError(f"{_flag(name)} has no effect {why}: {advice.format(flag=_flag(name))}.")
+
+
+# gym.make's keywords that jetdqn gives itself: what --env-kwargs may not set, and the flag that sets each
+ENV_KWARGS_OWN = {"render_mode": "jetdqn asks for rgb_array pictures where the env draws them (for --display-freq "
+                                 "and --record)",
+                  "max_episode_steps": "give --max-episode-steps"}
+
+
+_JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "true or false",
+               type(None): "null"}
+
+
+def parse_env_kwargs(text: Optional[str]) -> dict:
+    """``--env-kwargs`` (a JSON object's text) as a dict of keyword arguments; a ConfigError saying what is
+    wrong. A JSON object is what a shell, a YAML or TOML file, and the API's dict can all give exactly (a
+    number stays a number, a list a list)."""
+    if text is None or not str(text).strip():
+        return {}
+    try:
+        kwargs = json.loads(text)
+    except json.JSONDecodeError as exc:
+        quoted = "'" in str(text) and '"' not in str(text)   # Python's {'size': 5}: JSON quotes with "
+        raise ConfigError(f"--env-kwargs takes a JSON object of keyword arguments, e.g. '{{\"size\": 5}}'; "
+                          f"{text!r} is not one ({exc.msg} at character {exc.pos})"
+                          + ("; JSON quotes its names with \" (double quotes)" if quoted else "") + ".") from None
+    if not isinstance(kwargs, dict):
+        raise ConfigError(f"--env-kwargs takes a JSON object of keyword arguments, e.g. '{{\"size\": 5}}'; "
+                          f"{text!r} is a JSON {_JSON_KINDS.get(type(kwargs), 'value')}.")
+    for name, why in ENV_KWARGS_OWN.items():
+        if name in kwargs:
+            raise ConfigError(f"--env-kwargs sets {name}, which jetdqn gives gym.make itself: {why}; drop {name} "
+                              "from --env-kwargs.")
+    bad = [name for name in kwargs if not name.isidentifier()]
+    if bad:   # gym.make(**{"my size": 5}) is the env's TypeError, naming no flag
+        raise ConfigError(f"--env-kwargs names {bad[0]!r}, which is no Python keyword argument; its names are "
+                          "the env constructor's parameters.")
+    return kwargs
 
 
 def parse_lr_cuts(text: Optional[str]) -> list[tuple[int, float]]:
@@ -898,6 +947,12 @@ def typed_setting(name: str, value: Any) -> Any:
             raise ConfigError(f"{flag} takes STEP:LR pairs: as text (1M:2.5e-5,1.5M:1e-5), a mapping of step to rate "
                               f"or a list of [step, rate] pairs; got {value!r}.")
         value = ",".join(f"{at}:{rate}" for at, rate in pairs)
+    if name == "env_kwargs" and isinstance(value, dict):   # the API's dict, a YAML or TOML file's mapping
+        try:
+            value = json.dumps(value)
+        except (TypeError, ValueError) as exc:   # a set, a tuple key, an object: what JSON cannot hold
+            raise ConfigError(f"{flag} takes keyword arguments JSON can hold (numbers, strings, true/false, null, "
+                              f"lists and objects of them); {value!r} holds another ({exc}).") from None
     if base == "str" and name in PATH_FIELDS and isinstance(value, os.PathLike):   # the API's pathlib.Path
         value = os.fspath(value)
     if base == "str" and isinstance(value, str):

@@ -40,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "written with --save-best), as evaluate --best.")
     p.add_argument("--game", type=given_value, default=None, help="ALE game id (default: the checkpoint's game, else pong).")
     p.add_argument("--env", type=given_value, default=None, help="A gymnasium env id instead of an Atari game.")
+    p.add_argument("--env-kwargs", default=None, metavar="JSON",
+                   help="Keyword arguments for the env's gym.make, as a JSON object (default: its run's --env-kwargs).")
     p.add_argument("--episodes", type=count, default=3, help="Games to play (default 3; 0 = as many as "
                                                              "--max-steps allows).")
     p.add_argument("--eps", type=probability, default=0.05, help="Epsilon of epsilon-greedy play (default 0.05).")
@@ -101,13 +103,15 @@ def load_player(args: argparse.Namespace, out=print):
     a safetensors or an ONNX export, see policy.py), else an untrained network."""
     from .envs import make_env
     path = args.model or args.checkpoint
-    sticky = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
+    more = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
+    if args.env_kwargs is not None:
+        more["env_kwargs"] = args.env_kwargs
     if path:
         from .policy import load
         policy = load(path, device="cpu" if args.reuse_conv else args.device, reuse_conv=args.reuse_conv,
                       best=args.best)
         path = policy.source   # the file it read: a run directory's model.pt (policy.model_of)
-        cfg = policy.play_config(game=args.game, env=args.env, seed=args.seed, **sticky)
+        cfg = policy.play_config(game=args.game, env=args.env, seed=args.seed, **more)
         env = make_env(cfg, args.seed)
         if env.n_actions != policy.n_actions or tuple(policy.obs_shape) != (cfg.history, *env.frame_shape):
             raise CheckpointError(f"{path} holds a network for {policy.n_actions} actions and input "
@@ -121,7 +125,7 @@ def load_player(args: argparse.Namespace, out=print):
     from .learn import DQNAgent
     from .runtime import pick_device
     explicit = {"env": args.env, "game": None} if args.env else {"game": args.game or "pong", "env": None}
-    cfg = make_config({**explicit, "seed": args.seed, "device": args.device, "telemetry": "off", **sticky})
+    cfg = make_config({**explicit, "seed": args.seed, "device": args.device, "telemetry": "off", **more})
     env = make_env(cfg, args.seed)
     agent = DQNAgent(cfg, (cfg.history, *env.frame_shape), env.n_actions, pick_device(cfg.device))
     out(f"playing {cfg.env_name} with an untrained network (no --checkpoint): expect random-level scores")

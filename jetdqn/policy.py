@@ -154,10 +154,11 @@ class Policy:
 
     def play_config(self, game: Optional[str] = None, env: Optional[str] = None, seed: int = 0, **more):
         """The Config to play with: the training run's preprocessing and evaluation games' sticky actions (its
-        --eval-sticky-actions where it gave one), its game unless another is named."""
+        --eval-sticky-actions where it gave one), its game unless another is named, its env's --env-kwargs
+        unless ``more`` gives others (play's --env-kwargs: the same env made another way)."""
         from .config import ConfigError, game_key, make_config
         keep = ("history", "dueling", "frame_skip", "noop_max", "max_episode_steps", "terminal_on_life_loss",
-                "sticky_actions", "full_action_space", "game", "env")
+                "sticky_actions", "full_action_space", "game", "env", "env_kwargs")
         explicit = {key: self.config[key] for key in keep if self.config.get(key) is not None}
         if self.config.get("eval_sticky_actions") is not None:   # the games its run was scored in
             explicit["sticky_actions"] = self.config["eval_sticky_actions"]
@@ -166,6 +167,7 @@ class Policy:
             explicit.update(env=env, game=None)
         elif game:
             explicit.update(game=game, env=None)
+            explicit.pop("env_kwargs", None)   # an Atari game has none (the sentence is then "trained on")
         try:
             cfg = make_config({**explicit, "seed": seed, "telemetry": "off", **more})
         except ConfigError:

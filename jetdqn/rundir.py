@@ -33,7 +33,7 @@ RUN_FOLDERS = {"checkpoints": ("latest.pt", "replay", ".latest.pt.tmp-*"), "tens
 # what a start cut short before its first checkpoint leaves (with segments.jsonl): redone without --overwrite
 CUT_SHORT = ("config.json", "log.jsonl", "eval.jsonl", "segments.jsonl", "checkpoints", "tensorboard")
 # Settings a resumed run cannot change: the checkpoint's network, optimiser state and game depend on them.
-FIXED_ON_RESUME = ("game", "env", "history", "dueling", "optimizer", "frame_skip", "full_action_space",
+FIXED_ON_RESUME = ("game", "env", "env_kwargs", "history", "dueling", "optimizer", "frame_skip", "full_action_space",
                    "init_weights")   # a resume's network comes from its checkpoint, never again from these
 # With --checkpoint-replay the saved replay has one stream per env: these fix the number of streams too.
 FIXED_WITH_SAVED_REPLAY = ("backend", "num_envs", "num_actors")
@@ -343,6 +343,9 @@ def same_setting(key: str, asked, saved) -> bool:
         return game_key(asked) == game_key(saved)
     if key == "num_envs" and asked == 0:
         return True
+    if key == "env_kwargs":   # the same arguments however spaced or ordered ('{"a":1}' resumed '{"a": 1}')
+        from .config import parse_env_kwargs   # a text that is no JSON object: its own sentence
+        return parse_env_kwargs(asked) == parse_env_kwargs(saved)
     return asked == saved
 
 

@@ -3,6 +3,7 @@ grayscale frames (an env of the user's own that sees pictures)."""
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from typing import Optional
@@ -18,8 +19,11 @@ class GymEnv:
     """A gymnasium env with discrete actions and a vector observation (CartPole-v1, Acrobot-v1, ...) or an
     84x84 grayscale frame of bytes."""
 
-    def __init__(self, env_id: str, *, max_episode_steps: int = 0, seed: int = 0):
+    def __init__(self, env_id: str, *, max_episode_steps: int = 0, seed: int = 0, kwargs: Optional[dict] = None):
+        """``kwargs``: the env constructor's own (--env-kwargs), given to gym.make beside jetdqn's."""
         import gymnasium as gym
+
+        kwargs = dict(kwargs or {})
 
         atari = _atari_rom(env_id)
         if atari:   # asked first: with ale-py imported, gym.make builds ALE/Pong-v5 and refuses its screens
@@ -33,14 +37,15 @@ class GymEnv:
                 steps = {"max_episode_steps": limit} if limit else {}
                 self._drawn_as = _how_it_draws(env_id)   # None: it draws RGB pictures; else why it does not
                 try:
-                    env = gym.make(env_id, **steps, **({} if self._drawn_as else {"render_mode": "rgb_array"}))
+                    env = gym.make(env_id, **steps, **kwargs,
+                                   **({} if self._drawn_as else {"render_mode": "rgb_array"}))
                 except TypeError as exc:   # a constructor of the user's with no render_mode (a function's, or
                     if "unexpected keyword argument 'render_mode'" not in str(exc):   # one its metadata misleads)
                         raise
                     self._drawn_as = f"{env_id}'s constructor takes no render_mode"
-                    env = gym.make(env_id, **steps)
+                    env = gym.make(env_id, **steps, **kwargs)
             except Exception as exc:  # gymnasium raises several types for an unknown id
-                raise ConfigError(_unmade(env_id, exc)) from None
+                raise ConfigError(_unmade(env_id, exc, kwargs)) from None
         for warning in said:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
         if not hasattr(env.action_space, "n"):
@@ -287,10 +292,11 @@ def _atari_rom(env_id: str) -> str:
     return rom if rom in ale_game_ids() else ""
 
 
-def _unmade(env_id: str, exc: Exception) -> str:
+def _unmade(env_id: str, exc: Exception, kwargs: Optional[dict] = None) -> str:
     """Why gym.make refused ``env_id``, in one sentence: a registered env whose package is missing (box2d,
     MuJoCo, jax, shimmy: it was "does not know the env", and GymV26Environment-v0 was told to try itself), a
-    misspelt id."""
+    misspelt id, a constructor that raised (with the --env-kwargs it was given, ``kwargs``: a keyword it does
+    not take is its TypeError)."""
     if type(exc).__name__ == "DependencyNotInstalled":
         return f"{env_id} needs a package that is not installed: {str(exc).strip().splitlines()[0]}"
     import gymnasium as gym
@@ -305,7 +311,9 @@ def _unmade(env_id: str, exc: Exception) -> str:
         # the id is known: the env's constructor (or a wrapper gym.make put on it) raised, where a user's env
         # was told gymnasium did not know it
         said = (str(exc).strip().splitlines() or [""])[0]
-        return f"making the env {env_id} raised {type(exc).__name__}{': ' + said if said else ''}."
+        said = said.split(" was raised from the environment creator")[0]   # gymnasium's repeat of the kwargs
+        given = f" with --env-kwargs '{json.dumps(kwargs)}'" if kwargs else ""
+        return f"making the env {env_id}{given} raised {type(exc).__name__}{': ' + said if said else ''}."
     from .atari import gym_id_parts
     close = registered_as(gym_id_parts(env_id)[0])
     such = close[-1] if close else "CartPole-v1"

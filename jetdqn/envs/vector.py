@@ -17,7 +17,7 @@ from .gym_env import GymEnv
 def make_env(cfg: Config, seed: int):
     """The env a config names: ``--env`` (gymnasium) wins over ``--game`` (ALE)."""
     if cfg.env:
-        return GymEnv(cfg.env, max_episode_steps=cfg.max_episode_steps, seed=seed)
+        return GymEnv(cfg.env, max_episode_steps=cfg.max_episode_steps, seed=seed, kwargs=cfg.env_options)
     return AtariEnv(cfg.game, seed=seed, **atari_options(cfg))
 
 
