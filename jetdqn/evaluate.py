@@ -187,6 +187,9 @@ def _one_by_one(agent, cfg: Config, games: int, eps: float, seed: int, rng, stop
     stack = FrameStack(cfg.history, env.frame_shape, env.frame_dtype)
     returns, lengths = [], []
     try:
+        if hasattr(agent, "obs_shape"):   # a loaded model, played in its env made with other --env-kwargs
+            from .policy import refuse_another_env
+            refuse_another_env(agent, cfg, env)
         for _ in range(games):
             stack.reset(env.reset())
             total, length = 0.0, 0
@@ -262,6 +265,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--sticky-actions", type=probability, default=None,
                    help="ALE's repeat_action_probability (default: the run's evaluations': its "
                         "--eval-sticky-actions, else what the model was trained with).")
+    p.add_argument("--env-kwargs", default=None, metavar="JSON",
+                   help="Keyword arguments for a gymnasium env's gym.make, as a JSON object (default: its run's "
+                        "--env-kwargs).")
     p.add_argument("--best", action="store_true", help="A run directory's best weights (best.pt or best.safetensors, "
                    "written with --save-best).")
     p.add_argument("--seed", type=seed, default=0, help="Seed of the no-op starts and epsilon (default 0).")
@@ -296,14 +302,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         path = model_of(Path(args.model), args.best)
         policy = load(path, device=args.device)
-        sticky = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
-        policy.play_config(seed=args.seed, **sticky)   # its refusals before the line that says games are played
+        more = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
+        if args.env_kwargs is not None:
+            more["env_kwargs"] = args.env_kwargs
+        policy.play_config(seed=args.seed, **more)   # its refusals before the line that says games are played
         if not args.json:   # 30 games take minutes: say what is being played while it plays
             print(f"playing {args.games} game{'s' * (args.games != 1)} with {path} ...", flush=True)
         count = GamesEnded(args.games, sys.stdout if not args.json else None)
         try:
             result = policy.evaluate(games=args.games, eps=args.eps, seed=args.seed,
-                                     sticky_actions=args.sticky_actions, ended=count)
+                                     sticky_actions=args.sticky_actions, ended=count, env_kwargs=args.env_kwargs)
         except KeyboardInterrupt:   # a part of an evaluation gets no score: its first games to end are the short ones
             count.clear()
             print(f"{count.ended} of {args.games} games had ended: no score for part of them (the games still under "
@@ -321,6 +329,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         trained = f" (weights of step {result['trained_steps']:,})" if result.get("trained_steps") is not None else ""
         starts = f", up to {result['noop_max']} no-ops at each start" if result["noop_max"] else ""
         unlike = unlike_training(result["sticky_actions"], result.get("trained_sticky_actions"))
+        if result.get("env_kwargs") != result.get("trained_env_kwargs"):   # the same policy, the env made otherwise
+            unlike += (f", in the env made with --env-kwargs '{json.dumps(result['env_kwargs'])}' (trained with "
+                       f"'{json.dumps(result['trained_env_kwargs'])}')")
         print(f"{result['env']}, {path}{trained}: {describe(result)}{unlike}{starts}")
     if args.record:
         try:

@@ -107,16 +107,17 @@ def load_player(args: argparse.Namespace, out=print):
     if args.env_kwargs is not None:
         more["env_kwargs"] = args.env_kwargs
     if path:
-        from .policy import load
+        from .policy import load, refuse_another_env
         policy = load(path, device="cpu" if args.reuse_conv else args.device, reuse_conv=args.reuse_conv,
                       best=args.best)
         path = policy.source   # the file it read: a run directory's model.pt (policy.model_of)
         cfg = policy.play_config(game=args.game, env=args.env, seed=args.seed, **more)
         env = make_env(cfg, args.seed)
-        if env.n_actions != policy.n_actions or tuple(policy.obs_shape) != (cfg.history, *env.frame_shape):
-            raise CheckpointError(f"{path} holds a network for {policy.n_actions} actions and input "
-                                  f"{list(policy.obs_shape)}, but {cfg.env_name} has {env.n_actions} actions and "
-                                  f"input {[cfg.history, *env.frame_shape]}; give a model trained on it.")
+        try:
+            refuse_another_env(policy, cfg, env)
+        except CheckpointError:
+            env.close()
+            raise
         trained = policy.config.get("total_steps")
         out(f"playing {cfg.env_name} with {path} ({policy.engine}"
             + (f", from a run of {trained:,} steps" if isinstance(trained, int) else "") + ")")

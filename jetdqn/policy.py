@@ -131,12 +131,14 @@ class Policy:
         return int(actions[0]) if single else actions
 
     def evaluate(self, game: Optional[str] = None, games: int = 10, eps: float = 0.05, seed: int = 0,
-                 sticky_actions: Optional[float] = None, ended=None) -> dict:
+                 sticky_actions: Optional[float] = None, ended=None, env_kwargs=None) -> dict:
         """Whole games at ``eps`` with random no-op starts, scored with raw rewards (training's evaluation
         protocol; ``sticky_actions`` defaults to its run's evaluations': --eval-sticky-actions, else what the
-        network was trained with). ``ended``: called with how many games have ended, as each ends."""
+        network was trained with). ``ended``: called with how many games have ended, as each ends.
+        ``env_kwargs``: a gymnasium env's constructor arguments (a dict or JSON text) where they are not its
+        run's --env-kwargs (how the policy does in the env made another way)."""
         from .evaluate import game_statistics, play_games, protocol
-        from .config import MAX_GAMES
+        from .config import MAX_GAMES, parse_env_kwargs
         # 0 was numpy's warnings, then its ValueError; 2**63 numpy's "Maximum allowed dimension exceeded"
         # True is an Integral: it played 1 game
         if not (isinstance(games, numbers.Integral) and not isinstance(games, bool) and 1 <= games <= MAX_GAMES):
@@ -145,11 +147,15 @@ class Policy:
         if ended is not None and not callable(ended):   # found only as the first game ended, in a TypeError
             raise ValueError(f"ended is a function called with how many games have ended; got {ended!r}")
         more = {} if sticky_actions is None else {"sticky_actions": sticky_actions}
+        if env_kwargs is not None:
+            more["env_kwargs"] = env_kwargs
         cfg = self.play_config(game=game, seed=seed, **more)
         seed = cfg.seed   # as the settings read it: "1" is 1 (it was numpy's SeedSequence TypeError)
         returns, lengths = play_games(self, cfg, games, eps, seed, **({"ended": ended} if ended else {}))
         return {"env": cfg.env_name, **game_statistics(returns), **protocol(cfg, eps), "seed": seed,
                 "trained_steps": self.trained_steps, "trained_sticky_actions": self.config.get("sticky_actions"),
+                **({"env_kwargs": cfg.env_options, "trained_env_kwargs": parse_env_kwargs(self.config.get("env_kwargs"))}
+                   if not cfg.is_atari else {}),
                 "returns": returns, "lengths": lengths}
 
     def play_config(self, game: Optional[str] = None, env: Optional[str] = None, seed: int = 0, **more):
@@ -157,6 +163,9 @@ class Policy:
         --eval-sticky-actions where it gave one), its game unless another is named, its env's --env-kwargs
         unless ``more`` gives others (play's --env-kwargs: the same env made another way)."""
         from .config import ConfigError, game_key, make_config
+        if more.get("env_kwargs") is not None and not self.config.get("env"):   # was "without --env: add it"
+            raise ConfigError(f"--env-kwargs are a gymnasium env's arguments, and {self.source} plays the Atari game "
+                              f"{self.env_name}: drop --env-kwargs.")
         keep = ("history", "dueling", "frame_skip", "noop_max", "max_episode_steps", "terminal_on_life_loss",
                 "sticky_actions", "full_action_space", "game", "env", "env_kwargs")
         explicit = {key: self.config[key] for key in keep if self.config.get(key) is not None}
@@ -188,6 +197,17 @@ class Policy:
     def __repr__(self) -> str:
         return (f"Policy({self.env_name}, {self.spec.get('class')}, {self.n_actions} actions, from {self.source}, "
                 f"{self.engine})")
+
+
+def refuse_another_env(policy: "Policy", cfg, env) -> None:
+    """A CheckpointError where ``env`` (made from ``cfg``) has other actions or observations than ``policy``'s
+    network takes: a model played in its env made with other --env-kwargs (a longer line) was a ValueError
+    traceback at the first observation."""
+    from .checkpoint import CheckpointError
+    if env.n_actions != policy.n_actions or tuple(policy.obs_shape) != (cfg.history, *env.frame_shape):
+        raise CheckpointError(f"{policy.source} holds a network for {policy.n_actions} actions and input "
+                              f"{list(policy.obs_shape)}, but {cfg.env_name} has {env.n_actions} actions and input "
+                              f"{[cfg.history, *env.frame_shape]}; give a model trained on it.")
 
 
 def _check_eps(eps) -> None:

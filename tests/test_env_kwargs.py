@@ -89,6 +89,16 @@ def test_an_envs_own_arguments_reach_training_resume_evaluate_play_and_a_loaded_
                         check=False)
     assert longer.returncode == 2 and "but line_env:Line-v0 has 2 actions and input [1, 9]" in longer.stderr, \
         longer.stderr
+    # evaluate and the API score the policy in its env made another way, and say so; a longer line is refused
+    other = run_module("jetdqn.evaluate", str(run), "--games", "4", "--env-kwargs", '{"size": 4, "reward": 5}',
+                       cwd=where).stdout.splitlines()[-1]
+    assert other.endswith(", eps 0.05, in the env made with --env-kwargs '{\"size\": 4, \"reward\": 5}' (trained "
+                          "with '{\"size\": 4, \"reward\": 3.0}')"), other
+    assert 5.0 in jetdqn.load(run).evaluate(games=4, env_kwargs={"size": 4, "reward": 5})["returns"]
+    longer = run_module("jetdqn.evaluate", str(run), "--env-kwargs", '{"size": 9}', cwd=where, check=False)
+    assert longer.returncode == 2 and longer.stderr == (
+        f"error: {run}/model.pt holds a network for 2 actions and input [1, 4], but line_env:Line-v0 has 2 actions "
+        "and input [1, 9]; give a model trained on it.\n")
 
 
 def test_the_api_and_a_config_file_give_the_arguments_as_a_mapping(where: Path, monkeypatch):
@@ -139,3 +149,9 @@ def test_arguments_without_an_env_and_an_argument_the_constructor_does_not_take_
                          str(where / "r"), cwd=where, check=False)
     assert started.returncode == 2 and "unexpected keyword argument 'sise'" in started.stderr
     assert not (where / "r").exists()   # refused before anything was written
+    pong = Path(__file__).parents[1] / "benchmarks" / "results" / "learn-pong" / "run"
+    for module in ("jetdqn.evaluate", "jetdqn.play"):   # was "without --env: add it", and they take no --env
+        atari = run_module(module, str(pong), "--env-kwargs", '{"size": 5}', check=False)
+        assert atari.returncode == 2 and atari.stderr == (
+            f"error: --env-kwargs are a gymnasium env's arguments, and {pong}/model.pt plays the Atari game pong: "
+            "drop --env-kwargs.\n"), atari.stderr
