@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
-import torch
 
 FORMAT = "jetdqn-checkpoint"
 VERSION = 1
@@ -39,6 +38,7 @@ def _fsync_dir(path: Path) -> None:
 def atomic_torch_save(obj: Any, path: Path, resumable: bool = True) -> None:
     """``obj`` in ``path`` whole or not at all (a temporary file, synced, then renamed); ``resumable``: whether
     the run has a checkpoint to resume from should the write fail (the sentence says what to do then)."""
+    import torch
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -71,6 +71,8 @@ def unwritable(path: Path, exc: Exception, resumable: bool = True) -> str:
 
 def rng_state(np_rng: np.random.Generator) -> dict:
     import random
+
+    import torch
     version, internal, gauss = random.getstate()
     return {"torch": torch.get_rng_state(), "numpy": np_rng.bit_generator.state,
             "python": [version, list(internal), gauss],
@@ -79,6 +81,8 @@ def rng_state(np_rng: np.random.Generator) -> dict:
 
 def restore_rng(state: dict, np_rng: np.random.Generator) -> None:
     import random
+
+    import torch
     torch.set_rng_state(state["torch"].cpu())   # loaded with map_location=cuda it arrives on the GPU
     np_rng.bit_generator.state = state["numpy"]
     version, internal, gauss = state["python"]
@@ -105,6 +109,7 @@ CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt")   # what torch.save's files are c
 def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] = None,
          map_location: Any = "cpu") -> dict:
     """Read a checkpoint and check that it fits the env and network at hand."""
+    import torch
     path = Path(path)
     if not path.exists():
         from .rundir import dangling_link

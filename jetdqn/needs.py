@@ -78,20 +78,31 @@ def need_numpy_to_plot(command: bool) -> None:
     raise MissingPackages(message, name="numpy")
 
 
-def need_packages(command: bool) -> None:
+def need_packages(command: bool, import_torch: bool = True) -> None:
     """One sentence and exit status 2 for a command (``command``), naming torch and every declared package
     that is missing or older than jetdqn needs; ``MissingPackages`` saying the same for a library import. A
     command also ends in one line on a stop signal during the seconds torch takes to import
-    (``stop_quietly_while_starting``)."""
+    (``stop_quietly_while_starting``). ``import_torch=False`` leaves torch's import (its seconds, and the
+    sentence for a torch that is installed and will not load) to ``need_torch``, once the command's flags
+    are read: a mistyped flag of ``train`` waited for torch to import before its one-line refusal."""
     if command:
         stop_quietly_while_starting()
-    message = missing_packages() or torch_that_does_not_import()
+    message = missing_packages() or (torch_that_does_not_import() if import_torch else None)
     if message is None:
         return
     if command:
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(2)
     raise MissingPackages(message, name="torch" if message.startswith("jetdqn needs PyTorch") else None)
+
+
+def need_torch() -> None:
+    """For a command that read its flags first (``need_packages(import_torch=False)``): torch imported now, or
+    the sentence for a torch that will not load and exit status 2."""
+    message = torch_that_does_not_import()
+    if message is not None:
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def missing_packages() -> str | None:

@@ -6,9 +6,9 @@ user can get wrong ends in one sentence and exit status 2, never a traceback.
 
 from __future__ import annotations
 
-from .needs import need_packages
+from .needs import need_packages, need_torch
 
-need_packages(command=__name__ == "__main__")   # before the imports below, which load torch
+need_packages(command=__name__ == "__main__", import_torch=False)   # torch is imported once the flags are read
 
 import sys
 import types
@@ -44,9 +44,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(" ".join(ale_game_ids()))
             return 0
         if ns.get("resume"):
+            need_torch()   # a run without its config.json is resumed from its checkpoint's copy
             ns = config_for_resume(ns)
         cfg = make_config(ns)
         refuse_replaced(cfg, typed)
+        need_torch()   # the settings are sound: now the seconds of torch's import (a board's are many)
         outlive_the_terminal(goes_on=True)   # from here a console on a full disk costs the console, not the run
         summary = train(cfg)
     except (ConfigError, CheckpointError, ReplayTooLarge, TrainingDiverged, RunOutOfMemory, RunDirLost) as exc:

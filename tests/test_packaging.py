@@ -230,7 +230,8 @@ def test_a_torch_older_than_jetdqn_was_tested_with_is_one_sentence(tmp_path, com
 
 
 @pytest.mark.parametrize("command", [["-m", "jetdqn.train", "--preset", "smoke"], ["-m", "jetdqn", "evaluate", "runs/pong"],
-                                     ["-m", "jetdqn.bench", "pong"], ["-c", "import jetdqn; jetdqn.train"]])
+                                     ["-m", "jetdqn.bench", "pong"],
+                                     ["-c", "import jetdqn; jetdqn.train(total_steps=1)"]])
 def test_a_torch_that_does_not_import_is_one_sentence_that_says_why(tmp_path, command):
     """The first error on many a Jetson: a torch wheel built for another JetPack, whose import fails with
     "ImportError: libcudnn.so.8: cannot open shared object file". It was that traceback out of every command.
@@ -251,3 +252,24 @@ def test_a_torch_that_does_not_import_is_one_sentence_that_says_why(tmp_path, co
         "file: No such file or directory); reinstall it for this Python: on x86 `pip install torch==2.13.0` (the "
         "CPU wheel) or `make install`; on a Jetson the torch wheel for this board's JetPack, or the L4T container "
         "(README, Jetson)."), line
+
+
+def test_trains_flags_are_refused_before_torch_is_imported(tmp_path):
+    """A mistyped flag of ``train`` waited for torch's import (2 s here, many more on a board) before its one
+    line. The flags and settings are now read first: with a torch that cannot be imported at all on the path,
+    a refused setting and --help still answer, and a sound command line gets the torch sentence."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text('raise ImportError("libcudnn.so.8: cannot open shared object")\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    for command in (["-m", "jetdqn.train"], ["-m", "jetdqn", "train"]):
+        refused = subprocess.run([sys.executable, *command, "--lr", "-1"], cwd=ROOT, capture_output=True, text=True,
+                                 timeout=60, env=env)
+        assert refused.returncode == 2 and refused.stderr == "error: --lr must be positive, got -1.0.\n", refused.stderr
+        helped = subprocess.run([sys.executable, *command, "--help"], cwd=ROOT, capture_output=True, text=True,
+                                timeout=60, env=env)
+        assert helped.returncode == 0 and "--env-kwargs" in helped.stdout, helped.stderr
+        sound = subprocess.run([sys.executable, *command, "--preset", "smoke", "--run-dir", str(tmp_path / "r")],
+                               cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+        assert sound.returncode == 2 and sound.stderr.startswith("error: jetdqn needs torch, and torch") \
+            and sound.stderr.count("\n") == 1, sound.stderr
+        assert not (tmp_path / "r").exists()
