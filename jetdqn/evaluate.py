@@ -30,9 +30,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
-from .needs import need_packages
+from .needs import need_packages, need_torch
 
-need_packages(command=__name__ == "__main__")   # before the imports below (NumPy, and torch with the envs)
+need_packages(command=__name__ == "__main__", import_torch=False)   # torch is imported once the flags are read
 
 import numpy as np  # noqa: E402
 
@@ -299,6 +299,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not os.access(kept if kept.exists() else Path(args.model), os.W_OK):
             fail(f"--record adds the result to {kept}, and it cannot be written here (a read-only disk or "
                  "folder); drop --record, or copy the run directory somewhere writable.")
+    need_torch()   # after the flags: a mistyped one is refused without waiting for torch's import
     try:
         path = model_of(Path(args.model), args.best)
         policy = load(path, device=args.device)

@@ -10,9 +10,9 @@ way too (model.safetensors and model.json in the run directory).
 
 from __future__ import annotations
 
-from .needs import broken_install, need_packages
+from .needs import broken_install, need_packages, need_torch
 
-need_packages(command=__name__ == "__main__")   # before the imports below, which load torch
+need_packages(command=__name__ == "__main__", import_torch=False)   # torch is imported once the flags are read
 
 import importlib
 import json
@@ -204,6 +204,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--best", action="store_true", help="A run directory's best weights (best.pt or best.safetensors, "
                                                         "written with --save-best), as evaluate --best.")
     args = p.parse_args(argv)
+    need_torch()   # after the flags: a mistyped one is refused without waiting for torch's import
     exit_on_stop()   # a SIGTERM mid-write ends it as Ctrl-C does: the .tmp file goes, the earlier export stays
     try:
         args.checkpoint = one_model(args.named, "--checkpoint", args.checkpoint)

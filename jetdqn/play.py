@@ -6,9 +6,9 @@ Scores are whole games with raw rewards. The window shows the original colour sc
 
 from __future__ import annotations
 
-from .needs import need_packages
+from .needs import need_packages, need_torch
 
-need_packages(command=__name__ == "__main__")   # before the imports below, which load torch
+need_packages(command=__name__ == "__main__", import_torch=False)   # torch is imported once the flags are read
 
 import argparse
 import json
@@ -216,6 +216,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     outlive_the_terminal(goes_on=False)   # a dropped SSH session: play ends on its SIGHUP, finishing the video
     args = build_parser().parse_args(argv)
+    need_torch()   # after the flags: a mistyped one is refused without waiting for torch's import
     quiet = (lambda *_: None) if args.json else print
     try:
         # the games and the video go on without a console on a full disk, unless the console is the result

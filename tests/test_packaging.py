@@ -254,8 +254,8 @@ def test_a_torch_that_does_not_import_is_one_sentence_that_says_why(tmp_path, co
         "(README, Jetson)."), line
 
 
-def test_trains_flags_are_refused_before_torch_is_imported(tmp_path):
-    """A mistyped flag of ``train`` waited for torch's import (2 s here, many more on a board) before its one
+def test_a_commands_flags_are_refused_before_torch_is_imported(tmp_path):
+    """A mistyped flag of ``train`` (or play, evaluate, export) waited for torch's import (2 s here, many more on a board) before its one
     line. The flags and settings are now read first: with a torch that cannot be imported at all on the path,
     a refused setting and --help still answer, and a sound command line gets the torch sentence."""
     (tmp_path / "torch").mkdir()
@@ -273,3 +273,13 @@ def test_trains_flags_are_refused_before_torch_is_imported(tmp_path):
         assert sound.returncode == 2 and sound.stderr.startswith("error: jetdqn needs torch, and torch") \
             and sound.stderr.count("\n") == 1, sound.stderr
         assert not (tmp_path / "r").exists()
+    run = str(ROOT / "benchmarks" / "results" / "learn-pong" / "run")
+    for module, argv in (("jetdqn.evaluate", [run, "--game", "breakout"]), ("jetdqn.play", [run, "--recrod", "a.mp4"]),
+                         ("jetdqn.export", [run, "--onx", "a.onnx"])):   # and play, evaluate and export's flags
+        refused = subprocess.run([sys.executable, "-m", module, *argv], cwd=ROOT, capture_output=True, text=True,
+                                 timeout=60, env=env)
+        assert refused.returncode == 2 and "unrecognized arguments" in refused.stderr, refused.stderr
+        sound = subprocess.run([sys.executable, "-m", module, run, *(["--onnx", str(tmp_path / "a.onnx")] *
+                                                                     (module == "jetdqn.export"))],
+                               cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+        assert sound.returncode == 2 and sound.stderr.startswith("error: jetdqn needs torch, and torch"), sound.stderr
