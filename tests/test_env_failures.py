@@ -45,6 +45,16 @@ class Flaky(CartPoleEnv):
                 reward = float("inf")
             elif how == "shape":
                 obs = obs[:3]
+            elif how == "ended-as-text":   # "False" is true: each game was one step long
+                terminated = "False"
+            elif how == "ended-as-pair":   # was numpy's "truth value ... is ambiguous" traceback
+                terminated = np.array([terminated, False])
+            elif how == "cut-as-none":
+                truncated = None
+            elif how == "reward-as-text":   # was read as 1
+                reward = "1"
+            elif how == "numpy-flags":   # what numpy-written envs return: taken as they mean
+                terminated, truncated = np.bool_(terminated), np.array([int(truncated)])
             elif how == "segfault":   # a C extension's crash
                 import ctypes
                 ctypes.string_at(0)
@@ -299,6 +309,11 @@ def test_a_reset_that_fails_as_the_run_starts(where: Path):
     ("reward", "step returned a reward of inf, which is not a finite number"),
     ("shape", "step returned an observation of shape (3,), where its observation space has (4,)"),
     ("overflow", "step returned an observation with inf at index 1, which is not a finite number"),
+    ("ended-as-text", "step returned terminated='False' (a str), where gymnasium's is True or False"),
+    ("ended-as-pair", "step returned terminated=array([False, False]), where gymnasium's is True or False"),
+    ("cut-as-none", "step returned truncated=None, where gymnasium's is True or False"),
+    ("reward-as-text", "step returned a reward of '1', which is not a number"),
+    ("numpy-flags", None),
 ])
 def test_what_the_env_gave_is_named(where: Path, monkeypatch, how: str, said: str):
     from jetdqn.envs.base import EnvFailed
@@ -313,6 +328,10 @@ def test_what_the_env_gave_is_named(where: Path, monkeypatch, how: str, said: st
     flaky_env.Flaky.calls = 0
     env.step(0)
     env.step(1)
+    if said is None:   # numpy's bool and a one-element array are gymnasium's True or False
+        step = env.step(0)
+        assert (step.game_over, step.truncated) == (False, False) and type(step.game_over) is bool
+        return env.close()
     with pytest.raises(EnvFailed) as failed:
         env.step(0)
     assert str(failed.value) == f"{ENV}'s {said}"

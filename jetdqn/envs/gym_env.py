@@ -112,16 +112,32 @@ class GymEnv:
             raise EnvFailed(self._not_a_step(_returned(result), isinstance(result, tuple) and len(result) == 4))
         obs, reward, terminated, truncated, _ = result
         try:
+            if isinstance(reward, (str, bytes)):   # "1" was read as 1
+                raise TypeError
             reward = float(reward)
         except (TypeError, ValueError):   # was "step raised TypeError: float() argument must be ..."
             raise EnvFailed(f"{self.game}'s step returned a reward of {reward!r}, which is not a number") from None
+        terminated, truncated = (self._flag(value, name) for value, name in ((terminated, "terminated"),
+                                                                              (truncated, "truncated")))
         if not math.isfinite(reward):
             raise EnvFailed(f"{self.game}'s step returned a reward of {reward}, which is not a finite number")
         self._t += 1
         if self.max_episode_steps and self._t >= self.max_episode_steps:
             truncated = True
-        return Step(self._observation(obs, "step"), reward, bool(terminated), bool(truncated) and not terminated,
-                    False)
+        return Step(self._observation(obs, "step"), reward, terminated, truncated and not terminated, False)
+
+    def _flag(self, value, name: str) -> bool:
+        """A step's ``terminated`` or ``truncated`` as a bool: True or False, numpy's bool, 0 or 1, or a
+        one-element array of them. Anything else is the env's mistake, said as such: the text "False" was
+        true at every step (each game one step long, in silence), and a two-element array was numpy's
+        "truth value of an array ... is ambiguous" traceback, which lost the steps since the checkpoint."""
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        if isinstance(value, (int, np.integer)) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "biu" and value.item() in (0, 1):
+            return bool(value.item())
+        raise EnvFailed(f"{self.game}'s step returned {name}={_shown(value)}, where gymnasium's is True or False")
 
     def _not_a_step(self, returned: str, old_api: bool) -> str:
         return (f"{self.game}'s step returned {returned}, where gymnasium's returns 5 (observation, reward, terminated, "
@@ -232,6 +248,14 @@ def _how_it_draws(env_id: str) -> Optional[str]:
 def _no_screen(why: str) -> ScreenUnavailable:
     return ScreenUnavailable(why, f"{why}, so there is no screen for the window or --record: play it with "
                                   "--display-freq 0 and no --record.")
+
+
+def _shown(value) -> str:
+    """A value an env returned, as a sentence shows it: its repr, cut at 60 characters (an array's can run to
+    pages), and its type where the repr does not say it ('False' is text, array([1, 0]) an ndarray)."""
+    text = repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return text if value is None or isinstance(value, np.ndarray) else f"{text} (a {type(value).__name__})"
 
 
 def _returned(result) -> str:
