@@ -53,6 +53,8 @@ class Flaky(CartPoleEnv):
                 truncated = None
             elif how == "reward-as-text":   # was read as 1
                 reward = "1"
+            elif how == "no-observation":
+                obs = None
             elif how == "numpy-flags":   # what numpy-written envs return: taken as they mean
                 terminated, truncated = np.bool_(terminated), np.array([int(truncated)])
             elif how == "segfault":   # a C extension's crash
@@ -313,6 +315,7 @@ def test_a_reset_that_fails_as_the_run_starts(where: Path):
     ("ended-as-pair", "step returned terminated=array([False, False]), where gymnasium's is True or False"),
     ("cut-as-none", "step returned truncated=None, where gymnasium's is True or False"),
     ("reward-as-text", "step returned a reward of '1', which is not a number"),
+    ("no-observation", "step returned None where its observation belongs"),
     ("numpy-flags", None),
 ])
 def test_what_the_env_gave_is_named(where: Path, monkeypatch, how: str, said: str):

@@ -148,6 +148,8 @@ class GymEnv:
         """``obs`` as the float32 vector the replay stores, refused when it is not one of the observation
         space's shape with finite numbers (a float64 past float32's range counts as infinite); a frame env's
         as its 84x84 bytes."""
+        if obs is None:   # was "an observation of shape ()": numpy reads None as a NaN scalar
+            raise EnvFailed(f"{self.game}'s {where} returned None where its observation belongs")
         if self.frame_dtype == np.uint8:
             return self._frame(obs, where)
         if isinstance(obs, np.ndarray) and obs.dtype == np.float32:
