@@ -26,7 +26,7 @@ class ConfigError(ValueError):
 PATH_FIELDS = ("run_dir", "tegrastats_path", "init_weights")   # the settings that name a file or folder
 # settings whose empty value would quietly mean their default (an unset shell variable: --ray-address
 # "$HEAD" started a local cluster instead of joining one, --env "$ENV" trained Pong)
-NOT_EMPTY = (*PATH_FIELDS, "ray_address", "env")
+NOT_EMPTY = (*PATH_FIELDS, "ray_address", "env", "env_kwargs")
 
 
 # what only an Atari game reads: its emulator's options (a gymnasium env takes none of them) and the CNN's layout
@@ -669,8 +669,8 @@ def home_expanded(path: str) -> str:
 
 
 def given_value(text: str) -> str:
-    """A name that is not a path (--ray-address, --env). Empty, it meant none given: a local Ray cluster
-    started in place of the one named, and --env "" trained Pong."""
+    """A name that is not a path (--ray-address, --env, --env-kwargs). Empty, it meant none given: a local Ray
+    cluster started in place of the one named, and --env "" trained Pong."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty value (an unset shell variable?)")
     return text
@@ -824,7 +824,7 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
             kind = _threads
         if f.name in PATH_FIELDS:
             kind = given_path
-        if f.name in ("ray_address", "env"):
+        if f.name in ("ray_address", "env", "env_kwargs"):
             kind = given_value
         parser.add_argument(_flag(f.name), type=kind, choices=f.metadata.get("choices"),
                             metavar=None if f.metadata.get("choices") else f.name.upper(),

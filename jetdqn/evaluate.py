@@ -247,8 +247,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .signals import exit_on_stop
     exit_on_stop()   # SIGTERM says so and closes the games' emulators, as Ctrl-C does
     from .checkpoint import CheckpointError
-    from .config import (ConfigError, Parser, command, fail, fail_after_its_traceback, games, given_path, one_model,
-                         probability, seed)
+    from .config import (ConfigError, Parser, command, fail, fail_after_its_traceback, games, given_path, given_value,
+                         one_model, probability, seed)
     from .envs.base import EnvFailed
     from .policy import load, model_of, not_a_run_for_best
     # train's flags a user may bring here, where the nearest spelling misleads (--game: "did you mean --games?")
@@ -265,7 +265,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--sticky-actions", type=probability, default=None,
                    help="ALE's repeat_action_probability (default: the run's evaluations': its "
                         "--eval-sticky-actions, else what the model was trained with).")
-    p.add_argument("--env-kwargs", default=None, metavar="JSON",
+    p.add_argument("--env-kwargs", type=given_value, default=None, metavar="JSON",
                    help="Keyword arguments for a gymnasium env's gym.make, as a JSON object (default: its run's "
                         "--env-kwargs).")
     p.add_argument("--best", action="store_true", help="A run directory's best weights (best.pt or best.safetensors, "

@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "written with --save-best), as evaluate --best.")
     p.add_argument("--game", type=given_value, default=None, help="ALE game id (default: the checkpoint's game, else pong).")
     p.add_argument("--env", type=given_value, default=None, help="A gymnasium env id instead of an Atari game.")
-    p.add_argument("--env-kwargs", default=None, metavar="JSON",
+    p.add_argument("--env-kwargs", type=given_value, default=None, metavar="JSON",
                    help="Keyword arguments for the env's gym.make, as a JSON object (default: its run's --env-kwargs).")
     p.add_argument("--episodes", type=count, default=3, help="Games to play (default 3; 0 = as many as "
                                                              "--max-steps allows).")

@@ -135,6 +135,18 @@ def test_arguments_that_are_no_json_object_or_that_jetdqn_sets_itself_are_one_se
     assert str(refused.value) == said
 
 
+def test_an_empty_value_is_refused_by_name_not_read_as_none(where: Path):
+    """--env-kwargs "$KWARGS" with KWARGS unset made the env with its defaults, as --env "$ENV" once trained Pong."""
+    with pytest.raises(ConfigError) as refused:
+        make_config({"env": "CartPole-v1", "env_kwargs": " "})
+    assert str(refused.value) == "--env-kwargs is an empty value: give one, or leave it out for the default."
+    for module, argv in (("jetdqn.train", ["--env", "CartPole-v1"]), ("jetdqn.evaluate", [str(where)]),
+                         ("jetdqn.play", [str(where)])):
+        empty = run_module(module, *argv, "--env-kwargs", "", cwd=where, check=False)
+        assert empty.returncode == 2 and empty.stderr == (f"error: python -m {module}: argument --env-kwargs: an empty "
+                                                          "value (an unset shell variable?); see --help.\n"), empty.stderr
+
+
 def test_arguments_without_an_env_and_an_argument_the_constructor_does_not_take_are_named(where: Path):
     with pytest.raises(ConfigError) as refused:
         make_config({"game": "pong", "env_kwargs": '{"size": 5}'})
