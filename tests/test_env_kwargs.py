@@ -125,6 +125,8 @@ def test_the_api_and_a_config_file_give_the_arguments_as_a_mapping(where: Path, 
                                  "--max-episode-steps; drop max_episode_steps from --env-kwargs."),
     ('{"my size": 5}', "--env-kwargs names 'my size', which is no Python keyword argument; its names are the env "
                        "constructor's parameters."),
+    ([1, 2], "--env-kwargs takes keyword arguments: a mapping of names to values (a dict; in a --config file an "
+             "object, a YAML mapping or a TOML table), or its JSON text; got [1, 2]."),
     ({"sizes": {1, 2}}, "--env-kwargs takes keyword arguments JSON can hold (numbers, strings, true/false, null, "
                         "lists and objects of them); {'sizes': {1, 2}} holds another (Object of type set is not "
                         "JSON serializable)."),
