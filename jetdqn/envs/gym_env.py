@@ -117,8 +117,10 @@ class GymEnv:
             reward = float(reward)
         except (TypeError, ValueError):   # was "step raised TypeError: float() argument must be ..."
             raise EnvFailed(f"{self.game}'s step returned a reward of {reward!r}, which is not a number") from None
-        terminated, truncated = (self._flag(value, name) for value, name in ((terminated, "terminated"),
-                                                                              (truncated, "truncated")))
+        if type(terminated) is not bool:   # most envs' are: one type check a step, not two calls
+            terminated = self._flag(terminated, "terminated")
+        if type(truncated) is not bool:
+            truncated = self._flag(truncated, "truncated")
         if not math.isfinite(reward):
             raise EnvFailed(f"{self.game}'s step returned a reward of {reward}, which is not a finite number")
         self._t += 1
