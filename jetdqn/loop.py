@@ -196,38 +196,45 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
         if cfg.num_envs >= MANY_EMULATORS:   # ~0.1 s each here: 128 took 12 s, before any line was printed
             progress.line(f"starting {cfg.num_envs} {'emulators' if cfg.is_atari else cfg.env + ' envs'}")
         acting = LocalActing(cfg, rng, clock)
-    obs_shape = (cfg.history, *acting.frame_shape)  # vector observations are flattened by the MLP
-    agent = DQNAgent(cfg, obs_shape, acting.n_actions, rt.device, acting.first_action)
-    payload = None
-    if cfg.resume:  # read early: a saved replay fixes the capacity
-        payload = ckpt.load(run_dir / "checkpoints" / "latest.pt", env_name=cfg.env_name,
-                            network=agent.network_spec(), map_location=rt.device)
-    elif cfg.init_weights:   # before the run directory is touched: a file that does not fit changes nothing
-        from .policy import starting_weights
-        weights, source, step = starting_weights(Path(cfg.init_weights), cfg.env_name, agent.network_spec())
-        agent.load_weights(weights)
-        agent.sync_target()
-        progress.line(f"the network starts from {source}" + (f" (weights of step {step:,})" if step else ""))
-        if cfg.eps_start > cfg.eps_end and cfg.eps_decay_steps > 0:   # a fine-tune that plays at random, unsaid
-            progress.note(f"epsilon starts at {cfg.eps_start:g} (--eps-start) and falls to {cfg.eps_end:g} by step "
-                          f"{cfg.eps_decay_steps:,}, so until then many actions are random rather than these "
-                          f"weights'; --eps-start {cfg.eps_end:g} acts with them from the first step")
-    replay, frame_bytes = make_replay(cfg, acting.num_streams, acting.frame_shape, acting.frame_dtype,
-                                      (payload or {}).get("replay"), progress.line)
-    if not cfg.allow_large_replay:   # the batches beside the replay: an update the kernel kills, unsaid
-        from .learn.batch_memory import refuse_a_batch_that_does_not_fit, room_beside
-        refuse_a_batch_that_does_not_fit(cfg, agent.online, obs_shape, acting.frame_dtype,
-                                         *room_beside(replay, rt.device, frame_bytes))
-    facts = {"runtime": rt.report, "obs_shape": list(obs_shape), "replay_frame_bytes_estimate": frame_bytes,
-             "n_actions": acting.n_actions, "autotune": tuned}
     mirror = None
-    if cfg.tensorboard:
-        from .tensorboard_mirror import TensorBoardMirror
-        mirror = TensorBoardMirror(run_dir, purge_from=int(payload["counters"]["step"]) + 1 if payload else None)
-    acting.connect()   # Ray's cluster, last: any refusal above comes without waiting on a local Ray's start
-    return Run(cfg, run_dir, progress, sampler, rt, clock, acting, agent, replay, ReplayBudget(cfg),
-               LearnSchedule(cfg.train_freq, cfg.batch_size, cfg.learn_start),
-               ckpt.Checkpointer(run_dir, cfg, agent, replay, rng), RunState(), payload, facts, mirror)
+    try:   # a refusal past the envs (a replay too large, a checkpoint that does not fit) closes them: an env's
+        # simulator process, or Ray's actors, ended with the run's sentence, not after it
+        obs_shape = (cfg.history, *acting.frame_shape)  # vector observations are flattened by the MLP
+        agent = DQNAgent(cfg, obs_shape, acting.n_actions, rt.device, acting.first_action)
+        payload = None
+        if cfg.resume:  # read early: a saved replay fixes the capacity
+            payload = ckpt.load(run_dir / "checkpoints" / "latest.pt", env_name=cfg.env_name,
+                                network=agent.network_spec(), map_location=rt.device)
+        elif cfg.init_weights:   # before the run directory is touched: a file that does not fit changes nothing
+            from .policy import starting_weights
+            weights, source, step = starting_weights(Path(cfg.init_weights), cfg.env_name, agent.network_spec())
+            agent.load_weights(weights)
+            agent.sync_target()
+            progress.line(f"the network starts from {source}" + (f" (weights of step {step:,})" if step else ""))
+            if cfg.eps_start > cfg.eps_end and cfg.eps_decay_steps > 0:   # a fine-tune that plays at random, unsaid
+                progress.note(f"epsilon starts at {cfg.eps_start:g} (--eps-start) and falls to {cfg.eps_end:g} by step "
+                              f"{cfg.eps_decay_steps:,}, so until then many actions are random rather than these "
+                              f"weights'; --eps-start {cfg.eps_end:g} acts with them from the first step")
+        replay, frame_bytes = make_replay(cfg, acting.num_streams, acting.frame_shape, acting.frame_dtype,
+                                          (payload or {}).get("replay"), progress.line)
+        if not cfg.allow_large_replay:   # the batches beside the replay: an update the kernel kills, unsaid
+            from .learn.batch_memory import refuse_a_batch_that_does_not_fit, room_beside
+            refuse_a_batch_that_does_not_fit(cfg, agent.online, obs_shape, acting.frame_dtype,
+                                             *room_beside(replay, rt.device, frame_bytes))
+        facts = {"runtime": rt.report, "obs_shape": list(obs_shape), "replay_frame_bytes_estimate": frame_bytes,
+                 "n_actions": acting.n_actions, "autotune": tuned}
+        if cfg.tensorboard:
+            from .tensorboard_mirror import TensorBoardMirror
+            mirror = TensorBoardMirror(run_dir, purge_from=int(payload["counters"]["step"]) + 1 if payload else None)
+        acting.connect()   # Ray's cluster, last: any refusal above comes without waiting on a local Ray's start
+        return Run(cfg, run_dir, progress, sampler, rt, clock, acting, agent, replay, ReplayBudget(cfg),
+                   LearnSchedule(cfg.train_freq, cfg.batch_size, cfg.learn_start),
+                   ckpt.Checkpointer(run_dir, cfg, agent, replay, rng), RunState(), payload, facts, mirror)
+    except BaseException:
+        acting.close()
+        if mirror is not None:   # its writer thread, in a notebook's process
+            mirror.close()
+        raise
 
 
 def run_loop(run: Run, filled: str) -> dict:
@@ -651,18 +658,19 @@ def train(cfg: Config, progress: Optional[Progress] = None) -> dict:
         cfg, tuned = resolve_auto(cfg, progress.line, progress.note)
         run = build_run(cfg, run_dir, progress, tuned)
         run.lock = lock
-        filled = resume(run) if run.payload is not None else "new"   # a stop here leaves the checkpoint as it was
-        # The loop's handlers from the run's first write on: a stop between that write and the loop ended the
-        # process by its exception (Ctrl-C) or exit (SIGTERM, SIGHUP), leaving a new run's directory with its
-        # config and segment but no checkpoint, which a --resume refused.
-        with stop_on_signals(run.state.stop, hold=True, stuck=progress.note):   # until the last save; a second stop waits
-            if not cfg.resume:
-                start_fresh(run_dir)  # only now: every setting was checked and the run's parts are built
-            started = True
-            try:
+        try:
+            filled = resume(run) if run.payload is not None else "new"   # a stop here leaves the checkpoint as it was
+            # The loop's handlers from the run's first write on: a stop between that write and the loop ended the
+            # process by its exception (Ctrl-C) or exit (SIGTERM, SIGHUP), leaving a new run's directory with its
+            # config and segment but no checkpoint, which a --resume refused.
+            with stop_on_signals(run.state.stop, hold=True, stuck=progress.note):   # until the last save
+                if not cfg.resume:
+                    start_fresh(run_dir)  # only now: every setting was checked and the run's parts are built
+                started = True
                 return run_loop(run, filled)
-            finally:   # where the run ends in its sentence too (an env's failure, a divergence): the writer's thread
-                if run.mirror is not None:
-                    run.mirror.close()
+        finally:   # where the run ends in its sentence too (an env's failure, a divergence, a resume refused
+            run.acting.close()   # before the loop): the envs (run_loop closes them first) and the writer's thread
+            if run.mirror is not None:
+                run.mirror.close()
     finally:
         lock.release(started)

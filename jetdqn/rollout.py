@@ -128,6 +128,7 @@ class LocalActing:
         self.turn = 0
         self.showing_stream0 = False
         self.agent = None
+        self.closed = False
 
     def epsilon(self, step: int, sl: slice = slice(None)):
         """The epsilon acting uses at ``step``: the schedule's, or Ape-X's per-env values (their mean for
@@ -192,7 +193,10 @@ class LocalActing:
         return {"emulator_cores_per_gpu": len(self.emulator_threads)}
 
     def close(self) -> None:
-        self.envs.close()
+        """The envs closed, once (``loop.train`` asks again where a run ended before its loop closed them)."""
+        if not self.closed:
+            self.closed = True
+            self.envs.close()
 
 
 def _thread_ids() -> set[int]:

@@ -612,3 +612,91 @@ def test_an_env_written_for_another_api_is_named_as_such(where: Path, monkeypatc
         env.step(0)
     assert str(failed.value) == f"old_api_env:{name}'s {said}"
     env.close()
+
+
+SIMULATED = '''
+import os
+import subprocess
+import numpy as np
+import gymnasium as gym
+
+
+class Simulated(gym.Env):
+    """An env whose constructor starts its simulator, a process of its own that close() stops (as CARLA's,
+    Gazebo's or Unity's clients do); the simulator of the env made `fail_at`-th does not answer."""
+    made = 0
+
+    def __init__(self, fail_at=0, box=False, render_mode=None):
+        Simulated.made += 1
+        self.simulator = subprocess.Popen(["sleep", "600"])
+        with open("simulators", "a") as f:
+            f.write(f"{self.simulator.pid}\\n")
+        if Simulated.made == fail_at:
+            self.simulator.kill()
+            self.simulator.wait()
+            raise ConnectionError("the simulator did not answer")
+        self.observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+        self.action_space = gym.spaces.Box(-1, 1, (1,)) if box else gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(3, np.float32), 0.0, False, False, {}
+
+    def close(self):
+        self.simulator.kill()
+        self.simulator.wait()
+
+
+gym.register("Simulated-v0", entry_point="simulated_env:Simulated", max_episode_steps=50)
+'''
+
+
+def running(pids: list[int]) -> list[int]:
+    """The processes of ``pids`` still running (a zombie has ended)."""
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive
+
+
+def test_envs_made_before_a_refusal_are_closed_and_their_simulators_end_with_the_run(where: Path):
+    """A run that ended in its sentence after some of its envs were made (the third of four could not be made;
+    an env of another action space; a resume whose checkpoint is cut short) never closed them: an env that
+    starts a simulator process left it running after jetdqn had exited, holding the terminal's pipe open."""
+    (where / "simulated_env.py").write_text(SIMULATED)
+    simulators = where / "simulators"
+
+    def started_and_running(*argv: str) -> tuple[subprocess.CompletedProcess, list[int], list[int]]:
+        simulators.write_text("")
+        proc = run_module("jetdqn.train", "--env", "simulated_env:Simulated-v0", *argv, "--telemetry", "off",
+                          cwd=where, check=False, timeout=180)
+        pids = [int(line) for line in simulators.read_text().split()]
+        alive = running(pids)
+        for pid in alive:
+            os.kill(pid, signal.SIGKILL)
+        return proc, pids, alive
+
+    proc, pids, alive = started_and_running("--env-kwargs", '{"fail_at": 3}', "--num-envs", "4", "--run-dir",
+                                            str(where / "a"))
+    assert proc.returncode == 2 and "ConnectionError: the simulator did not answer" in proc.stderr, proc.stderr
+    assert len(pids) == 3 and alive == [], (pids, alive)
+    proc, pids, alive = started_and_running("--env-kwargs", '{"box": true}', "--run-dir", str(where / "b"))
+    assert proc.returncode == 2 and "has a Box action space; DQN needs discrete actions" in proc.stderr
+    assert len(pids) == 1 and alive == [], (pids, alive)
+    run = where / "c"
+    proc, pids, alive = started_and_running("--num-envs", "2", "--total-steps", "100", "--eval-episodes", "0",
+                                            "--run-dir", str(run))
+    assert proc.returncode == 0 and len(pids) == 2 and alive == [], (proc.stderr, pids, alive)
+    latest = run / "checkpoints" / "latest.pt"
+    latest.write_bytes(latest.read_bytes()[:1000])
+    proc, pids, alive = started_and_running("--resume", "--run-dir", str(run), "--total-steps", "200")
+    assert proc.returncode == 2 and "is corrupt, truncated or not a safe checkpoint" in proc.stderr, proc.stderr
+    assert len(pids) == 2 and alive == [], (pids, alive)

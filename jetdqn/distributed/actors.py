@@ -386,6 +386,10 @@ class RayActing:
         return {"backend": "ray", "num_actors": self.k, "weights_version": self.version, "actors": actors}
 
     def close(self) -> None:
+        """The actors killed, once (``loop.train`` asks again where a run ended before its loop closed them)."""
+        if getattr(self, "closed", False):
+            return
+        self.closed = True
         for a in self.actors:
             self.ray.kill(a, no_restart=True)
         if not self.cfg.ray_address and self.ray.is_initialized():

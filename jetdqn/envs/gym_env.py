@@ -48,21 +48,13 @@ class GymEnv:
                 raise ConfigError(_unmade(env_id, exc, kwargs)) from None
         for warning in said:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-        if not hasattr(env.action_space, "n"):
-            raise ConfigError(f"{env_id} has a {type(env.action_space).__name__} action space; "
-                              "DQN needs discrete actions.")
+        try:
+            refuse_its_spaces(env_id, env)
+        except ConfigError:   # closed: an env that started a simulator process left it running past the refusal
+            env.close()
+            raise
         shape = env.observation_space.shape
         frames = is_frame_space(env.observation_space)
-        if not frames and (shape is None or len(shape) != 1):
-            # a Discrete space (FrozenLake's state number) has shape (): "of shape ()" named no space
-            what = (f"of shape {shape}" if shape else f"in a {type(env.observation_space).__name__} space")
-            dtype = getattr(env.observation_space, "dtype", None)
-            picture = shape is not None and len(shape) in (2, 3) and dtype == np.uint8
-            raise ConfigError(f"{env_id} has observations {what}{' (a picture)' if picture else ''}; --env takes "
-                              "vector observations, or 84x84 grayscale frames of bytes (uint8) for the Nature CNN"
-                              + (": wrap the env in gymnasium's GrayscaleObservation and ResizeObservation(env, "
-                                 "(84, 84)) where your module registers it" if picture else "")
-                              + " (use --game for Atari games).")
         self._env = env
         self.game = env_id
         self.n_actions = int(env.action_space.n)
@@ -216,6 +208,25 @@ class GymEnv:
             cut_short_on_stop(f"{self.game}'s close", self._env.close)
         except CutShort:
             pass
+
+
+def refuse_its_spaces(env_id: str, env) -> None:
+    """A ConfigError for an env whose actions are not discrete, or whose observations are neither a vector nor
+    84x84 grayscale frames of bytes."""
+    if not hasattr(env.action_space, "n"):
+        raise ConfigError(f"{env_id} has a {type(env.action_space).__name__} action space; "
+                          "DQN needs discrete actions.")
+    shape = env.observation_space.shape
+    if not is_frame_space(env.observation_space) and (shape is None or len(shape) != 1):
+        # a Discrete space (FrozenLake's state number) has shape (): "of shape ()" named no space
+        what = (f"of shape {shape}" if shape else f"in a {type(env.observation_space).__name__} space")
+        dtype = getattr(env.observation_space, "dtype", None)
+        picture = shape is not None and len(shape) in (2, 3) and dtype == np.uint8
+        raise ConfigError(f"{env_id} has observations {what}{' (a picture)' if picture else ''}; --env takes "
+                          "vector observations, or 84x84 grayscale frames of bytes (uint8) for the Nature CNN"
+                          + (": wrap the env in gymnasium's GrayscaleObservation and ResizeObservation(env, "
+                             "(84, 84)) where your module registers it" if picture else "")
+                          + " (use --game for Atari games).")
 
 
 def is_frame_space(space) -> bool:

@@ -120,8 +120,24 @@ def make_envs(cfg: Config, seed: int, num_envs: int = 1, vector: Optional[bool] 
             raise ValueError(f"--num-envs {num_envs} does not split into {groups} groups of Atari games")
         per = num_envs // groups
         threads = cfg.env_threads or max(1, min(per, usable_cores() // groups))
-        return GroupedEnvs([AleVecEnvs(cfg.game, per, seed=seed + g * per, num_threads=threads, **atari_options(cfg))
-                            for g in range(groups)])
+        return GroupedEnvs(made_together(lambda g=g: AleVecEnvs(cfg.game, per, seed=seed + g * per, num_threads=threads,
+                                                                **atari_options(cfg)) for g in range(groups)))
     if cfg.is_atari and use_vector:
         return AleVecEnvs(cfg.game, num_envs, seed=seed, num_threads=cfg.env_threads, **atari_options(cfg))
-    return SyncEnvs([make_env(cfg, seed + k) for k in range(num_envs)])
+    return SyncEnvs(made_together(lambda k=k: make_env(cfg, seed + k) for k in range(num_envs)))
+
+
+def made_together(makers) -> list:
+    """The envs each of ``makers`` makes, or none: where one cannot be made (a simulator that does not
+    answer), those made before it are closed before its error goes on. They were left open, and an env
+    that starts a simulator process in its constructor (and stops it in close) left that process running
+    after the run had ended in its sentence."""
+    made = []
+    try:
+        for make in makers:
+            made.append(make())
+    except BaseException:
+        for env in made:
+            env.close()
+        raise
+    return made

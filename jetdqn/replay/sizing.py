@@ -22,15 +22,17 @@ def probe_frame_bytes(cfg, steps: int = 300) -> float:
     """Mean compressed size of this game's frames, from a short random rollout of a separate env."""
     from ..envs import make_env
     env = make_env(cfg, cfg.seed + 777)
-    codec = Codec(cfg.replay_compress)
-    rng = np.random.default_rng(cfg.seed)
-    sizes = [len(codec.compress(env.reset()))]
-    for _ in range(steps):
-        st = env.step(int(rng.integers(env.n_actions)))
-        sizes.append(len(codec.compress(np.ascontiguousarray(st.frame))))
-        if st.game_over or st.truncated:
-            env.reset()
-    env.close()
+    try:
+        codec = Codec(cfg.replay_compress)
+        rng = np.random.default_rng(cfg.seed)
+        sizes = [len(codec.compress(env.reset()))]
+        for _ in range(steps):
+            st = env.step(int(rng.integers(env.n_actions)))
+            sizes.append(len(codec.compress(np.ascontiguousarray(st.frame))))
+            if st.game_over or st.truncated:
+                env.reset()
+    finally:   # an env that fails here (EnvFailed) is closed too
+        env.close()
     return float(np.mean(sizes))
 
 
