@@ -15,6 +15,9 @@ from ..signals import CutShort, cut_short_on_stop
 from .base import FRAME_SHAPE, EnvFailed, ScreenUnavailable, Step
 
 
+_CLOSE_FAILED: set[str] = set()   # the envs whose close raised, said once in a process
+
+
 class GymEnv:
     """A gymnasium env with discrete actions and a vector observation (CartPole-v1, Acrobot-v1, ...) or an
     84x84 grayscale frame of bytes."""
@@ -203,11 +206,19 @@ class GymEnv:
         return result
 
     def close(self) -> None:
-        """The env's close, given up where it hangs past a stop (the run saves after it)."""
+        """The env's close, given up where it hangs past a stop (the run saves after it). Its own exception is
+        said in a line and goes no further: a close that raised ("the simulator had already gone") ended a run
+        that had trained to its last step in a traceback, before its final save, evaluation and model.pt."""
         try:
             cut_short_on_stop(f"{self.game}'s close", self._env.close)
         except CutShort:
             pass
+        except Exception as exc:
+            if self.game not in _CLOSE_FAILED:   # once: each evaluation closes an env of its own
+                _CLOSE_FAILED.add(self.game)
+                import sys
+                print(f"{self.game}'s close raised {_named(exc)}; jetdqn goes on without it (said at its first "
+                      "close only)", file=sys.stderr, flush=True)
 
 
 def refuse_its_spaces(env_id: str, env) -> None:
