@@ -223,6 +223,7 @@ class RayActing:
         self.emulator_processes: set[int] = set()  # those on this machine, added as their segments arrive
         self.eps = apex_epsilons(self.k)
         self.actors: list = []
+        self.closed = False
         self.version = 0
         self.per_actor = [{"steps": 0, "restarts": 0, "interval_steps": 0, "interval_s": 0.0} for _ in range(self.k)]
         self.deaths_in_a_row = [0] * self.k   # since each actor's last segment
@@ -387,7 +388,7 @@ class RayActing:
 
     def close(self) -> None:
         """The actors killed, once (``loop.train`` asks again where a run ended before its loop closed them)."""
-        if getattr(self, "closed", False):
+        if self.closed:
             return
         self.closed = True
         for a in self.actors:
