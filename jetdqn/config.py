@@ -947,10 +947,10 @@ def typed_setting(name: str, value: Any) -> Any:
             raise ConfigError(f"{flag} takes STEP:LR pairs: as text (1M:2.5e-5,1.5M:1e-5), a mapping of step to rate "
                               f"or a list of [step, rate] pairs; got {value!r}.")
         value = ",".join(f"{at}:{rate}" for at, rate in pairs)
-    if name == "env_kwargs" and value is not None and not isinstance(value, (dict, str)):   # was "takes a string"
-        raise ConfigError(f"{flag} takes keyword arguments: a mapping of names to values (a dict; in a --config file "
-                          f"an object, a YAML mapping or a TOML table), or its JSON text; got {value!r}.")
-    if name == "env_kwargs" and isinstance(value, dict):   # the API's dict, a YAML or TOML file's mapping
+    if name == "env_kwargs" and value is not None and not isinstance(value, str):   # the API's dict, a file's mapping
+        if not isinstance(value, dict):   # a list was "takes a string"
+            raise ConfigError(f"{flag} takes keyword arguments: a mapping of names to values (a dict; in a --config "
+                              f"file an object, a YAML mapping or a TOML table), or its JSON text; got {value!r}.")
         try:
             value = json.dumps(value)
         except (TypeError, ValueError) as exc:   # a set, a tuple key, an object: what JSON cannot hold
