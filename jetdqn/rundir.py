@@ -211,6 +211,18 @@ def refuse_a_runs_checkpoints_folder(run_dir: Path, resume: bool) -> None:
                                                           "another folder for a new one") + ".")
 
 
+def nothing_to_resume(run_dir: Path, given: bool) -> str:
+    """A resume with no checkpoint. Where the folder does not exist at all the path is more likely mistyped (or
+    the command run from another folder) than a run lost, and "drop --resume to start a new run there" would
+    start one at the typo: that case says so, with the folder a relative path was read from."""
+    if run_dir.exists():
+        return f"nothing to resume in {run_dir}: it has no checkpoints/latest.pt; drop --resume to start a new run there."
+    where = "" if run_dir.is_absolute() else f" (read from {Path.cwd()})"
+    named = "--run-dir" if given else "the default run directory"
+    return (f"nothing to resume: {named} {run_dir}{where} does not exist; give the --run-dir of the run to "
+            "continue, or drop --resume to start a new run.")
+
+
 def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
     """Check the run directory's rules for this start and lock it; nothing in it is changed yet."""
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
@@ -234,8 +246,7 @@ def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
     if owner is not None:
         raise ConfigError(in_use(run_dir, owner))
     if cfg.resume and not (run_dir / "checkpoints" / "latest.pt").exists():   # before anything is created
-        raise ConfigError(f"nothing to resume in {run_dir}: it has no checkpoints/latest.pt; "
-                          "drop --resume to start a new run there.")
+        raise ConfigError(nothing_to_resume(run_dir, given=bool(cfg.run_dir)))
     try:
         created = tuple(p for p in (run_dir, *run_dir.parents) if not p.exists())
         run_dir.mkdir(parents=True, exist_ok=True)

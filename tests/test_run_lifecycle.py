@@ -997,7 +997,19 @@ def test_a_resume_with_nothing_to_resume_creates_nothing(tmp_path):
     """--resume into a directory that does not exist used to refuse, and leave the directory and its .lock."""
     run = tmp_path / "typo"
     proc = run_module("jetdqn.train", "--resume", "--run-dir", str(run), check=False)
-    assert proc.returncode == 2 and "nothing to resume in" in proc.stderr and not run.exists()
+    assert proc.returncode == 2 and not run.exists()
+    # a mistyped path is not told to start a new run at the typo
+    assert proc.stderr == (f"error: nothing to resume: --run-dir {run} does not exist; give the --run-dir of the run "
+                           "to continue, or drop --resume to start a new run.\n"), proc.stderr
+    here = run_module("jetdqn.train", "--resume", "--game", "pong", check=False, cwd=tmp_path)
+    assert here.returncode == 2 and here.stderr == (
+        f"error: nothing to resume: the default run directory runs/pong-seed0 (read from {tmp_path}) does not exist; "
+        "give the --run-dir of the run to continue, or drop --resume to start a new run.\n"), here.stderr
+    assert not (tmp_path / "runs").exists()
+    run.mkdir()   # a folder with no checkpoint (a run stopped before its first): the sentence as before
+    empty = run_module("jetdqn.train", "--resume", "--run-dir", str(run), check=False)
+    assert empty.returncode == 2 and "nothing to resume in" in empty.stderr and "drop --resume" in empty.stderr
+    run.rmdir()
     plot = run_module("jetdqn.telemetry", "plot", str(run), check=False)
     assert plot.returncode == 2 and plot.stderr == f"error: there is no {run}; give a run's directory.\n"
     curve = run_module("jetdqn.plot", str(run), check=False)
