@@ -283,3 +283,15 @@ def test_a_commands_flags_are_refused_before_torch_is_imported(tmp_path):
                                                                      (module == "jetdqn.export"))],
                                cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
         assert sound.returncode == 2 and sound.stderr.startswith("error: jetdqn needs torch, and torch"), sound.stderr
+    for command in (["-m", "jetdqn.bench"], ["-m", "jetdqn", "bench"]):   # the bench's flags too (it waited 1.5 s)
+        refused = subprocess.run([sys.executable, *command, "pong", "--steps", "0"], cwd=ROOT, capture_output=True,
+                                 text=True, timeout=60, env=env)
+        assert refused.returncode == 2 and "'0' is not a positive integer" in refused.stderr, refused.stderr
+        helped = subprocess.run([sys.executable, *command, "--help"], cwd=ROOT, capture_output=True, text=True,
+                                timeout=60, env=env)
+        assert helped.returncode == 0 and "pong" in helped.stdout, helped.stderr
+        sound = subprocess.run([sys.executable, *command, "replay", "--out", str(tmp_path / "b")], cwd=ROOT,
+                               capture_output=True, text=True, timeout=60, env=env)
+        assert sound.returncode == 2 and sound.stderr.startswith("error: jetdqn needs torch, and torch") \
+            and sound.stderr.count("\n") == 1, sound.stderr
+        assert not (tmp_path / "b").exists()

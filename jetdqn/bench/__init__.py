@@ -9,9 +9,16 @@ import sys
 
 from ..needs import need_packages
 
-# before report (NumPy, torch): `python -m jetdqn.bench` imports this package first, while sys.argv[0] is "-m"
-need_packages(command=sys.argv[:1] == ["-m"])
-
-from .report import COLUMNS  # noqa: E402
+# `python -m jetdqn.bench` imports this package first, while sys.argv[0] is "-m": the packages jetdqn needs
+# are named now, and torch is imported once the command's flags are read (a mistyped flag waited 1.5 s for it)
+need_packages(command=sys.argv[:1] == ["-m"], import_torch=False)
 
 __all__ = ["COLUMNS"]
+
+
+def __getattr__(name: str):
+    """``jetdqn.bench.COLUMNS`` from report (which imports NumPy and torch), when it is asked for."""
+    if name == "COLUMNS":
+        from .report import COLUMNS
+        return COLUMNS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -206,13 +206,14 @@ def _unusable(args) -> Optional[str]:
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    from ..needs import need_packages
-    need_packages(command=True)
+    from ..needs import need_packages, need_torch
+    need_packages(command=True, import_torch=False)
     from ..signals import exit_on_stop
     exit_on_stop()   # a stopped benchmark takes its running case with it
     argv = list(sys.argv[1:] if argv is None else argv)
     p = build_parser()
     args = p.parse_args(argv)
+    need_torch()   # after the flags: --help and a mistyped flag do not wait for torch's import
     args.argv = argv
     problem = _unusable(args)
     if problem:
