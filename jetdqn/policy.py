@@ -76,6 +76,8 @@ class Policy:
         array or a list of numbers (CartPole's state typed by hand) in its own words; torch cast them."""
         if not (np.issubdtype(obs.dtype, np.number) or obs.dtype == np.bool_):
             raise ValueError(f"observations that are not numbers (dtype {obs.dtype}): this network takes numbers")
+        if np.issubdtype(obs.dtype, np.complexfloating):   # the cast dropped the imaginary part, with a warning
+            raise ValueError(f"observations of complex numbers (dtype {obs.dtype}): this network takes real numbers")
         with np.errstate(over="ignore"):   # a number past float32's range is infinite, and said so below
             obs = obs.astype(np.float32, copy=False)
         if not np.isfinite(obs).all():   # NaN made every Q-value NaN, and predict answered action 0 as if chosen

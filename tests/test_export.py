@@ -118,6 +118,8 @@ def test_every_engine_takes_a_vector_observation_as_numbers_of_any_kind(tmp_path
         assert policy.predict(states[0].tolist()) == int(reference[0].argmax())
         with pytest.raises(ValueError, match=r"^observations that are not numbers \(dtype <U1\): this network "):
             policy.predict(["a", "b", "c", "d"])
+        with pytest.raises(ValueError, match=r"^observations of complex numbers \(dtype complex128\): "):
+            policy.predict(np.array([0.1j, 0.0, 0.0, 0.0]))   # the cast dropped 0.1j, with numpy's warning
         # the env's own 4 numbers are taken as they are, and the sentence names that shape too
         with pytest.raises(ValueError, match=r"^an observation of shape \(3,\): this network takes \(1, 4\) or \(4,\) "
                                              r"\(one\) or \[N, 1, 4\] \(a batch\)$"):
