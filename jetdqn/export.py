@@ -190,6 +190,23 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
 
 
 @ends_on_ctrl_c
+def held_by_another_file(spec_path: Path) -> Optional[str]:
+    """``spec_path`` and what it holds, where that is not a model spec an export may replace: ``--safetensors
+    RUN/config.safetensors`` wrote its spec over the run's config.json (the resume then built another network
+    and refused its own checkpoint), and over any other JSON of that name. None where it is free to write."""
+    if not (spec_path.exists() or spec_path.is_symlink()):
+        return None
+    if spec_path.is_dir():
+        return f"{spec_path}, which is a folder"
+    try:
+        doc = json.loads(spec_path.read_text())
+    except (OSError, ValueError):   # unreadable, not JSON, not text: not an export's
+        doc = None
+    if isinstance(doc, dict) and doc.get("format") == MODEL_FORMAT:
+        return None   # an earlier export's spec: replaced with its weights, as a second export does
+    return f"{spec_path}, which holds something else (not a jetdqn model spec), and would be replaced"
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog=command("export"), description=__doc__.splitlines()[0])
     p.add_argument("named", nargs="?", type=given_path, default=None, metavar="MODEL",
@@ -228,6 +245,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         no_folder = missing_folder(path) if path else None
         if no_folder:
             fail(f"{flag} {path}: {no_folder}.")
+    other = args.safetensors and held_by_another_file(Path(args.safetensors).with_suffix(".json"))
+    if other:
+        fail(f"--safetensors {args.safetensors} writes its spec to {other}; give the export another name.")
     if args.onnx:   # before anything is written: --safetensors beside it was written, then the export failed
         try:
             importlib.import_module("onnx")

@@ -490,6 +490,23 @@ def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
     spec = run_module("jetdqn.play", "--model", str(run / "model.json"), "--display-freq", "0", check=False)
     assert spec.returncode == 2 and spec.stderr == (f"error: {run / 'model.json'} is the spec of the weights beside "
                                                     f"it; give {run / 'model.safetensors'} (or the run directory).\n")
+    # --safetensors RUN/config.safetensors wrote its spec over the run's config.json: the resume then built another
+    # network and refused its own checkpoint. Refused before anything is written; the run's own model.json is
+    # an export's spec, and an export there replaces it as before
+    config = (run / "config.json").read_bytes()
+    over = run_module("jetdqn.export", str(run), "--safetensors", str(run / "config.safetensors"), "--onnx",
+                      str(tmp_path / "also.onnx"), check=False)
+    assert over.returncode == 2 and over.stderr == (
+        f"error: --safetensors {run / 'config.safetensors'} writes its spec to {run / 'config.json'}, which holds "
+        "something else (not a jetdqn model spec), and would be replaced; give the export another name.\n"), over.stderr
+    assert (run / "config.json").read_bytes() == config and not (run / "config.safetensors").exists()
+    assert not (tmp_path / "also.onnx").exists()
+    (tmp_path / "folder.json").mkdir()
+    into = run_module("jetdqn.export", str(run), "--safetensors", str(tmp_path / "folder.safetensors"), check=False)
+    assert into.returncode == 2 and f"{tmp_path / 'folder.json'}, which is a folder;" in into.stderr, into.stderr
+    assert run_module("jetdqn.export", str(run), "--safetensors", str(run / "model.safetensors")).returncode == 0
+    assert run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "400", "--eval-episodes",
+                      "0", "--telemetry", "off").returncode == 0
 
 
 def test_committed_weights_without_a_pt_export_to_onnx(tmp_path, pong_stacks):
