@@ -139,6 +139,9 @@ def torch_that_does_not_import() -> str | None:
     ``need_packages`` imports it next). On a Jetson that is the usual first error, a wheel built for another
     JetPack: "ImportError: libcudnn.so.8: cannot open shared object file"; it was a traceback out of every
     command. Under ``ulimit -v`` torch's libraries may not even map ("failed to map segment")."""
+    gone = folder_gone()
+    if gone and "torch" not in sys.modules:
+        return gone
     try:
         importlib.import_module("torch")
     except Exception as exc:   # ImportError, OSError from a library's loader, MemoryError
@@ -146,6 +149,22 @@ def torch_that_does_not_import() -> str | None:
             f"reinstall it for this Python: on x86 {X86_TORCH}; on a Jetson the torch wheel for this board's "
             "JetPack, or the L4T container (README, Jetson)"))
     return None
+
+
+def folder_gone() -> str | None:
+    """The sentence for a command started in a folder that no longer exists (removed, or a checkout switched,
+    after the shell entered it): torch's x86 wheel then ends the process as it loads, with "Intel oneMKL
+    FATAL ERROR: Cannot load .../libtorch_cpu.so" and status 2, which reads as a broken install."""
+    import os
+    try:
+        os.getcwd()
+        return None
+    except FileNotFoundError:
+        shell = os.environ.get("PWD")
+        where = f" ({shell})" if shell else ""
+        return (f"the folder this command was started in{where} no longer exists (removed after the shell entered "
+                "it), and torch (its x86 wheel at least) cannot load from there; cd to a folder that exists, then "
+                "run the command again.")
 
 
 def broken_install(module: str, exc: BaseException, needed_for: str, fix: str = "") -> str | None:

@@ -295,3 +295,21 @@ def test_a_commands_flags_are_refused_before_torch_is_imported(tmp_path):
         assert sound.returncode == 2 and sound.stderr.startswith("error: jetdqn needs torch, and torch") \
             and sound.stderr.count("\n") == 1, sound.stderr
         assert not (tmp_path / "b").exists()
+
+
+def test_a_command_started_in_a_folder_that_is_gone_says_so(tmp_path):
+    """A shell whose folder was removed (or a checkout switched) under it: torch's x86 wheel ended the process as
+    it loaded, with "Intel oneMKL FATAL ERROR: Cannot load .../libtorch_cpu.so" and status 2, which reads as a
+    broken install. Now the command's one sentence, before torch is imported."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    for command in ("-m jetdqn.train --preset smoke", "-m jetdqn play --game pong --max-steps 10",
+                    "-m jetdqn.evaluate benchmarks/results/learn-pong/run"):
+        proc = subprocess.run(["sh", "-c", f'cd "$1" && rmdir "$1" && exec "$2" {command}', "sh", str(gone),
+                               sys.executable], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "PWD": str(gone)})
+        assert proc.returncode == 2 and proc.stderr == (
+            f"error: the folder this command was started in ({gone}) no longer exists (removed after the shell "
+            "entered it), and torch (its x86 wheel at least) cannot load from there; cd to a folder that exists, "
+            "then run the command again.\n"), proc.stderr
+        gone.mkdir()
