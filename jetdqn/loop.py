@@ -375,10 +375,18 @@ def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:
     lr = cfg.lr_at(step)
     if cut is None:
         from .config import parse_lr_cuts
-        late = [at for at, _ in parse_lr_cuts(cfg.lr_cuts) if at >= cfg.total_steps]
+        cuts = parse_lr_cuts(cfg.lr_cuts)
+        late = [at for at, _ in cuts if at >= cfg.total_steps]
         if late:   # not an error: a run resumed with a larger --total-steps reaches them
             run.progress.note(f"--lr-cuts at step{'s' * (len(late) > 1)} {', '.join(f'{at:,}' for at in late)}: "
                               f"not reached in --total-steps {cfg.total_steps:,}")
+        # a cut to the rate already in use (--lr 1e-4 --lr-cuts 1M:1e-4, where 1e-5 was meant) changed nothing,
+        # and nothing said so before its step
+        for (at, rate), before in zip(cuts, [(None, cfg.lr)] + cuts[:-1]):
+            if rate == before[1]:
+                source = f"--lr {cfg.lr:g}" if before[0] is None else f"the cut at step {before[0]:,}"
+                run.progress.note(f"--lr-cuts at step {at:,} sets {rate:g}, the rate already in use from "
+                                  f"{source}: it changes nothing")
     if cut is not None or lr != run.agent.lr:
         run.agent.set_lr(lr)
         run.progress.line(f"learning rate {lr:g} from step {step:,} (--lr-cuts)")

@@ -75,3 +75,14 @@ def test_a_run_learns_at_the_rate_of_its_step_and_a_resume_keeps_it(tmp_path):
     from jetdqn.plot import lr_cut_marks, plot_learning   # the curve marks where the rate changed, once
     assert [(r["step"], words) for r, words in lr_cut_marks(run)] == [(3000, "lr 0.0005 -> 2e-05")]
     assert plot_learning(run).stat().st_size > 10_000
+
+
+def test_a_cut_to_the_rate_already_in_use_is_said_at_the_start(tmp_path):
+    """--lr 1e-4 --lr-cuts 1M:1e-4 (1e-5 meant) changed nothing, and nothing said so until the line at its step,
+    hours into the run. Said as the run starts, for a cut to --lr and for one to the rate of the cut before it."""
+    out = run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(tmp_path / "run"), "--total-steps", "300",
+                     "--eval-episodes", "0", "--telemetry", "off", "--progress", "off", "--lr", "1e-4", "--lr-cuts",
+                     "100:1e-4,200:1e-5,250:1e-5").stderr
+    assert "--lr-cuts at step 100 sets 0.0001, the rate already in use from --lr 0.0001: it changes nothing" in out
+    assert "--lr-cuts at step 250 sets 1e-05, the rate already in use from the cut at step 200: it changes nothing" in out
+    assert "at step 200 sets" not in out
