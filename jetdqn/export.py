@@ -189,7 +189,6 @@ def write_onnx(weights: dict, spec: dict, out: Path, opset: int = ONNX_OPSET) ->
     return out
 
 
-@ends_on_ctrl_c
 def held_by_another_file(spec_path: Path) -> Optional[str]:
     """``spec_path`` and what it holds, where that is not a model spec an export may replace: ``--safetensors
     RUN/config.safetensors`` wrote its spec over the run's config.json (the resume then built another network
@@ -207,6 +206,7 @@ def held_by_another_file(spec_path: Path) -> Optional[str]:
     return f"{spec_path}, which holds something else (not a jetdqn model spec), and would be replaced"
 
 
+@ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
     p = Parser(prog=command("export"), description=__doc__.splitlines()[0])
     p.add_argument("named", nargs="?", type=given_path, default=None, metavar="MODEL",

@@ -534,7 +534,8 @@ def test_committed_weights_without_a_pt_export_to_onnx(tmp_path, pong_stacks):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again.onnx", "eps05.onnx"]
 
 
-def test_a_stop_while_the_export_writes_leaves_the_earlier_export_and_no_hidden_file(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_stop_while_the_export_writes_leaves_the_earlier_export_and_no_hidden_file(tmp_path, stop):
     """SIGTERM's default action ended an export mid-write and left its hidden .tmp beside the export. The
     write is held still by a FIFO in the .tmp file's place (open blocks until a reader comes), so the
     signal lands inside it every time; the export ends as Ctrl-C ends it, the .tmp goes, the old file stays."""
@@ -549,8 +550,9 @@ def test_a_stop_while_the_export_writes_leaves_the_earlier_export_and_no_hidden_
     while Path(f"/proc/{proc.pid}/wchan").read_text() != "wait_for_partner":   # blocked opening the FIFO
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
         time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 128 + signal.SIGTERM and proc.stderr.read() == "stopped by SIGTERM\n"
+    proc.send_signal(stop)
+    said = "Ctrl-C" if stop == signal.SIGINT else "SIGTERM"
+    assert proc.wait(timeout=60) == 128 + stop and proc.stderr.read() == f"stopped by {said}\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"] and out.read_text() == "the export before\n"
 
 
