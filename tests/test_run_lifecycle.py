@@ -893,6 +893,8 @@ def test_a_hand_edited_config_json_is_named_when_a_resume_refuses_its_value(tmp_
     assert json.loads((run / "config.json").read_text())["gamma"] == 0.99
 
 
+# slow (6 s): make test took 10:14 on 2026-12-07, past its 10 minutes
+@pytest.mark.slow
 def test_more_envs_than_learn_start_waits_for_a_batch_it_can_sample(tmp_path):
     """16 envs and --learn-start 8: after the first reset every env's stream holds one frame and no transition.
     Learning used to begin there and end the run in "ValueError: the replay holds no valid transition yet";
@@ -1305,6 +1307,8 @@ def test_a_signal_during_a_confirmation_leaves_one_record_of_the_evaluation_it_f
     assert played == [(300, "periodic", 1), (300, "confirming", 2), (400, "final", 2)], out
 
 
+# slow (6 s): make test took 10:14 on 2026-12-07, past its 10 minutes
+@pytest.mark.slow
 def test_evaluations_come_at_the_first_step_past_each_multiple_of_eval_every(tmp_path):
     """3 envs take 3 steps at a time: --eval-every 200 played at 201, 402, 603, ... (each counted from the last,
     drifting by the envs' overshoot), and runs with different --num-envs were evaluated at ever further apart
