@@ -164,3 +164,35 @@ def test_the_games_that_broke_are_made_reset_and_stepped_and_the_multi_player_ro
 def test_every_listed_game_is_made_reset_and_stepped_in_both_paths():
     from jetdqn.envs import ale_game_ids
     _made_reset_and_stepped_in_both_paths(ale_game_ids())
+
+
+def test_a_state_number_env_is_told_the_wrapper_that_makes_it_a_vector_and_trains_through_it(tmp_path):
+    """FrozenLake, Taxi and CliffWalking observe a state number (a Discrete space), the first envs many try DQN
+    on: refused, as the MLP takes vectors, with no word of what to do. The sentence now names gymnasium's
+    FlattenObservation (a one-hot vector), and an env wrapped in it trains, evaluates and is played back."""
+    from conftest import run_module
+    refused = run_module("jetdqn.train", "--env", "FrozenLake-v1", "--run-dir", str(tmp_path / "no"), check=False)
+    assert refused.returncode == 2 and refused.stderr == (
+        "error: FrozenLake-v1 has observations in a Discrete space; --env takes vector observations, or 84x84 "
+        "grayscale frames of bytes (uint8) for the Nature CNN: wrap the env in gymnasium's FlattenObservation where "
+        "your module registers it (a one-hot vector of 16 numbers for its state number) (use --game for Atari "
+        "games).\n"), refused.stderr
+    tuple_space = run_module("jetdqn.train", "--env", "Blackjack-v1", "--run-dir", str(tmp_path / "no"), check=False)
+    assert "FlattenObservation where your module registers it (one vector of 45 numbers, each Discrete part " \
+           "one-hot)" in tuple_space.stderr, tuple_space.stderr
+    assert not (tmp_path / "no").exists()
+    (tmp_path / "onehot_envs.py").write_text(
+        "import gymnasium as gym\n"
+        "from gymnasium.wrappers import FlattenObservation\n\n\n"
+        "def frozen_lake(**kwargs):\n"
+        "    return FlattenObservation(gym.make('FrozenLake-v1', **kwargs))\n\n\n"
+        "gym.register('FrozenLakeOneHot-v0', entry_point=frozen_lake, max_episode_steps=100)\n")
+    run = tmp_path / "run"
+    done = run_module("jetdqn.train", "--env", "onehot_envs:FrozenLakeOneHot-v0", "--env-kwargs",
+                      '{"is_slippery": false}', "--history", "1", "--total-steps", "600", "--learn-start", "200",
+                      "--eval-episodes", "5", "--telemetry", "off", "--run-dir", str(run),
+                      cwd=tmp_path)
+    assert "done: 600 steps" in done.stdout
+    assert json.loads((run / "model.json").read_text())["network"]["obs_shape"] == [1, 16]
+    played = run_module("jetdqn.evaluate", str(run), "--games", "3", cwd=tmp_path).stdout
+    assert played.splitlines()[-1].startswith("onehot_envs:FrozenLakeOneHot-v0, ")

@@ -233,11 +233,30 @@ def refuse_its_spaces(env_id: str, env) -> None:
         what = (f"of shape {shape}" if shape else f"in a {type(env.observation_space).__name__} space")
         dtype = getattr(env.observation_space, "dtype", None)
         picture = shape is not None and len(shape) in (2, 3) and dtype == np.uint8
+        hint = (": wrap the env in gymnasium's GrayscaleObservation and ResizeObservation(env, (84, 84)) where your "
+                "module registers it" if picture else
+                f": wrap the env in gymnasium's FlattenObservation where your module registers it ({flattened})"
+                if (flattened := _flattened(env.observation_space)) else "")
         raise ConfigError(f"{env_id} has observations {what}{' (a picture)' if picture else ''}; --env takes "
                           "vector observations, or 84x84 grayscale frames of bytes (uint8) for the Nature CNN"
-                          + (": wrap the env in gymnasium's GrayscaleObservation and ResizeObservation(env, "
-                             "(84, 84)) where your module registers it" if picture else "")
-                          + " (use --game for Atari games).")
+                          + hint + " (use --game for Atari games).")
+
+
+def _flattened(space) -> Optional[str]:
+    """What gymnasium's FlattenObservation makes of ``space``'s observations, where that is a vector DQN takes:
+    FrozenLake's state number (a Discrete space, refused) becomes a one-hot vector, Blackjack's Tuple the
+    one-hots of its parts side by side. None where it makes none (a space of text, a graph)."""
+    from gymnasium.spaces import Box, Discrete, utils
+    try:
+        flat = utils.flatten_space(space)
+    except Exception:   # NotImplementedError for the spaces it cannot flatten
+        return None
+    size = getattr(flat, "shape", None)
+    if size is None or len(size) != 1:
+        return None
+    if isinstance(space, Discrete):
+        return f"a one-hot vector of {size[0]} numbers for its state number"
+    return f"one vector of {size[0]} numbers" + ("" if isinstance(space, Box) else ", each Discrete part one-hot")
 
 
 def is_frame_space(space) -> bool:
