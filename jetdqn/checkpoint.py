@@ -131,6 +131,11 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
         except OSError as cannot:
             from .disk import why_not_read
             raise CheckpointError(f"{path} cannot be read ({why_not_read(cannot)}).") from None
+        if is_safetensors(source):   # a model export renamed (or saved) as .pt: "corrupt ... delete it" was wrong
+            fix = (f"name it {path.with_suffix('.safetensors').name}, with its spec {path.with_suffix('.json').name} "
+                   "beside it, and give that" if source is path else
+                   "give the .safetensors file itself, with its .json spec beside it (a pipe brings no spec)")
+            raise CheckpointError(f"{path} is a safetensors file (weights), not a checkpoint (.pt): {fix}.") from None
         reason = why_unloadable(source, exc)
         if not (path.suffix.lower() in CHECKPOINT_SUFFIXES or path.parent.name == "checkpoints"):
             # another kind of file given by mistake (a log, /dev/null): it was "delete it"
@@ -188,6 +193,20 @@ def _network_words(spec: dict) -> str:
     dueling = _dueling(spec)
     return (f"{spec.get('class')}, {spec.get('n_actions')} actions, input {spec.get('obs_shape')}, "
             f"{'dueling' if dueling else 'plain'} head")
+
+
+def is_safetensors(source) -> bool:
+    """Whether ``source`` (a path, or a pipe's bytes) begins as a safetensors file does: the length of its JSON
+    header (8 bytes, little-endian, within the file), then that header's opening brace."""
+    try:
+        if hasattr(source, "getbuffer"):
+            head, size = bytes(source.getbuffer()[:9]), source.getbuffer().nbytes
+        else:
+            with open(source, "rb") as f:
+                head, size = f.read(9), source.stat().st_size
+    except OSError:
+        return False
+    return len(head) == 9 and head[8:9] == b"{" and 0 < int.from_bytes(head[:8], "little") <= size - 8
 
 
 def why_unloadable(source, exc: Exception) -> str:

@@ -225,3 +225,21 @@ def test_a_checkpoint_cannot_run_code(tmp_path):
             "source. WeightsUnpickler error: Unsupported class posix.system")
     assert ckpt.why_unloadable(path, RuntimeError(said)) == ("it holds objects a safe load refuses: Unsupported "
                                                               "class posix.system")
+
+
+def test_a_safetensors_file_named_as_a_checkpoint_is_named_for_what_it_is(tmp_path):
+    """An export's weights saved (or renamed) as .pt were "corrupt, truncated or not a safe checkpoint ...;
+    delete it": a sound file, and the advice was to delete it. Now the sentence says what it is and its name."""
+    weights = ROOT / "benchmarks" / "results" / "pong-eps05" / "run" / "model.safetensors"
+    renamed = tmp_path / "pong.pt"
+    renamed.write_bytes(weights.read_bytes())
+    with pytest.raises(ckpt.CheckpointError) as refused:
+        ckpt.load(renamed)
+    assert str(refused.value) == (f"{renamed} is a safetensors file (weights), not a checkpoint (.pt): name it "
+                                  "pong.safetensors, with its spec pong.json beside it, and give that.")
+    played = run_module("jetdqn.evaluate", "--model", str(renamed), "--games", "1", check=False)
+    assert played.returncode == 2 and played.stderr == f"error: {refused.value}\n", played.stderr
+    cut = tmp_path / "cut.pt"   # a torch checkpoint cut short is still that
+    cut.write_bytes((ROOT / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt").read_bytes()[:5000])
+    with pytest.raises(ckpt.CheckpointError, match="is corrupt, truncated or not a safe checkpoint"):
+        ckpt.load(cut)
