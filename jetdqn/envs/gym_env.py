@@ -233,10 +233,13 @@ def refuse_its_spaces(env_id: str, env) -> None:
         what = (f"of shape {shape}" if shape else f"in a {type(env.observation_space).__name__} space")
         dtype = getattr(env.observation_space, "dtype", None)
         picture = shape is not None and len(shape) in (2, 3) and dtype == np.uint8
-        hint = (": wrap the env in gymnasium's GrayscaleObservation and ResizeObservation(env, (84, 84)) where your "
-                "module registers it" if picture else
-                f": wrap the env in gymnasium's FlattenObservation where your module registers it ({flattened})"
-                if (flattened := _flattened(env.observation_space)) else "")
+        if picture:
+            hint = (": wrap the env in gymnasium's GrayscaleObservation and ResizeObservation(env, (84, 84)) where "
+                    "your module registers it")
+        elif flattened := _flattened(env.observation_space):
+            hint = f": wrap the env in gymnasium's FlattenObservation where your module registers it ({flattened})"
+        else:
+            hint = ""
         raise ConfigError(f"{env_id} has observations {what}{' (a picture)' if picture else ''}; --env takes "
                           "vector observations, or 84x84 grayscale frames of bytes (uint8) for the Nature CNN"
                           + hint + " (use --game for Atari games).")
