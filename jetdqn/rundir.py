@@ -223,6 +223,44 @@ def nothing_to_resume(run_dir: Path, given: bool) -> str:
             "continue, or drop --resume to start a new run.")
 
 
+def cleared_by_a_new_run(run_dir: Path, path: Path) -> bool:
+    """Whether ``path`` is one of the files a new run in ``run_dir`` removes as it starts (``start_fresh``):
+    a run's weights or checkpoint there, reached by any name (a relative path, a link to the folder)."""
+    if not run_dir.is_dir():
+        return False
+    from fnmatch import fnmatch
+    real, folder = Path(os.path.realpath(path)), Path(os.path.realpath(run_dir))
+    if real.parent == folder:
+        return real.name in RUN_FILES
+    return real.parent == Path(os.path.realpath(folder / "checkpoints")) and any(
+        fnmatch(real.name, pattern) for pattern in RUN_FOLDERS["checkpoints"])
+
+
+def refuse_starting_weights_it_removes(cfg: Config, run_dir: Path) -> None:
+    """--init-weights RUN/model.safetensors --overwrite --run-dir RUN (start over from a run's own weights): the
+    weights were read, then removed with the rest of the run as the new one started, and config.json named a
+    file that no longer existed; a run stopped early, or one that learned worse, left nothing of them. Refused
+    before anything is touched, with the way to keep them."""
+    if cfg.resume or not cfg.init_weights:
+        return
+    from .checkpoint import CheckpointError
+    from .policy import model_of
+    given = Path(cfg.init_weights)
+    try:
+        model = model_of(given)
+    except CheckpointError:   # a run directory with no weights: refuse_starting_weights_that_cannot_fit says it
+        return
+    read = [model, model.with_suffix(".json")] if model.suffix == ".safetensors" else [model]
+    lost = next((p for p in read if p.exists() and cleared_by_a_new_run(run_dir, p)), None)
+    if lost is not None:
+        named = f"--init-weights {cfg.init_weights}" + ("" if str(lost) == cfg.init_weights else
+                                                         f" ({'its spec ' if lost != model else ''}{lost})")
+        keep = " ".join(str(p) for p in read if p.exists())
+        raise ConfigError(f"{named} is among the files a new run in {run_dir} removes as it starts, so the weights "
+                          f"it starts from would be lost; copy them to another folder first (cp {keep} DIR/) and give "
+                          "that, or give another --run-dir.")
+
+
 def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
     """Check the run directory's rules for this start and lock it; nothing in it is changed yet."""
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
@@ -247,6 +285,7 @@ def claim_run_dir(cfg: Config) -> tuple[Path, RunDirLock]:
         raise ConfigError(in_use(run_dir, owner))
     if cfg.resume and not (run_dir / "checkpoints" / "latest.pt").exists():   # before anything is created
         raise ConfigError(nothing_to_resume(run_dir, given=bool(cfg.run_dir)))
+    refuse_starting_weights_it_removes(cfg, run_dir)
     try:
         created = tuple(p for p in (run_dir, *run_dir.parents) if not p.exists())
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -138,6 +138,34 @@ def test_weights_that_do_not_fit_leave_the_run_directory_as_it_was(tmp_path):
     assert files() == before
 
 
+def test_starting_over_from_a_runs_own_weights_is_refused_while_they_are_kept(tmp_path):
+    """--overwrite --run-dir RUN --init-weights RUN/model.safetensors (or RUN, or RUN/checkpoints/latest.pt, by
+    any name): the new run read the weights, then removed them with the rest of RUN as it started, and its
+    config.json named a file that was gone. Refused before anything is touched; weights elsewhere still start it."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", *smoke_args(run, "--total-steps", "100"))
+    (tmp_path / "link").symlink_to(run)
+    def files():
+        return sorted((p.name, p.stat().st_mtime_ns) for p in run.rglob("*") if p.name != ".lock")
+    before = files()
+    for given, cwd, named in [(str(run / "model.safetensors"), None, str(run / "model.safetensors")),
+                              (".", run, ". (model.pt)"),
+                              (str(tmp_path / "link" / "checkpoints" / "latest.pt"), None, "")]:
+        proc = run_module("jetdqn.train", *smoke_args(run, "--overwrite", "--init-weights", given), cwd=cwd,
+                          check=False)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"error: --init-weights {named or given} is among" in proc.stderr and "removes as it starts, so the weights it starts " \
+            "from would be lost; copy them to another folder first (cp " in proc.stderr, proc.stderr
+    assert files() == before
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for name in ("model.safetensors", "model.json"):
+        (kept / name).write_bytes((run / name).read_bytes())
+    out = run_module("jetdqn.train", *smoke_args(run, "--overwrite", "--total-steps", "100", "--init-weights",
+                                                  str(kept / "model.safetensors")))
+    assert f"the network starts from {kept / 'model.safetensors'}" in out.stdout
+
+
 @pytest.mark.slow   # make test's time (~10 s; CI on a slow VM)
 def test_kill_during_saves_leaves_a_loadable_checkpoint(tmp_path):
     """kill -9 a run that checkpoints every 50 steps, several times; the last good checkpoint always loads."""
