@@ -213,9 +213,13 @@ def refuse_another_env(policy: "Policy", cfg, env) -> None:
 
 
 def _check_eps(eps) -> None:
-    """An epsilon (or per-row epsilons) outside [0, 1] is a mistake, not a policy (2 acted at random)."""
+    """An epsilon (or per-row epsilons) outside [0, 1] is a mistake, not a policy (2 acted at random). Only
+    numbers: the text "0.1" was read as 0.1 and True as 1 (every action random), where ``games`` refuses both."""
     try:
-        values = np.asarray(eps, dtype=float)
+        values = np.asarray(eps)
+        if values.dtype.kind not in "iuf":   # text, bytes, bools, complex, objects (None, mixed lists)
+            raise TypeError
+        values = values.astype(float)
     except (TypeError, ValueError):   # 'a': "could not convert string to float", naming no argument
         raise ValueError(f"eps is a probability, from 0 to 1; got {eps!r}") from None
     if not (np.all(values >= 0.0) and np.all(values <= 1.0)):

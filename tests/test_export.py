@@ -663,7 +663,8 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
         jetdqn.train(preset="smoke", total_steps="1e400")
     with pytest.raises(ConfigError, match=r"^--eval-episodes must be at most 1,000,000 games"):   # float(10**400)
         jetdqn.train(preset="smoke", eval_episodes=10**400)
-    for eps in (2, -1, float("nan"), "a", None):   # 'a': numpy's "could not convert string to float"
+    # 'a': numpy's "could not convert string to float"; "0.1" was read as 0.1 and True as 1 (all random)
+    for eps in (2, -1, float("nan"), "a", None, "0.1", True, [0.0, "1"], b"0"):
         with pytest.raises(ValueError, match=r"^eps is a probability, from 0 to 1"):
             policy.predict(pong_stacks[0], eps=eps)
     # rng as numpy's functions take it, a Generator or a seed (rng=3 was an AttributeError)
