@@ -142,6 +142,21 @@ class Supervisor:
                 self.pass_on(info)
 
 
+def cannot_run(name: str) -> str:
+    """Why ``name`` cannot be run, where the shell's two statuses differ (126: there but not runnable, 127: not
+    there): a script copied in without its x bit and a mistyped name both read "not found, or not executable"."""
+    import shlex   # quoted: an empty name (an unset variable) read "cannot run  (not found ...)"
+    quoted = shlex.quote(name)
+    if "/" in name and os.path.isdir(name):
+        return f"cannot run {quoted}: it is a folder; give a command this image has."
+    if "/" in name and os.path.exists(name):
+        return (f"cannot run {quoted}: it is not executable; make it so (chmod +x {quoted}) or give its interpreter "
+                f"first (e.g. sh {quoted}).")
+    if "/" in name:
+        return f"cannot run {quoted}: there is no such file; give a command this image has."
+    return f"cannot run {quoted} (not found, or not executable); give a command this image has."
+
+
 def main(argv: Optional[list[str]] = None, subreaper: bool = True) -> int:
     """``subreaper`` False: wait without being the subreaper, as where the prctl fails (tests that path)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -160,10 +175,8 @@ def main(argv: Optional[list[str]] = None, subreaper: bool = True) -> int:
         os.setpgid(0, 0)               # would share the script's group, and a stop passed on would reach the script
     import shutil
     if shutil.which(argv[0]) is None:   # asked first: under qemu-user a failed posix_spawn is only an exit 127
-        import shlex   # quoted: an empty name (an unset variable) read "cannot run  (not found ...)"
-        print(f"error: cannot run {shlex.quote(argv[0])} (not found, or not executable); give a command this image has.",
-              file=sys.stderr)
-        return 127
+        print(f"error: {cannot_run(argv[0])}", file=sys.stderr)
+        return 127 if not ("/" in argv[0] and os.path.exists(argv[0])) else 126   # the shell's: found, not runnable
     try:
         supervisor = Supervisor(argv, subreaper)
     except OSError as exc:

@@ -115,10 +115,18 @@ def test_what_a_command_leaves_running_is_stopped_and_signals_pass_to_the_comman
         time.sleep(0.05)
     proc.send_signal(signal.SIGUSR1)
     assert proc.wait(timeout=30) == 5 and mark.read_text() == "got\n"
+    script = tmp_path / "train.sh"
+    script.write_text("echo hi\n")   # copied in without its x bit
     for argv, status, said in (([], 2, "error: python -m jetdqn.supervise runs a command: give it"),
                                (["no-such-command"], 127, "error: cannot run no-such-command (not found, or not "
                                                           "executable); give a command this image has."),
                                ([""], 127, "error: cannot run '' (not found, or not executable)"),
+                               # the shell's 126 for a file there that cannot run: it said "not found" as well
+                               ([str(script)], 126, f"error: cannot run {script}: it is not executable; make it so "
+                                                    f"(chmod +x {script}) or give its interpreter first (e.g. sh "),
+                               ([str(tmp_path)], 126, f"error: cannot run {tmp_path}: it is a folder; "),
+                               ([str(tmp_path / "gone.sh")], 127, f"error: cannot run {tmp_path / 'gone.sh'}: there "
+                                                                  "is no such file; "),
                                (["bash", "-c", "kill -9 $$"], 137, "")):
         proc = subprocess.run([sys.executable, "-m", "jetdqn.supervise", *argv], capture_output=True, text=True,
                               timeout=60, cwd=ROOT)
