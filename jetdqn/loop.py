@@ -200,7 +200,12 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
     try:   # a refusal past the envs (a replay too large, a checkpoint that does not fit) closes them: an env's
         # simulator process, or Ray's actors, ended with the run's sentence, not after it
         obs_shape = (cfg.history, *acting.frame_shape)  # vector observations are flattened by the MLP
-        agent = DQNAgent(cfg, obs_shape, acting.n_actions, rt.device, acting.first_action)
+        agent = DQNAgent(cfg, obs_shape, acting.n_actions, rt.device, acting.first_action, acting.one_hot)
+        if acting.one_hot and cfg.history > 1 and not cfg.resume:   # --env's default history is 4
+            progress.note(f"{cfg.env} observes state numbers, each a whole state: --history {cfg.history} stacks "
+                          f"{cfg.history} of them for nothing (an input {cfg.history} times as wide, and a predict "
+                          f"that takes the last {cfg.history}, where zeros stood before an episode's first); "
+                          "--history 1 is what such an env needs")
         payload = None
         if cfg.resume:  # read early: a saved replay fixes the capacity
             payload = ckpt.load(run_dir / "checkpoints" / "latest.pt", env_name=cfg.env_name,

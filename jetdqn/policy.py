@@ -40,6 +40,7 @@ class Policy:
         self.n_actions = int(spec["n_actions"])
         self.first_action = int(spec.get("first_action", 0))   # the env's action for index 0 (Discrete start)
         self.obs_shape = tuple(spec["obs_shape"])
+        self.one_hot = spec.get("one_hot")   # state numbers the env gives as one-hot vectors (one_hot.py), or None
         self.trained_steps: Optional[int] = None  # the agent step the weights were taken at, when the file says
 
     def as_batch(self, obs) -> tuple[np.ndarray, bool]:
@@ -107,24 +108,47 @@ class Policy:
         raise ValueError(f"frames of {obs.dtype} from {low:g} to {high:g}: {obs.dtype} frames are read as {scale}; "
                          "give bytes (uint8, 0-255) or floats scaled to [0, 1]")
 
+    def observed(self, obs):
+        """The network's input of the env's own observations: an env of state numbers (FrozenLake's 3,
+        Blackjack's (14, 10, 0)) gives them to predict and q_values as they are, and the network takes them
+        one-hot, as training's env made them; any other env's are the network's input already."""
+        if not self.one_hot:
+            return obs
+        from .one_hot import encode
+        obs = np.asarray(obs)
+        one = (*self.obs_shape[:-1], *((len(self.one_hot),) if len(self.one_hot) > 1 else ()))   # a stack's
+        frame = one[1:] if self.obs_shape[0] == 1 else one   # with a history of 1, the env's own as it is
+        if not (obs.shape in (one, frame) or obs.shape[1:] in (one, frame)):   # said in the env's terms: the
+            def said(shape):                                                    # one-hot one was not given
+                return "one number" if shape == () else f"shape {shape}"
+            raise ValueError(f"state numbers of shape {obs.shape}: this network ({self.env_name}) takes "
+                             + " or ".join(dict.fromkeys(map(said, (frame, one)))) + " (one observation), or a "
+                             "batch of them [" + ", ".join(["N", *map(str, frame)]) + "]")
+        try:
+            return encode(obs, self.one_hot)
+        except ValueError as exc:
+            raise ValueError(f"{exc}: this network ({self.env_name}) takes the env's state numbers") from None
+
     def q_values(self, obs: np.ndarray) -> np.ndarray:
         """Q-values [N, actions] of a batch, or [1, actions] of one observation."""
-        return self._q(self.as_batch(obs)[0])
+        return self._q(self.as_batch(self.observed(obs))[0])
 
     def act(self, obs: np.ndarray, eps, rng: np.random.Generator) -> np.ndarray:
-        """Epsilon-greedy actions for a batch (the same draws as training's acting for the same rng); one
-        observation is a batch of one (it once drew one epsilon per frame of its stack: 4 actions)."""
+        """Epsilon-greedy actions for a batch of the network's input (the same draws as training's acting for
+        the same rng; state numbers one-hot already, as jetdqn's envs give them); one observation is a batch of
+        one (it once drew one epsilon per frame of its stack: 4 actions)."""
         from .learn.dqn import epsilon_greedy
         _check_eps(eps)
         batch, _ = self.as_batch(obs)
-        return epsilon_greedy(lambda o: self.q_values(o).argmax(axis=1), batch, eps, rng, self.n_actions)
+        return epsilon_greedy(lambda o: self._q(self.as_batch(o)[0]).argmax(axis=1), batch, eps, rng,
+                              self.n_actions)
 
     def predict(self, obs: np.ndarray, eps: float = 0.0, rng=None):
         """The action for one observation (an int), or actions for a batch (an array); greedy by default.
         ``rng``: a numpy Generator, or a seed for one (``rng=3`` was an AttributeError), as numpy's own
         functions take it. The env's own actions: an env whose ``Discrete(n, start=k)`` actions begin past 0
         gets k + the network's index (``act`` and ``q_values`` keep the index)."""
-        batch, single = self.as_batch(obs)
+        batch, single = self.as_batch(self.observed(obs))
         try:
             rng = np.random.default_rng(rng)   # a Generator is passed through as it is
         except (TypeError, ValueError):
@@ -370,12 +394,19 @@ def check_spec(doc: dict, where: str) -> dict:
 
     def counts(value) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+    def parts_fit() -> bool:   # state numbers' parts whose one-hot vector is the input's width
+        from .one_hot import check_parts, width
+        parts, shape = network.get("one_hot"), network.get("obs_shape")
+        return check_parts(parts) and isinstance(shape, list) and bool(shape) and shape[-1] == width(parts)
     wrong = next(((field, want) for field, ok, want in (
         ("env", isinstance(doc.get("env"), str) and doc["env"].strip(), "a game or env id"),
         ("network", isinstance(network, dict), "the network's description"),
         ("network.obs_shape", isinstance(network, dict) and isinstance(network.get("obs_shape"), list)
          and network["obs_shape"] and all(counts(n) for n in network["obs_shape"]), "a list of sizes"),
         ("network.n_actions", isinstance(network, dict) and counts(network.get("n_actions")), "a count of actions"),
+        ("network.one_hot", not isinstance(network, dict) or "one_hot" not in network or parts_fit(),
+         "[states, first state] of each part of a state number, as many states as the input's width"),
         # the preprocessing it was trained with (history, frame skip, ...): without it a game is played otherwise
         ("config", isinstance(doc.get("config"), dict), "the run's settings")) if not ok), None)
     if wrong:

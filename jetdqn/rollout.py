@@ -107,7 +107,7 @@ class LocalActing:
     whatever the loop does after it (the updates) overlaps the group's emulation in ale-py's C++ threads.
 
     The same interface as ``distributed.actors.RayActing``: ``num_streams``, ``frame_shape``, ``frame_dtype``,
-    ``n_actions``, ``first_action``, ``emulator_threads``, ``emulator_processes``, ``connect``, ``start``, ``receive``, ``send_next``,
+    ``n_actions``, ``first_action``, ``one_hot``, ``emulator_threads``, ``emulator_processes``, ``connect``, ``start``, ``receive``, ``send_next``,
     ``epsilon``, ``show``, ``after_learning``, ``record_extra``, ``close``.
     """
 
@@ -122,6 +122,7 @@ class LocalActing:
         self.num_streams = self.envs.num_envs
         self.frame_shape, self.frame_dtype = self.envs.frame_shape, self.envs.frame_dtype
         self.n_actions, self.first_action = self.envs.n_actions, self.envs.first_action
+        self.one_hot = self.envs.one_hot
         self.cfg, self.rng, self.clock = cfg, rng, clock
         self.apex = apex_epsilons(self.num_streams) if cfg.apex_eps else None
         self.groups = list(zip(self.envs.groups, self.envs.slices))

@@ -95,8 +95,6 @@ def test_a_refusal_that_names_a_setting_the_preset_gave_says_so_and_how_to_overr
                                        "ROM name; what the Gymnasium id's version sets is a flag here"),
     (["--game", "cartpole"], "unknown game 'cartpole' (did you mean --env CartPole-v1, a Gymnasium env?)"),
     (["--env", "ALE/Pong-v5"], "error: ALE/Pong-v5 is an Atari game: jetdqn plays it with --game pong"),
-    (["--env", "Blackjack-v1"], "Blackjack-v1 has observations in a Tuple space"),   # toy_text's, not ALE's
-    (["--env", "FrozenLake-v1"], "FrozenLake-v1 has observations in a Discrete space;"),   # was "of shape ()"
     (["--env", "Taxi-v3"], "gymnasium does not know the env 'Taxi-v3' (DeprecatedEnv); give a registered id such "
                            "as Taxi-v4"),   # without gymnasium's two-line warning above it
     (["--device", "cuda", "--total-steps", "10"], "no usable CUDA GPU"),

@@ -166,33 +166,64 @@ def test_every_listed_game_is_made_reset_and_stepped_in_both_paths():
     _made_reset_and_stepped_in_both_paths(ale_game_ids())
 
 
-def test_a_state_number_env_is_told_the_wrapper_that_makes_it_a_vector_and_trains_through_it(tmp_path):
-    """FrozenLake, Taxi and CliffWalking observe a state number (a Discrete space), the first envs many try DQN
-    on: refused, as the MLP takes vectors, with no word of what to do. The sentence now names gymnasium's
-    FlattenObservation (a one-hot vector), and an env wrapped in it trains, evaluates and is played back."""
+def test_a_state_number_env_trains_one_hot_and_its_policy_takes_the_envs_numbers(tmp_path):
+    """FrozenLake, Taxi and CliffWalking observe a state number (a Discrete space), Blackjack a Tuple of them: the
+    first envs many try DQN on, refused (then told gymnasium's FlattenObservation) as the MLP takes vectors. Now
+    the env gives them one-hot, the saved network says so, and a Policy's predict takes the env's own numbers
+    (an exported ONNX one too); another space FlattenObservation makes a vector of is still told the wrapper."""
+    import gymnasium as gym
+    import jetdqn
     from conftest import run_module
-    refused = run_module("jetdqn.train", "--env", "FrozenLake-v1", "--run-dir", str(tmp_path / "no"), check=False)
-    assert refused.returncode == 2 and refused.stderr == (
-        "error: FrozenLake-v1 has observations in a Discrete space; --env takes vector observations, or 84x84 "
-        "grayscale frames of bytes (uint8) for the Nature CNN: wrap the env in gymnasium's FlattenObservation where "
-        "your module registers it (a one-hot vector of 16 numbers for its state number) (use --game for Atari "
-        "games).\n"), refused.stderr
-    tuple_space = run_module("jetdqn.train", "--env", "Blackjack-v1", "--run-dir", str(tmp_path / "no"), check=False)
-    assert "FlattenObservation where your module registers it (one vector of 45 numbers, each Discrete part " \
-           "one-hot)" in tuple_space.stderr, tuple_space.stderr
-    assert not (tmp_path / "no").exists()
-    (tmp_path / "onehot_envs.py").write_text(
-        "import gymnasium as gym\n"
-        "from gymnasium.wrappers import FlattenObservation\n\n\n"
-        "def frozen_lake(**kwargs):\n"
-        "    return FlattenObservation(gym.make('FrozenLake-v1', **kwargs))\n\n\n"
-        "gym.register('FrozenLakeOneHot-v0', entry_point=frozen_lake, max_episode_steps=100)\n")
     run = tmp_path / "run"
-    done = run_module("jetdqn.train", "--env", "onehot_envs:FrozenLakeOneHot-v0", "--env-kwargs",
-                      '{"is_slippery": false}', "--history", "1", "--total-steps", "600", "--learn-start", "200",
-                      "--eval-episodes", "5", "--telemetry", "off", "--run-dir", str(run),
-                      cwd=tmp_path)
+    done = run_module("jetdqn.train", "--env", "FrozenLake-v1", "--env-kwargs", '{"is_slippery": false}', "--history",
+                      "1", "--total-steps", "600", "--learn-start", "200", "--eval-episodes", "5", "--telemetry", "off",
+                      "--run-dir", str(run))
     assert "done: 600 steps" in done.stdout
-    assert json.loads((run / "model.json").read_text())["network"]["obs_shape"] == [1, 16]
-    played = run_module("jetdqn.evaluate", str(run), "--games", "3", cwd=tmp_path).stdout
-    assert played.splitlines()[-1].startswith("onehot_envs:FrozenLakeOneHot-v0, ")
+    network = json.loads((run / "model.json").read_text())["network"]
+    assert network["obs_shape"] == [1, 16] and network["one_hot"] == [[16, 0]]
+    played = run_module("jetdqn.evaluate", str(run), "--games", "3").stdout
+    assert played.splitlines()[-1].startswith("FrozenLake-v1, ")
+    run_module("jetdqn.export", str(run), "--onnx", str(tmp_path / "fl.onnx"))
+    env = gym.make("FrozenLake-v1", is_slippery=False)
+    state, _ = env.reset(seed=0)
+    for source in (run, tmp_path / "fl.onnx"):
+        policy = jetdqn.load(source)
+        one_hot = np.eye(16, dtype=np.float32)[[state, 5]]   # what the network is given for them
+        assert policy.predict(state) == int(policy.act(one_hot[:1], 0.0, np.random.default_rng(0))[0])
+        assert list(policy.predict([state, 5])) == list(policy.act(one_hot, 0.0, np.random.default_rng(0)))
+        assert policy.q_values(np.int64(state)).shape == (1, 4)
+        with pytest.raises(ValueError, match=r"^a state number of 16, where there are 16 states, 0 to 15: this "
+                                             r"network \(FrozenLake-v1\) takes the env's state numbers$"):
+            policy.predict(16)
+        with pytest.raises(ValueError, match=r"^state numbers of shape \(1, 2\): this network \(FrozenLake-v1\) "
+                                             r"takes one number or shape \(1,\) \(one observation\), or a batch of "
+                                             r"them \[N\]$"):
+            policy.predict([[1, 2]])
+    bj = tmp_path / "bj"   # --env's default --history 4: four stacked state numbers, said to be for nothing
+    out = run_module("jetdqn.train", "--env", "Blackjack-v1", "--total-steps", "300", "--learn-start", "100",
+                     "--eval-episodes", "3", "--telemetry", "off", "--run-dir", str(bj)).stdout
+    assert "Blackjack-v1 observes state numbers, each a whole state: --history 4 stacks 4 of them for nothing" in out
+    policy = jetdqn.load(bj)
+    assert policy.spec["one_hot"] == [[32, 0], [11, 0], [2, 0]] and policy.obs_shape == (4, 45)
+    stack = [(14, 10, 0), (20, 3, 1), (4, 1, 0), (21, 10, 1)]
+    assert policy.predict(stack) in (0, 1) and policy.predict([stack, stack[::-1]]).shape == (2,)
+    with pytest.raises(ValueError, match=r"^a state number of 11, where part 2 of 3 has 11 states, 0 to 10"):
+        policy.predict([(14, 11, 0)] * 4)
+    with pytest.raises(ValueError, match=r"^state numbers of shape \(3,\): this network \(Blackjack-v1\) takes shape "
+                                         r"\(4, 3\) \(one observation\), or a batch of them \[N, 4, 3\]$"):
+        policy.predict((14, 10, 0))
+    (tmp_path / "dict_envs.py").write_text(
+        "import gymnasium as gym\n"
+        "from gymnasium.spaces import Dict, Discrete\n\n\n"
+        "class Rooms(gym.Env):\n"
+        "    observation_space = Dict({'room': Discrete(5), 'key': Discrete(2)})\n"
+        "    action_space = Discrete(2)\n\n\n"
+        "gym.register('Rooms-v0', entry_point=Rooms)\n")
+    refused = run_module("jetdqn.train", "--env", "dict_envs:Rooms-v0", "--run-dir", str(tmp_path / "no"),
+                         check=False, cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stderr == (
+        "error: dict_envs:Rooms-v0 has observations in a Dict space; --env takes vector observations, state numbers "
+        "(a Discrete space, or a Tuple of them), or 84x84 grayscale frames of bytes (uint8) for the Nature CNN: wrap "
+        "the env in gymnasium's FlattenObservation where your module registers it (one vector of 7 numbers, each "
+        "Discrete part one-hot) (use --game for Atari games).\n"), refused.stderr
+    assert not (tmp_path / "no").exists()

@@ -199,6 +199,9 @@ def test_play_with_an_onnx_model_and_what_a_bad_model_path_says(exported, tmp_pa
                        (lambda d: d["network"].update(obs_shape="4,84,84"), "its network.obs_shape is '4,84,84', not "
                                                                             "a list of sizes"),
                        (lambda d: d["network"].update(n_actions=True), "its network.n_actions is True, not a count"),
+                       # state numbers' parts that do not make the input's width (84 here): predict would misread
+                       (lambda d: d["network"].update(one_hot=[[16, 0]]), "its network.one_hot is [[16, 0]], not "
+                                                                          "[states, first state] of each part"),
                        (lambda d: d.update(config=[]), "its config is [], not the run's settings"),
                        (lambda d: d.pop("config"), "(it has no config, the run's settings: edited or damaged?); export"),
                        (lambda d: d.update(version=2), "is a jetdqn model of format version 2, which this jetdqn "

@@ -122,8 +122,8 @@ def test_frames_kept_in_a_channel_are_taken_and_others_are_named(where: Path):
     with pytest.raises(ConfigError) as refused:
         GymEnv("pixel_envs:Small-v0")
     assert str(refused.value) == (
-        "pixel_envs:Small-v0 has observations of shape (64, 64, 3) (a picture); --env takes vector observations, or "
-        "84x84 grayscale frames of bytes (uint8) for the Nature CNN: wrap the env in gymnasium's GrayscaleObservation "
+        "pixel_envs:Small-v0 has observations of shape (64, 64, 3) (a picture); --env takes vector observations, state "
+        "numbers (a Discrete space, or a Tuple of them), or 84x84 grayscale frames of bytes (uint8) for the Nature CNN: wrap the env in gymnasium's GrayscaleObservation "
         "and ResizeObservation(env, (84, 84)) where your module registers it (use --game for Atari games).")
     wide = GymEnv("pixel_envs:DotWide-v0", seed=0)   # its space says uint8, its frames are int64
     with pytest.raises(EnvFailed) as failed:

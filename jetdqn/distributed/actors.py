@@ -214,7 +214,7 @@ class RayActing:
         # shapes only: the envs run in the actors (an Atari probe in ale-py's vector env, which needs no OpenCV)
         probe = make_envs(cfg, cfg.seed, 1, vector=cfg.is_atari)
         self.frame_shape, self.frame_dtype, self.n_actions = probe.frame_shape, probe.frame_dtype, probe.n_actions
-        self.first_action = probe.first_action
+        self.first_action, self.one_hot = probe.first_action, probe.one_hot
         probe.close()
         self.cfg = cfg
         self.k = cfg.num_actors

@@ -123,6 +123,7 @@ class AtariEnv:
     """
 
     first_action = 0   # the network's index is the game's action (gym_env.GymEnv: Discrete(n, start=k))
+    one_hot = None     # frames, not state numbers (gym_env.GymEnv: FrozenLake's)
 
     def __init__(self, game: str, *, frame_skip: int = 4, noop_max: int = 30, max_episode_steps: int = 27_000,
                  seed: int = 0, sticky_actions: float = 0.0, full_action_space: bool = False):
@@ -223,6 +224,7 @@ class AleVecEnvs:
     """
 
     first_action = 0   # the network's index is the game's action (gym_env.GymEnv: Discrete(n, start=k))
+    one_hot = None     # frames, not state numbers (gym_env.GymEnv: FrozenLake's)
 
     def __init__(self, game: str, num_envs: int, *, frame_skip: int = 4, noop_max: int = 30,
                  max_episode_steps: int = 27_000, seed: int = 0, num_threads: int = 0, sticky_actions: float = 0.0,

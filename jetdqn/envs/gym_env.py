@@ -1,5 +1,6 @@
-"""gymnasium envs with discrete actions and vector observations (CartPole-v1, Acrobot-v1, ...) or 84x84
-grayscale frames (an env of the user's own that sees pictures)."""
+"""gymnasium envs with discrete actions and vector observations (CartPole-v1, Acrobot-v1, ...), state numbers
+(FrozenLake, Taxi, Blackjack: taken as one-hot vectors) or 84x84 grayscale frames (an env of the user's own
+that sees pictures)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Optional
 
 import numpy as np
 
+from .. import one_hot
 from ..config import ATARI_EPISODE_STEPS, ConfigError
 from ..signals import CutShort, cut_short_on_stop
 from .base import FRAME_SHAPE, EnvFailed, ScreenUnavailable, Step
@@ -65,10 +67,14 @@ class GymEnv:
         # (index 0 was sent as action 0, which such an env does not have); the saved network says k too, so
         # that a Policy's predict answers the env's action
         self.first_action = int(getattr(env.action_space, "start", 0))
+        # a state number (FrozenLake's Discrete space, Blackjack's Tuple of them) as a one-hot vector; the saved
+        # network keeps the parts too, so that a Policy's predict takes the env's own numbers
+        self.one_hot = one_hot.parts_of(env.observation_space)
         self.action_meanings = [str(self.first_action + i) for i in range(self.n_actions)]
         # frames are stored as the Atari games' are (bytes, each once); the network over their stack is the
         # Nature CNN (learn.network.build_network), and a vector's is the MLP
-        self.frame_shape = FRAME_SHAPE if frames else tuple(shape)
+        self.frame_shape = (FRAME_SHAPE if frames else (one_hot.width(self.one_hot),) if self.one_hot
+                            else tuple(shape))
         self.frame_dtype = np.uint8 if frames else np.float32
         self.max_episode_steps = limit or 0
         self._seed = seed
@@ -149,6 +155,11 @@ class GymEnv:
             raise EnvFailed(f"{self.game}'s {where} returned None where its observation belongs")
         if self.frame_dtype == np.uint8:
             return self._frame(obs, where)
+        if self.one_hot:
+            try:
+                return one_hot.encode(obs, self.one_hot)
+            except ValueError as exc:   # an env whose numbers leave its own space
+                raise EnvFailed(f"{self.game}'s {where} returned {exc}") from None
         if isinstance(obs, np.ndarray) and obs.dtype == np.float32:
             vector = obs   # most envs' (CartPole's): no cast, no errstate, at ~10 us a step
         else:
@@ -222,14 +233,16 @@ class GymEnv:
 
 
 def refuse_its_spaces(env_id: str, env) -> None:
-    """A ConfigError for an env whose actions are not discrete, or whose observations are neither a vector nor
-    84x84 grayscale frames of bytes."""
+    """A ConfigError for an env whose actions are not discrete, or whose observations are neither a vector, state
+    numbers nor 84x84 grayscale frames of bytes."""
     if not hasattr(env.action_space, "n"):
         raise ConfigError(f"{env_id} has a {type(env.action_space).__name__} action space; "
                           "DQN needs discrete actions.")
     shape = env.observation_space.shape
+    if one_hot.parts_of(env.observation_space):   # state numbers: taken as one-hot vectors
+        return
     if not is_frame_space(env.observation_space) and (shape is None or len(shape) != 1):
-        # a Discrete space (FrozenLake's state number) has shape (): "of shape ()" named no space
+        # a Dict space has no shape, a MultiBinary one an odd one: the space is named
         what = (f"of shape {shape}" if shape else f"in a {type(env.observation_space).__name__} space")
         dtype = getattr(env.observation_space, "dtype", None)
         picture = shape is not None and len(shape) in (2, 3) and dtype == np.uint8
@@ -241,15 +254,16 @@ def refuse_its_spaces(env_id: str, env) -> None:
         else:
             hint = ""
         raise ConfigError(f"{env_id} has observations {what}{' (a picture)' if picture else ''}; --env takes "
-                          "vector observations, or 84x84 grayscale frames of bytes (uint8) for the Nature CNN"
+                          "vector observations, state numbers (a Discrete space, or a Tuple of them), or 84x84 "
+                          "grayscale frames of bytes (uint8) for the Nature CNN"
                           + hint + " (use --game for Atari games).")
 
 
 def _flattened(space) -> Optional[str]:
     """What gymnasium's FlattenObservation makes of ``space``'s observations, where that is a vector DQN takes:
-    FrozenLake's state number (a Discrete space, refused) becomes a one-hot vector, Blackjack's Tuple the
-    one-hots of its parts side by side. None where it makes none (a space of text, a graph)."""
-    from gymnasium.spaces import Box, Discrete, utils
+    a Dict or MultiDiscrete space, a Tuple with a Box among its parts (state numbers alone jetdqn takes itself).
+    None where it makes none (a space of text, a graph)."""
+    from gymnasium.spaces import Box, utils
     try:
         flat = utils.flatten_space(space)
     except Exception:   # NotImplementedError for the spaces it cannot flatten
@@ -257,8 +271,6 @@ def _flattened(space) -> Optional[str]:
     size = getattr(flat, "shape", None)
     if size is None or len(size) != 1:
         return None
-    if isinstance(space, Discrete):
-        return f"a one-hot vector of {size[0]} numbers for its state number"
     return f"one vector of {size[0]} numbers" + ("" if isinstance(space, Box) else ", each Discrete part one-hot")
 
 

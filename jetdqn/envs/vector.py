@@ -36,6 +36,7 @@ class SyncEnvs:
         self.frame_dtype = first.frame_dtype
         self.action_meanings = first.action_meanings
         self.first_action = first.first_action   # the env's action for the network's index 0
+        self.one_hot = first.one_hot             # the parts of a state number the env makes one-hot, or None
         self.emulator_threads: set[int] = set()  # none of its own: the caller's thread steps the emulators
         self._actions: Optional[np.ndarray] = None
 
@@ -93,6 +94,7 @@ class GroupedEnvs:
         self.frame_dtype = first.frame_dtype
         self.action_meanings = first.action_meanings
         self.first_action = first.first_action
+        self.one_hot = first.one_hot
         self.emulator_threads: set[int] = set().union(*(g.emulator_threads for g in groups))
 
     def reset(self) -> np.ndarray:

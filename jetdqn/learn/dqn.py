@@ -116,11 +116,13 @@ def epsilon_greedy(greedy, obs: np.ndarray, eps, rng: np.random.Generator, n_act
 class DQNAgent:
     """Batched epsilon-greedy acting and the (Double, n-step) DQN update; no env loop in here."""
 
-    def __init__(self, cfg: Config, obs_shape: tuple, n_actions: int, device: torch.device, first_action: int = 0):
+    def __init__(self, cfg: Config, obs_shape: tuple, n_actions: int, device: torch.device, first_action: int = 0,
+                 one_hot: list | None = None):
         self.cfg = cfg
         self.device = device
         self.n_actions = n_actions
         self.first_action = first_action   # the env's action for index 0 (gymnasium's Discrete start), for the spec
+        self.one_hot = one_hot             # the parts of the state numbers the env made one-hot, for the spec
         self.obs_shape = tuple(obs_shape)
         self.online = build_network(obs_shape, n_actions, cfg.dueling, cfg.channels_last).to(device)
         if cfg.channels_last and len(obs_shape) == 3:
@@ -232,9 +234,11 @@ class DQNAgent:
 
     def network_spec(self) -> dict:
         """What the saved weights say of their network; ``first_action`` only where it is not 0 (an env whose
-        actions start past 0), so that every other model file reads as before."""
+        actions start past 0) and ``one_hot`` only for state numbers (one_hot.py), so that every other model file
+        reads as before."""
         return {"obs_shape": list(self.obs_shape), "n_actions": self.n_actions, **describe(self.online),
-                **({"first_action": self.first_action} if self.first_action else {})}
+                **({"first_action": self.first_action} if self.first_action else {}),
+                **({"one_hot": self.one_hot} if self.one_hot else {})}
 
     def state_dict(self) -> dict:
         with self.update_lock:
