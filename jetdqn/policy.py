@@ -116,6 +116,9 @@ class Policy:
             return obs
         from .one_hot import encode
         obs = np.asarray(obs)
+        if obs.dtype.kind == "f":   # a one-hot vector of floats read as a batch of state numbers 0 and 1, silently
+            raise ValueError(f"observations of {obs.dtype}: this network ({self.env_name}) takes the env's state "
+                             "numbers, whole numbers as the env gives them, and makes them one-hot itself")
         one = (*self.obs_shape[:-1], *((len(self.one_hot),) if len(self.one_hot) > 1 else ()))   # a stack's
         frame = one[1:] if self.obs_shape[0] == 1 else one   # with a history of 1, the env's own as it is
         if not (obs.shape in (one, frame) or obs.shape[1:] in (one, frame)):   # said in the env's terms: the

@@ -199,6 +199,10 @@ def test_a_state_number_env_trains_one_hot_and_its_policy_takes_the_envs_numbers
                                              r"takes one number or shape \(1,\) \(one observation\), or a batch of "
                                              r"them \[N\]$"):
             policy.predict([[1, 2]])
+        with pytest.raises(ValueError, match=r"^observations of float32: this network \(FrozenLake-v1\) takes the "
+                                             r"env's state numbers, whole numbers as the env gives them, and makes "
+                                             r"them one-hot itself$"):
+            policy.predict(one_hot[0])   # was a batch of 16 state numbers, 0 and 1: 16 actions
     bj = tmp_path / "bj"   # --env's default --history 4: four stacked state numbers, said to be for nothing
     out = run_module("jetdqn.train", "--env", "Blackjack-v1", "--total-steps", "300", "--learn-start", "100",
                      "--eval-episodes", "3", "--telemetry", "off", "--run-dir", str(bj)).stdout
