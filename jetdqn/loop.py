@@ -23,7 +23,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -206,6 +206,8 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
                           f"{cfg.history} of them for nothing (an input {cfg.history} times as wide, and a predict "
                           f"that takes the last {cfg.history}, where zeros stood before an episode's first); "
                           "--history 1 is what such an env needs")
+        if not cfg.is_atari and not cfg.resume:
+            say_if_games_have_no_limit(cfg, progress.note)
         payload = None
         if cfg.resume:  # read early: a saved replay fixes the capacity
             payload = ckpt.load(run_dir / "checkpoints" / "latest.pt", env_name=cfg.env_name,
@@ -396,6 +398,21 @@ def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:
         run.agent.set_lr(lr)
         run.progress.line(f"learning rate {lr:g} from step {step:,} (--lr-cuts)")
     return cfg.next_lr_cut(step)
+
+
+def say_if_games_have_no_limit(cfg: Config, note: Callable[[str], None]) -> None:
+    """An env that registers no step limit (CliffWalking-v1; an env of the user's own registered without
+    max_episode_steps) has its games cut only at --max-episode-steps' default, the Atari games' 27,000: a
+    CliffWalking run of 1,000 steps took 109 s, 108.8 of them its final evaluation, 30 games of a policy that
+    walked into a wall for 27,000 steps each, with nothing said until they ended."""
+    from .config import ATARI_EPISODE_STEPS
+    from .envs.gym_env import own_time_limit
+    if cfg.max_episode_steps != ATARI_EPISODE_STEPS or own_time_limit(cfg.env) is not None:
+        return
+    games = f"; an evaluation's {cfg.final_eval_games} games of a policy that never ends one take " \
+            f"{cfg.final_eval_games * ATARI_EPISODE_STEPS:,} steps" if cfg.eval_episodes else ""
+    note(f"{cfg.env} registers no step limit: a game it does not end itself is cut only at --max-episode-steps "
+         f"{ATARI_EPISODE_STEPS:,} (the Atari games' default){games}; give --max-episode-steps N to cut games at N steps")
 
 
 def say_if_it_never_learns(run: Run) -> None:

@@ -231,3 +231,23 @@ def test_a_state_number_env_trains_one_hot_and_its_policy_takes_the_envs_numbers
         "the env in gymnasium's FlattenObservation where your module registers it (one vector of 7 numbers, each "
         "Discrete part one-hot) (use --game for Atari games).\n"), refused.stderr
     assert not (tmp_path / "no").exists()
+
+
+def test_an_env_with_no_step_limit_is_said_to_be_cut_at_the_atari_default(tmp_path):
+    """CliffWalking-v1 registers no step limit, so its games were cut only at --max-episode-steps' default (the
+    Atari games' 27,000): a 1,000-step run took 109 s, 108.8 of them its final evaluation of 30 games that walked
+    into a wall until the cut, with nothing said. The start says so; a limit given, or the env's own, says nothing."""
+    from conftest import run_module
+    from jetdqn.loop import say_if_games_have_no_limit
+    said = ("CliffWalking-v1 registers no step limit: a game it does not end itself is cut only at "
+            "--max-episode-steps 27,000 (the Atari games' default){}; give --max-episode-steps N to cut games at N "
+            "steps")
+    common = ["--history", "1", "--total-steps", "100", "--telemetry", "off", "--run-dir"]
+    out = run_module("jetdqn.train", "--env", "CliffWalking-v1", *common, str(tmp_path / "cut")).stdout
+    assert said.format("") in out and "done: 100 steps" in out
+    for given in (["CliffWalking-v1", "--max-episode-steps", "50"], ["CartPole-v1"]):
+        out = run_module("jetdqn.train", "--env", *given, *common, str(tmp_path / given[0])).stdout
+        assert "registers no step limit" not in out and "done: 100 steps" in out
+    notes = []   # with evaluations, what their games may cost
+    say_if_games_have_no_limit(make_config({"env": "CliffWalking-v1", "eval_episodes": 5}), notes.append)
+    assert notes == [said.format("; an evaluation's 30 games of a policy that never ends one take 810,000 steps")]
