@@ -276,7 +276,7 @@ def run_loop(run: Run, filled: str) -> dict:
                      run.clock, state.step, agent.updates, state.episodes)
         checkpoints = Every(cfg.checkpoint_every, state.step)
         next_cut = follow_lr_cuts(run, None)
-        reached = False
+        reached, clipping_said = False, False
         with env_failure_stops(state):
             if evaluation_due(cfg, state) and not state.env_failed:   # one a stop dropped: at the checkpoint's step
                 with log.timed("evaluating"):
@@ -287,6 +287,9 @@ def run_loop(run: Run, filled: str) -> dict:
                 if exp is None:
                     break                            # Ray: the stop took the actors too; the run saves at its step
                 exp.store(replay)                    # each frame once, in its env's stream
+                if exp.clipped is not None and not clipping_said:   # each rollout reports its first (Ray's each)
+                    clipping_said = True
+                    run.progress.note(a_clipped_reward(cfg, exp.clipped))
                 state.count(exp.steps, exp.returns)
                 log.games_ended(exp.returns)
                 earned = run.schedule.earned(state.step, replay.sampleable, agent.updates)
@@ -413,6 +416,15 @@ def say_if_games_have_no_limit(cfg: Config, note: Callable[[str], None]) -> None
             f"{cfg.final_eval_games * ATARI_EPISODE_STEPS:,} steps" if cfg.eval_episodes else ""
     note(f"{cfg.env} registers no step limit: a game it does not end itself is cut only at --max-episode-steps "
          f"{ATARI_EPISODE_STEPS:,} (the Atari games' default){games}; give --max-episode-steps N to cut games at N steps")
+
+
+def a_clipped_reward(cfg: Config, reward: float) -> str:
+    """A gymnasium env's reward past +-1, learned as +-1 under --clip-rewards (on by default: DeepMind's Atari
+    preprocessing). CliffWalking's -100 for the cliff then learns as the -1 of a step, and Taxi's -10 for a wrong
+    drop-off as well: the task learned is another, and nothing said so. Said once in a run's process."""
+    return (f"{cfg.env} gave a reward of {reward:g}, learned as {1 if reward > 0 else -1:+d}: rewards are clipped to "
+         "+-1 for learning (--clip-rewards, on by default as for Atari games), so this env's rewards of different "
+         "sizes learn as one; --no-clip-rewards learns from its own (scores stay raw either way)")
 
 
 def say_if_it_never_learns(run: Run) -> None:

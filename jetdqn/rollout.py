@@ -9,7 +9,7 @@ a Ray actor runs the very same steps in its own process (``distributed/actors.py
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -46,6 +46,7 @@ class Experience:
     terminal: np.ndarray
     first: np.ndarray
     returns: list = field(default_factory=list)
+    clipped: Optional[float] = None   # an env's reward that clipping changed (its first), for the loop's note
 
     @property
     def steps(self) -> int:
@@ -60,7 +61,8 @@ class Experience:
     def concat(parts: list["Experience"]) -> "Experience":
         cat = {k: np.concatenate([getattr(p, k) for p in parts])
                for k in ("streams", "frames", "actions", "rewards", "terminal", "first")}
-        return Experience(**cat, returns=[r for p in parts for r in p.returns])
+        return Experience(**cat, returns=[r for p in parts for r in p.returns],
+                          clipped=next((p.clipped for p in parts if p.clipped is not None), None))
 
 
 class Rollout:
@@ -68,6 +70,8 @@ class Rollout:
 
     def __init__(self, cfg: Config, frames: np.ndarray, frame_shape: tuple, dtype):
         self.clip_rewards = cfg.clip_rewards
+        # a gymnasium env's reward past +-1, clipped: Atari's are clipped by convention, an env's said once
+        self.watch_clipping = cfg.clip_rewards and not cfg.is_atari
         self.terminal_on_life_loss = cfg.terminal_on_life_loss
         n = len(frames)
         self.stacks = [FrameStack(cfg.history, frame_shape, dtype) for _ in range(n)]
@@ -86,10 +90,13 @@ class Rollout:
         stacks: a fresh stack where a game ended or (with terminal_on_life_loss) a life was lost."""
         ks = np.arange(len(self.stacks))[sl]
         rewards = np.clip(res.rewards, -1.0, 1.0) if self.clip_rewards else res.rewards
+        clipped = None
+        if self.watch_clipping and (rewards != res.rewards).any():
+            clipped, self.watch_clipping = float(res.rewards[rewards != res.rewards][0]), False
         ended = res.game_over | res.truncated
         terminal = res.game_over | (res.life_lost if self.terminal_on_life_loss else False)
         exp = Experience(ks, self.obs[sl, -1].copy(), self.actions[sl].copy(), rewards.astype(np.float32),
-                         terminal.copy(), self.first[sl].copy())
+                         terminal.copy(), self.first[sl].copy(), clipped=clipped)
         self.game_return[sl] += res.rewards
         for j, k in enumerate(ks):
             if ended[j]:

@@ -251,3 +251,19 @@ def test_an_env_with_no_step_limit_is_said_to_be_cut_at_the_atari_default(tmp_pa
     notes = []   # with evaluations, what their games may cost
     say_if_games_have_no_limit(make_config({"env": "CliffWalking-v1", "eval_episodes": 5}), notes.append)
     assert notes == [said.format("; an evaluation's 30 games of a policy that never ends one take 810,000 steps")]
+
+
+def test_a_reward_past_one_that_clipping_changes_is_said_once(tmp_path):
+    """--clip-rewards is on by default (DeepMind's Atari preprocessing), and a gymnasium env's rewards past +-1
+    were learned as +-1 without a word: Taxi's -10 for a wrong pick-up as the -1 of a step, CliffWalking's -100
+    cliff as well, another task learned. The first such reward is said once; --no-clip-rewards and an env whose
+    rewards clipping leaves alone say nothing."""
+    from conftest import run_module
+    common = ["--history", "1", "--total-steps", "300", "--telemetry", "off", "--run-dir"]
+    out = run_module("jetdqn.train", "--env", "Taxi-v4", *common, str(tmp_path / "clipped")).stdout
+    assert out.count("Taxi-v4 gave a reward of -10, learned as -1: rewards are clipped to +-1 for learning "
+                     "(--clip-rewards, on by default as for Atari games), so this env's rewards of different sizes "
+                     "learn as one; --no-clip-rewards learns from its own (scores stay raw either way)") == 1, out
+    for given in (["Taxi-v4", "--no-clip-rewards"], ["CartPole-v1"]):
+        out = run_module("jetdqn.train", "--env", *given, *common, str(tmp_path / given[0])).stdout
+        assert "gave a reward of" not in out and "done: 300 steps" in out
