@@ -3,9 +3,9 @@ and of Blackjack (a Tuple of Discrete parts), the first envs many try DQN on.
 
 A state number is a name, not a quantity: state 15 is not "more" than state 14, so an MLP fed the number
 learns little. Each part becomes a vector of its n states with a 1 at the state's place, the parts side by
-side, as gymnasium's FlattenObservation makes them (and Stable-Baselines3 does for such spaces); the env
-gives jetdqn's replay these vectors, and the saved network's spec keeps the parts (``one_hot``: [n, start]
-per part) so that ``Policy.predict`` takes the env's own state numbers. Without gymnasium: ``policy`` imports
+side, as gymnasium's FlattenObservation makes them (Stable-Baselines3's preprocess_obs one-hots a
+Discrete space too); the env gives jetdqn's replay these vectors, and the saved network's spec keeps the
+parts (``one_hot``: [n, start] per part) so that ``Policy.predict`` takes the env's own state numbers. Without gymnasium: ``policy`` imports
 this to read a model on a board that has no gymnasium.
 """
 
