@@ -204,8 +204,8 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
         if acting.one_hot and cfg.history > 1 and not cfg.resume:   # --env's default history is 4
             progress.note(f"{cfg.env} observes state numbers, each a whole state: --history {cfg.history} stacks "
                           f"{cfg.history} of them for nothing (an input {cfg.history} times as wide, and a predict "
-                          f"that takes the last {cfg.history}, where zeros stood before an episode's first); "
-                          "--history 1 is what such an env needs")
+                          f"that needs the last {cfg.history} numbers, none of which stands for the zeros stacked "
+                          "before an episode's first); --history 1 is what such an env needs")
         if not cfg.is_atari and not cfg.resume:
             say_if_games_have_no_limit(cfg, progress.note)
         payload = None
@@ -422,9 +422,9 @@ def a_clipped_reward(cfg: Config, reward: float) -> str:
     """A gymnasium env's reward past +-1, learned as +-1 under --clip-rewards (on by default: DeepMind's Atari
     preprocessing). CliffWalking's -100 for the cliff then learns as the -1 of a step, and Taxi's -10 for a wrong
     drop-off as well: the task learned is another, and nothing said so. Said once in a run's process."""
-    return (f"{cfg.env} gave a reward of {reward:g}, learned as {1 if reward > 0 else -1:+d}: rewards are clipped to "
-         "+-1 for learning (--clip-rewards, on by default as for Atari games), so this env's rewards of different "
-         "sizes learn as one; --no-clip-rewards learns from its own (scores stay raw either way)")
+    return (f"{cfg.env} gave a reward of {reward:g}, learned as {1 if reward > 0 else -1:+d}: rewards are clipped "
+            "to +-1 for learning (--clip-rewards, on by default as for Atari games), so this env's rewards of "
+            "different sizes learn as one; --no-clip-rewards learns from its own (scores stay raw either way)")
 
 
 def say_if_it_never_learns(run: Run) -> None:
