@@ -176,7 +176,7 @@ def main(argv: Optional[list[str]] = None, subreaper: bool = True) -> int:
     import shutil
     if shutil.which(argv[0]) is None:   # asked first: under qemu-user a failed posix_spawn is only an exit 127
         print(f"error: {cannot_run(argv[0])}", file=sys.stderr)
-        return 127 if not ("/" in argv[0] and os.path.exists(argv[0])) else 126   # the shell's: found, not runnable
+        return 126 if "/" in argv[0] and os.path.exists(argv[0]) else 127   # the shell's: there but not runnable
     try:
         supervisor = Supervisor(argv, subreaper)
     except OSError as exc:
