@@ -956,6 +956,8 @@ def typed_setting(name: str, value: Any) -> Any:
         except (TypeError, ValueError) as exc:   # a set, a tuple key, an object: what JSON cannot hold
             raise ConfigError(f"{flag} takes keyword arguments JSON can hold (numbers, strings, true/false, null, "
                               f"lists and objects of them); {value!r} holds another ({exc}).") from None
+    if name in ("env", "game") and hasattr(value, "step") and hasattr(value, "reset"):   # SB3's way: DQN(policy, env)
+        raise ConfigError(an_env_object(name, value))
     if base == "str" and name in PATH_FIELDS and isinstance(value, os.PathLike):   # the API's pathlib.Path
         value = os.fspath(value)
     if base == "str" and isinstance(value, str):
@@ -965,6 +967,24 @@ def typed_setting(name: str, value: Any) -> Any:
         return value
     what = {"int": "a whole number", "float": "a number", "str": "a string"}.get(base, base)
     raise ConfigError(f"{flag} takes {what}, got {value!r}.")
+
+
+def an_env_object(name: str, env) -> str:
+    """jetdqn.train(env=gym.make("CartPole-v1")), as Stable-Baselines3 takes an env: jetdqn makes its envs
+    itself from an id (one per stream, in Ray's actors, again for each evaluation, and again by evaluate and
+    play from the saved config), so an object cannot be used; its registered id, where it has one, can."""
+    spec = getattr(getattr(env, "unwrapped", env), "spec", None) or getattr(env, "spec", None)
+    made_as = getattr(spec, "id", None)
+    kwargs = getattr(spec, "kwargs", None) or {}
+    own = {k: v for k, v in kwargs.items() if k != "render_mode"}
+    if made_as:
+        more = f", env_kwargs={own!r}" if own else ""
+        give = f"give its id: jetdqn.train(env={made_as!r}{more})"   # an Atari id is then told its --game
+    else:
+        give = ("register its class with gymnasium.register('MyEnv-v0', entry_point=MyEnv) in a module and give "
+                "env='my_module:MyEnv-v0'")
+    return (f"{name} takes an env's id, not an env ({type(getattr(env, 'unwrapped', env)).__name__}): jetdqn makes its "
+            f"envs itself, one per stream and again to evaluate and play; {give}.")
 
 
 def unread_reset(values: dict[str, Any], given) -> dict[str, Any]:
