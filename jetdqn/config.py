@@ -978,8 +978,7 @@ def an_env_object(name: str, env) -> str:
     kwargs = getattr(spec, "kwargs", None) or {}
     own = {k: v for k, v in kwargs.items() if k != "render_mode"}
     if made_as:
-        more = f", env_kwargs={own!r}" if own else ""
-        give = f"give its id: jetdqn.train(env={made_as!r}{more})"   # an Atari id is then told its --game
+        give = f"give its id, {made_as!r}" + (f", with env_kwargs={own!r}" if own else "")   # Atari's: told its game
     else:
         give = ("register its class with gymnasium.register('MyEnv-v0', entry_point=MyEnv) in a module and give "
                 "env='my_module:MyEnv-v0'")

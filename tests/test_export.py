@@ -664,9 +664,9 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
         jetdqn.train(preset="smoke", history=100_000)
     import gymnasium as gym   # Stable-Baselines3's way, DQN("MlpPolicy", env): "--env takes a string, got <TimeLimit..."
     with pytest.raises(ConfigError, match=r"^env takes an env's id, not an env \(FrozenLakeEnv\): jetdqn makes its envs "
-                                          r"itself, one per stream and again to evaluate and play; give its id: "
-                                          r"jetdqn.train\(env='FrozenLake-v1', env_kwargs=\{'map_name': '4x4', "
-                                          r"'is_slippery': False\}\).$"):
+                                          r"itself, one per stream and again to evaluate and play; give its id, "
+                                          r"'FrozenLake-v1', with env_kwargs=\{'map_name': '4x4', 'is_slippery': "
+                                          r"False\}.$"):
         jetdqn.train(env=gym.make("FrozenLake-v1", is_slippery=False), total_steps=10)
     with pytest.raises(ConfigError, match=r"^--total-steps takes a whole number, got '1e400'.$"):   # OverflowError
         jetdqn.train(preset="smoke", total_steps="1e400")
