@@ -801,6 +801,48 @@ TRAIN_HINTS = {
 }
 
 
+# Stable-Baselines3's DQN and CleanRL's dqn scripts name some of jetdqn's settings otherwise; their names were
+# "unrecognized arguments" (--start-e: "did you mean --target-eps?", another setting), or "jetdqn.train has no
+# setting learning_rate". Each: jetdqn's setting (None where it has none), and what differs.
+OTHER_LIBRARIES = {
+    "total_timesteps": ("total_steps", ""),
+    "learning_rate": ("lr", ""),
+    "buffer_size": ("replay_size", ""),
+    "learning_starts": ("learn_start", ""),
+    "target_update_interval": ("target_update", ""),
+    "target_network_frequency": ("target_update", ""),
+    "train_frequency": ("train_freq", ""),
+    "exploration_initial_eps": ("eps_start", ""),
+    "start_e": ("eps_start", ""),
+    "exploration_final_eps": ("eps_end", ""),
+    "end_e": ("eps_end", ""),
+    "exploration_fraction": ("eps_decay_steps", "in steps, not a fraction of the run"),
+    "max_grad_norm": ("grad_clip", ""),
+    "env_id": ("env", "an Atari game goes to {game}, by its ROM name"),
+    "torch_deterministic": ("cudnn_deterministic", ""),
+    "tensorboard_log": ("tensorboard", "on or off: the mirror is written in the run directory"),
+    "verbose": ("progress", "bar, lines or off"),
+    "tau": (None, "the target network is copied whole every {target_update} steps, as DQN's is"),
+    "gradient_steps": (None, "one update every {train_freq} steps"),
+}
+
+
+def other_library_name(name: str, flags: bool) -> Optional[str]:
+    """What to say of ``name``, another library's name for a setting (``flags``: as a command-line flag)."""
+    if name not in OTHER_LIBRARIES:
+        return None
+    ours, differs = OTHER_LIBRARIES[name]
+    spell = (lambda n: _flag(n)) if flags else (lambda n: n)
+    differs = differs.format(**{n: spell(n) for n in ("game", "target_update", "train_freq")})
+    said = f"{spell(name)} is Stable-Baselines3's or CleanRL's name"
+    if ours is None:
+        return f"{said}; jetdqn has no such setting: {differs}"
+    return f"{said}; jetdqn's is {spell(ours)}" + (f", {differs}" if differs else "")
+
+
+TRAIN_HINTS.update({_flag(name): other_library_name(name, flags=True) for name in OTHER_LIBRARIES})
+
+
 def build_parser(prog: str, description: str, fields: Optional[set[str]] = None) -> argparse.ArgumentParser:
     """An argparse parser with one flag per Config field (bools get --x / --no-x)."""
     parser = Parser(prog=prog, description=description, argument_default=argparse.SUPPRESS,

@@ -448,6 +448,12 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
                                                  "you mean --target-eps or --target-return or --target-update?)"),
             ("jetdqn.train", ["--batchsize", "8"], "unrecognized arguments: --batchsize 8 (did you mean --batch-size?)"),
             ("jetdqn.train", ["--steps", "8"], "unrecognized arguments: --steps 8 (did you mean --total-steps?)"),  # not --n-step
+            # CleanRL's and Stable-Baselines3's names: --start-e was "did you mean --target-eps?", another setting
+            ("jetdqn.train", ["--start-e", "1"], "unrecognized arguments: --start-e 1 (--start-e is Stable-Baselines3's "
+                                                 "or CleanRL's name; jetdqn's is --eps-start); see --help."),
+            ("jetdqn.train", ["--exploration-fraction", "0.1"], "(--exploration-fraction is Stable-Baselines3's or "
+                                                                "CleanRL's name; jetdqn's is --eps-decay-steps, in "
+                                                                "steps, not a fraction of the run)"),
             # a flag and its value quoted as one word: "unrecognized arguments: --lr 3 (did you mean --lr?)"
             ("jetdqn.train", ["--lr 3"], "python -m jetdqn.train: '--lr 3' is one word, a flag and its value together "
                                          "(quoted, or a variable in quotes): give them as two words, or as --lr=3; see "

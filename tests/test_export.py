@@ -654,6 +654,9 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
     from jetdqn.config import ConfigError
     with pytest.raises(ConfigError, match=r"^jetdqn.train has no setting total_step; the names are the command"):
         jetdqn.train(preset="cartpole", total_step=100)
+    with pytest.raises(ConfigError, match=r"^jetdqn.train has no setting learning_rate \(learning_rate is Stable-"
+                                          r"Baselines3's or CleanRL's name; jetdqn's is lr\); the names are"):
+        jetdqn.train(preset="cartpole", learning_rate=1e-3)
     policy = jetdqn.load(PONG_MODEL)
     for games in (0, 2**63, True):   # 2**63: numpy's "Maximum allowed dimension exceeded"; True played 1 game
         with pytest.raises(ValueError, match=rf"^games is how many whole games to play, 1 to 1,000,000; got {games}$"):
