@@ -386,7 +386,8 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
                                           r"of step to rate or a list of \[step, rate\] pairs; got \[1, 2\]\.$"):
         make_config({"preset": "smoke", "lr_cuts": [1, 2]})
     from jetdqn import train
-    for bad, words in (("typo.json", "unknown setting learning_rate"), ("missing.json", "no such file"),
+    for bad, words in (("typo.json", "unknown setting learning_rate (learning_rate is Stable-Baselines3's or CleanRL's "
+                                     "name; jetdqn's is lr)"), ("missing.json", "no such file"),
                        ("text.yaml", "--lr takes a number, got 'abc'"), ("list.yaml", "--lr takes a number, got [1, 2]"),
                        ("game.json", "--game takes a string, got 5"), ("flag.yaml", "--dueling takes true or false"),
                        ("quoted.yaml", "--double takes true or false, got the text 'false': write true or false "
