@@ -1000,6 +1000,8 @@ def typed_setting(name: str, value: Any) -> Any:
                               f"lists and objects of them); {value!r} holds another ({exc}).") from None
     if name in ("env", "game") and hasattr(value, "step") and hasattr(value, "reset"):   # SB3's way: DQN(policy, env)
         raise ConfigError(an_env_object(name, value))
+    if name in ("env", "game") and hasattr(value, "entry_point") and isinstance(getattr(value, "id", None), str):
+        raise ConfigError(f"{name} takes an env's id, not its spec: give {value.id!r}.")   # gym.spec("CartPole-v1")
     if base == "str" and name in PATH_FIELDS and isinstance(value, os.PathLike):   # the API's pathlib.Path
         value = os.fspath(value)
     if base == "str" and isinstance(value, str):

@@ -672,6 +672,8 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
                                           r"'FrozenLake-v1', with env_kwargs=\{'map_name': '4x4', 'is_slippery': "
                                           r"False\}.$"):
         jetdqn.train(env=gym.make("FrozenLake-v1", is_slippery=False), total_steps=10)
+    with pytest.raises(ConfigError, match=r"^env takes an env's id, not its spec: give 'CartPole-v1'.$"):
+        jetdqn.train(env=gym.spec("CartPole-v1"), total_steps=10)
     with pytest.raises(ConfigError, match=r"^--total-steps takes a whole number, got '1e400'.$"):   # OverflowError
         jetdqn.train(preset="smoke", total_steps="1e400")
     with pytest.raises(ConfigError, match=r"^--eval-episodes must be at most 1,000,000 games"):   # float(10**400)
