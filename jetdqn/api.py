@@ -39,11 +39,10 @@ def train(**settings: Any) -> dict:
     known = {f.name for f in dataclasses.fields(Config)}
     unknown = sorted(set(settings) - known - {"config"})
     if unknown:   # was Config's TypeError ("unexpected keyword argument")
-        from .config import other_library_name
-        theirs = [said for said in map(lambda name: other_library_name(name, flags=False), unknown) if said]
+        from .config import other_library_names
         raise ConfigError(f"jetdqn.train has no setting{'s' * (len(unknown) > 1)} {', '.join(unknown)}"
-                          + "".join(f" ({said})" for said in theirs) + "; the names are the command line's flags with "
-                          "_ for - (python -m jetdqn.train --help).")
+                          f"{other_library_names(unknown)}; the names are the command line's flags with _ for - "
+                          "(python -m jetdqn.train --help).")
     typed = set(settings) - {"config"}
     if settings.get("config"):
         settings = {**settings_from_file(settings.pop("config")), **settings}

@@ -832,12 +832,18 @@ def other_library_name(name: str, flags: bool) -> Optional[str]:
     if name not in OTHER_LIBRARIES:
         return None
     ours, differs = OTHER_LIBRARIES[name]
-    spell = (lambda n: _flag(n)) if flags else (lambda n: n)
+    spell = _flag if flags else str
     differs = differs.format(**{n: spell(n) for n in ("game", "target_update", "train_freq")})
     said = f"{spell(name)} is Stable-Baselines3's or CleanRL's name"
     if ours is None:
         return f"{said}; jetdqn has no such setting: {differs}"
     return f"{said}; jetdqn's is {spell(ours)}" + (f", {differs}" if differs else "")
+
+
+def other_library_names(names) -> str:
+    """The words ' (learning_rate is ...; jetdqn's is lr)' for each of ``names`` that is another library's (the
+    API's and a settings file's unknown names), or ''."""
+    return "".join(f" ({said})" for said in (other_library_name(name, flags=False) for name in names) if said)
 
 
 TRAIN_HINTS.update({_flag(name): other_library_name(name, flags=True) for name in OTHER_LIBRARIES})

@@ -10,7 +10,7 @@ import dataclasses
 import json
 from typing import Any
 
-from .config import Config, ConfigError, other_library_name
+from .config import Config, ConfigError, other_library_names
 RUN_ONLY = ("run_dir", "resume", "overwrite")   # where and how a run starts: never taken from a run's record
 ONE_RUN = ("resume", "overwrite")   # how one command starts its run: a file would apply them to every run
 
@@ -113,10 +113,9 @@ def settings_from_file(path) -> dict[str, Any]:
     a_runs_record = "runtime" in data   # config.json of a run: settings plus what the run found
     unknown = sorted(k for k in data if k not in fields)
     if unknown and not a_runs_record:
-        theirs = [said for said in (other_library_name(name, flags=False) for name in unknown) if said]
         raise ConfigError(f"--config {path}: unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
-                          + "".join(f" ({said})" for said in theirs) + "; the names are those of the flags (python -m "
-                          "jetdqn.train --help).")
+                          f"{other_library_names(unknown)}; the names are those of the flags (python -m jetdqn.train "
+                          "--help).")
     if a_runs_record:
         return {k: v for k, v in data.items() if k in fields and k not in RUN_ONLY}
     for name in ONE_RUN:
