@@ -5,8 +5,8 @@ A state number is a name, not a quantity: state 15 is not "more" than state 14, 
 learns little. Each part becomes a vector of its n states with a 1 at the state's place, the parts side by
 side, as gymnasium's FlattenObservation makes them (Stable-Baselines3's preprocess_obs one-hots a
 Discrete space too); the env gives jetdqn's replay these vectors, and the saved network's spec keeps the
-parts (``one_hot``: [n, start] per part) so that ``Policy.predict`` takes the env's own state numbers. Without gymnasium: ``policy`` imports
-this to read a model on a board that has no gymnasium.
+parts (``one_hot``: [n, start] per part) so that ``Policy.predict`` takes the env's own state numbers.
+Only ``parts_of`` imports gymnasium: ``policy`` imports the rest to read a model on a board without it.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ def encode(values, parts: list[list[int]]) -> np.ndarray:
         raise ValueError(f"state numbers of dtype {array.dtype}: give whole numbers")
     if len(parts) > 1:
         if array.ndim == 0 or array.shape[-1] != len(parts):
+            ranges = ", ".join(f"{s} to {s + n - 1}" for n, s in parts)
             raise ValueError(f"observations of shape {array.shape}, where each is {len(parts)} state numbers "
-                             f"(its parts' {', '.join(f'0 to {n - 1}' if s == 0 else f'{s} to {s + n - 1}' for n, s in parts)})")
+                             f"(its parts' {ranges})")
         columns = [array[..., i] for i in range(len(parts))]
     else:
         columns = [array]
