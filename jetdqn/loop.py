@@ -208,6 +208,8 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
                           "before an episode's first); --history 1 is what such an env needs")
         if not cfg.is_atari and not cfg.resume:
             say_if_games_have_no_limit(cfg, progress.note)
+            if acting.frame_dtype != np.uint8:   # an env of 84x84 frames is Atari-like: their settings may fit
+                say_if_an_env_has_the_atari_defaults(cfg, progress.note)
         payload = None
         if cfg.resume:  # read early: a saved replay fixes the capacity
             payload = ckpt.load(run_dir / "checkpoints" / "latest.pt", env_name=cfg.env_name,
@@ -416,6 +418,19 @@ def say_if_games_have_no_limit(cfg: Config, note: Callable[[str], None]) -> None
             f"{cfg.final_eval_games * ATARI_EPISODE_STEPS:,} steps" if cfg.eval_episodes else ""
     note(f"{cfg.env} registers no step limit: a game it does not end itself is cut only at --max-episode-steps "
          f"{ATARI_EPISODE_STEPS:,} (the Atari games' default){games}; give --max-episode-steps N to cut games at N steps")
+
+
+def say_if_an_env_has_the_atari_defaults(cfg: Config, note: Callable[[str], None]) -> None:
+    """``--env Acrobot-v1`` with no preset and no length trains with the defaults, which are the Atari games':
+    12,500,000 steps, epsilon falling over 1,000,000 and no update before step 50,000, hours of a run a small env
+    needs a minute of, and nothing said so (the README's examples give --preset cartpole)."""
+    from .config import Config as Defaults
+    if cfg.preset is not None or cfg.total_steps != Defaults.total_steps or cfg.eps_decay_steps != Defaults.eps_decay_steps:
+        return
+    note(f"{cfg.env} trains with the defaults, which are the Atari games': {cfg.total_steps:,} steps, epsilon falling "
+         f"over {cfg.eps_decay_steps:,} and no update before step {cfg.learn_start:,}; a small env learns in far fewer: "
+         "give --total-steps, --eps-decay-steps and --learn-start that fit it (the cartpole preset's are 50,000, "
+         "10,000 and 1,000)")
 
 
 def a_clipped_reward(cfg: Config, reward: float) -> str:

@@ -267,3 +267,22 @@ def test_a_reward_past_one_that_clipping_changes_is_said_once(tmp_path):
     for given in (["Taxi-v4", "--no-clip-rewards"], ["CartPole-v1"]):
         out = run_module("jetdqn.train", "--env", *given, *common, str(tmp_path / given[0])).stdout
         assert "gave a reward of" not in out and "done: 300 steps" in out
+
+
+def test_an_env_left_with_the_atari_defaults_is_told_so():
+    """`--env Acrobot-v1` with no preset and no length trained with the defaults, the Atari games' (12,500,000 steps,
+    epsilon over 1,000,000, nothing learned before step 50,000): hours for what a small env learns in a minute,
+    and nothing said so. The start says it; a preset, or a length given, says nothing."""
+    from jetdqn.loop import say_if_an_env_has_the_atari_defaults
+    notes = []
+    say_if_an_env_has_the_atari_defaults(make_config({"env": "Acrobot-v1"}), notes.append)
+    assert notes == ["Acrobot-v1 trains with the defaults, which are the Atari games': 12,500,000 steps, epsilon "
+                     "falling over 1,000,000 and no update before step 50,000; a small env learns in far fewer: give "
+                     "--total-steps, --eps-decay-steps and --learn-start that fit it (the cartpole preset's are 50,000, "
+                     "10,000 and 1,000)"]
+    for given in ({"preset": "cartpole", "env": "Acrobot-v1"}, {"env": "Acrobot-v1", "total_steps": 100_000},
+                  {"env": "Acrobot-v1", "eps_decay_steps": 10_000}):
+        say_if_an_env_has_the_atari_defaults(make_config(given), notes.append)
+    assert len(notes) == 1
+    from jetdqn.presets import PRESETS   # the numbers the sentence gives
+    assert [PRESETS["cartpole"][k] for k in ("total_steps", "eps_decay_steps", "learn_start")] == [50_000, 10_000, 1_000]
