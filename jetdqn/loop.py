@@ -424,9 +424,8 @@ def say_if_an_env_has_the_atari_defaults(cfg: Config, note: Callable[[str], None
     """``--env Acrobot-v1`` with no preset and no length trains with the defaults, which are the Atari games':
     12,500,000 steps, epsilon falling over 1,000,000 and no update before step 50,000, hours of a run a small env
     needs a minute of, and nothing said so (the README's examples give --preset cartpole)."""
-    from .config import Config as Defaults
-    if cfg.preset is not None or cfg.total_steps != Defaults.total_steps or cfg.eps_decay_steps != Defaults.eps_decay_steps:
-        return
+    if cfg.preset is not None or cfg.total_steps != Config.total_steps or cfg.eps_decay_steps != Config.eps_decay_steps:
+        return   # Config's class attributes are the defaults
     note(f"{cfg.env} trains with the defaults, which are the Atari games': {cfg.total_steps:,} steps, epsilon falling "
          f"over {cfg.eps_decay_steps:,} and no update before step {cfg.learn_start:,}; a small env learns in far fewer: "
          "give --total-steps, --eps-decay-steps and --learn-start that fit it (the cartpole preset's are 50,000, "
