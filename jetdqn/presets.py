@@ -97,11 +97,12 @@ PRESETS: dict[str, dict[str, Any]] = {
                         amp="auto", n_step=3, channels_last=True, compile=True, fuse_target=True,
                         eval_every=100_000, eval_episodes=10, eval_eps=0.05, target_return=18.0, save_best=True,
                         checkpoint_every=50_000),
-    # CartPole-v1 with an MLP: solves (eval mean >= 195) well within 50k steps on a CPU.
+    # CartPole-v1 with an MLP: solves (eval mean >= 195) well within 50k steps on a CPU. No max_episode_steps:
+    #  --max-episode-steps' default keeps an env's own limit (CartPole-v1's 500), where the preset's 500 replaced
+    #  it for the other envs it is laid under (--preset cartpole --env MountainCar-v0 played 500 steps, not 200).
     "cartpole": dict(env="CartPole-v1", total_steps=50_000, learn_start=1_000, replay_size=50_000,
                      batch_size=64, train_freq=1, target_update=500, lr=5e-4, optimizer="adam",
                      adam_eps=1e-8, eps_start=1.0, eps_end=0.02, eps_decay_steps=10_000, gamma=0.99,
                      clip_rewards=False, history=1, grad_clip=10.0, log_every=1000,
-                     checkpoint_every=10_000, eval_every=5_000, eval_episodes=10, eval_eps=0.0,
-                     max_episode_steps=500),
+                     checkpoint_every=10_000, eval_every=5_000, eval_episodes=10, eval_eps=0.0),
 }

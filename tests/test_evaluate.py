@@ -143,6 +143,32 @@ def balanced_game_length(env) -> int:
             return steps
 
 
+def test_the_cartpole_preset_keeps_the_limit_of_the_env_it_is_laid_under():
+    """`--preset cartpole --env MountainCar-v0` played 500-step games, not MountainCar's 200: the preset set
+    --max-episode-steps 500 (CartPole-v1's own limit, which the default keeps anyway), and a value other than
+    the default replaces an env's own. CartPole-v1 under the preset still ends its games at 500."""
+    from jetdqn.envs.gym_env import GymEnv
+    from jetdqn.evaluate import protocol
+    cfg = make_config({"preset": "cartpole", "env": "MountainCar-v0"})
+    env = GymEnv(cfg.env, max_episode_steps=cfg.max_episode_steps, seed=0)
+    try:
+        env.reset()
+        steps = 1
+        while not env.step(1).truncated:   # 1: no push, so the car never reaches the flag
+            steps += 1
+        assert steps == 200
+    finally:
+        env.close()
+    assert protocol(cfg, 0.0)["max_episode_steps"] == 200
+    cfg = make_config({"preset": "cartpole"})
+    env = GymEnv(cfg.env, max_episode_steps=cfg.max_episode_steps, seed=0)
+    try:
+        assert balanced_game_length(env) == 500
+    finally:
+        env.close()
+    assert protocol(cfg, 0.0)["max_episode_steps"] == 500
+
+
 def test_an_env_of_the_users_own_module_keeps_its_own_limit(tmp_path, monkeypatch):
     """`--env my_envs:Short-v0` (gymnasium's module:id form, for an env registered as its module is imported):
     gym.spec knew no such id, so the env's own limit (120 here) was taken for none, and the default
