@@ -1133,6 +1133,14 @@ def command(name: str) -> str:
     return f"python -m jetdqn.{first}" + (f" {rest}" if rest else "")
 
 
+def run_dir_hint(name: str, flag: Optional[str]) -> dict[str, str]:
+    """What train's --run-dir means to a command that takes the run directory itself (``play --run-dir RUN``,
+    typed as the run was trained, was "unrecognized arguments: --run-dir" and nothing more); ``flag``: the
+    command's own flag for it, if any."""
+    also = f", or {flag} RUN_DIR" if flag else ""
+    return {"--run-dir": f"--run-dir is train's; give the run directory itself: {command(name)} RUN_DIR{also}"}
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print one sentence for the user and exit, never a traceback."""
     print(f"error: {message}", file=sys.stderr)

@@ -248,13 +248,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     exit_on_stop()   # SIGTERM says so and closes the games' emulators, as Ctrl-C does
     from .checkpoint import CheckpointError
     from .config import (ConfigError, Parser, command, fail, fail_after_its_traceback, games, given_path, given_value,
-                         one_model, probability, seed)
+                         one_model, probability, run_dir_hint, seed)
     from .envs.base import EnvFailed
     from .policy import load, model_of, not_a_run_for_best
     # train's flags a user may bring here, where the nearest spelling misleads (--game: "did you mean --games?")
     its_game = "evaluate plays the game its model was trained on, which its config names; --games N is how many"
     hints = {"--game": f"--game: {its_game}", "--env": f"--env: {its_game}", "--episodes": "did you mean --games?",
-             "--eval-episodes": "did you mean --games?", "--eval-eps": "did you mean --eps?"}
+             "--eval-episodes": "did you mean --games?", "--eval-eps": "did you mean --eps?",
+             **run_dir_hint("evaluate", "--model")}
     p = Parser(prog=command("evaluate"), description="The evaluation protocol on a run or a model.", hints=hints)
     p.add_argument("model", nargs="?", type=given_path, default=None,
                    help="A run directory (its model.pt) or a model file (.pt, .safetensors, .onnx).")

@@ -22,7 +22,7 @@ from typing import Optional
 
 from .checkpoint import CheckpointError
 from .config import (ConfigError, Parser, command, ends_on_ctrl_c, fail, given_path, one_model, positive_int,
-                     written_path)
+                     run_dir_hint, written_path)
 from .disk import missing_folder, why_not_written
 from .policy import MODEL_FORMAT, MODEL_VERSION, not_a_run_for_best
 from .signals import exit_on_stop
@@ -208,7 +208,7 @@ def held_by_another_file(spec_path: Path) -> Optional[str]:
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    p = Parser(prog=command("export"), description=__doc__.splitlines()[0])
+    p = Parser(prog=command("export"), description=__doc__.splitlines()[0], hints=run_dir_hint("export", "--checkpoint"))
     p.add_argument("named", nargs="?", type=given_path, default=None, metavar="MODEL",
                    help="The same as --checkpoint: python -m jetdqn.export RUN_DIR --onnx OUT.onnx.")
     p.add_argument("--checkpoint", type=given_path, default=None, help="The model: a run directory (its model.pt, else "

@@ -20,7 +20,8 @@ from typing import Optional
 import numpy as np
 
 from .checkpoint import CheckpointError
-from .config import Parser, command, count, ends_on_ctrl_c, given_path, given_value, probability, seed, written_path
+from .config import (Parser, command, count, ends_on_ctrl_c, given_path, given_value, probability, run_dir_hint, seed,
+                     written_path)
 from .signals import outlive_the_terminal, said, stop_on_signals
 
 
@@ -28,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     # evaluate's and train's words for play's own: the nearest spelling of --games is --game, the game's name
     p = Parser(prog=command("play"), description=__doc__.splitlines()[0],
                hints={"--games": "--games: play counts games with --episodes N; --game names the game",
-                      "--eval-episodes": "did you mean --episodes?", "--eval-eps": "did you mean --eps?"})
+                      "--eval-episodes": "did you mean --episodes?", "--eval-eps": "did you mean --eps?",
+                      **run_dir_hint("play", "--model")})
     p.add_argument("--checkpoint", type=given_path, help="A checkpoint (checkpoints/latest.pt or a model-only file); "
                                         "without one an untrained network plays.")
     p.add_argument("--model", type=given_path, default=None, help="A trained model: a run directory (its model.pt), a checkpoint "

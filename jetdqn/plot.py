@@ -26,7 +26,7 @@ from .needs import broken_install, need_numpy_to_plot
 need_numpy_to_plot(command=__name__ == "__main__")   # before records, which reads with NumPy
 
 from .records import read_jsonl  # noqa: E402
-from .config import Parser, command, ends_on_ctrl_c, given_path, written_path  # noqa: E402
+from .config import Parser, command, ends_on_ctrl_c, given_path, run_dir_hint, written_path  # noqa: E402
 from .disk import NotWritten, missing_folder, sentence, why_not_written  # noqa: E402
 from .signals import exit_on_stop
 
@@ -338,7 +338,7 @@ def save_figure(fig, path: Path) -> Path:
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    p = Parser(prog=command("plot"), description=__doc__.splitlines()[0])
+    p = Parser(prog=command("plot"), description=__doc__.splitlines()[0], hints=run_dir_hint("plot", None))
     p.add_argument("run_dir", type=given_path, help="A run directory (its log.jsonl, and eval.jsonl when it has one).")
     p.add_argument("--out", type=written_path, default=None, help="The PNG to write (default: RUN_DIR/learning_curve.png).")
     p.add_argument("--against", type=given_path, action="append", default=[], metavar="OTHER_RUN",

@@ -460,6 +460,17 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
                                          "--help."),
             ("jetdqn.train", ["--games", "8"], "--games 8 (--games: a run's evaluations play --eval-episodes N games, "
                                                "and --final-eval-games N at its end; --game names the game)"),
+            # train's --run-dir, typed as the run was trained, was "unrecognized arguments: --run-dir" and no more
+            ("jetdqn.play", ["--run-dir", run], "python -m jetdqn.play: unrecognized arguments: --run-dir (--run-dir is "
+                                                "train's; give the run directory itself: python -m jetdqn.play RUN_DIR, "
+                                                "or --model RUN_DIR); see --help."),
+            ("jetdqn.evaluate", ["--run-dir=" + run], "(--run-dir is train's; give the run directory itself: python -m "
+                                                      "jetdqn.evaluate RUN_DIR, or --model RUN_DIR)"),
+            ("jetdqn.export", ["--run-dir", run, "--onnx", "a.onnx"], "(--run-dir is train's; give the run directory "
+                                                                      "itself: python -m jetdqn.export RUN_DIR, or "
+                                                                      "--checkpoint RUN_DIR)"),
+            ("jetdqn.plot", ["--run-dir", run], "(--run-dir is train's; give the run directory itself: python -m "
+                                                "jetdqn.plot RUN_DIR); see --help."),
             ("jetdqn.play", ["--recrod", "a.mp4"], "unrecognized arguments: --recrod (did you mean --record?)"),  # a.mp4: MODEL
             # a value after an on/off flag: "unrecognized arguments: off", which named neither the flag nor the way
             ("jetdqn.train", ["--double", "off"], "python -m jetdqn.train: unrecognized arguments: off (--double takes "
