@@ -1163,11 +1163,18 @@ def paths_print_as_named() -> None:
     """stdout writes a path's bytes as they are, as ``ls`` does. Python reads a file name that is not UTF-8
     (a Latin-1 name from an old drive) into surrogates, and a strict stdout (any locale but C and POSIX:
     a Jetson's en_US.UTF-8) raised UnicodeEncodeError at the first line naming it: a run resumed in such a
-    folder died of its "resumed" line. stderr escapes them already (backslashreplace)."""
+    folder died of its "resumed" line. stderr escapes them already (backslashreplace). A stdout that is not
+    UTF-8 (PYTHONIOENCODING=ascii, a Latin-1 locale) cannot write every name (a run in /tmp/runs/é ended in a
+    UnicodeEncodeError traceback at its "done" line, its files written): what it cannot encode is escaped."""
+    import codecs
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None and getattr(sys.stdout, "errors", None) == "strict":
         try:
-            reconfigure(errors="surrogateescape")
+            utf8 = codecs.lookup(sys.stdout.encoding or "ascii").name == "utf-8"
+        except LookupError:
+            utf8 = False
+        try:
+            reconfigure(errors="surrogateescape" if utf8 else "backslashreplace")
         except (ValueError, OSError):   # a closed or replaced stream: leave it
             pass
 

@@ -982,6 +982,22 @@ def test_a_path_that_starts_with_a_tilde_is_the_home_folder(tmp_path, monkeypatc
     assert jetdqn.load(Path("~/a.safetensors")).trained_steps == 200
 
 
+def test_a_stdout_that_is_not_utf8_escapes_a_name_it_cannot_write(tmp_path):
+    """Under PYTHONIOENCODING=ascii (or a Latin-1 locale) a line naming /tmp/runs/é ended the command in a
+    UnicodeEncodeError traceback, after its work was done (a run's "done" line, export's "wrote"). What the
+    stream cannot encode is escaped now, and the command ends as it does elsewhere."""
+    import os
+    folder = tmp_path / "café"
+    folder.mkdir()
+    run = ROOT / "benchmarks" / "results" / "learn-pong" / "run"
+    done = subprocess.run([sys.executable, "-m", "jetdqn.export", str(run), "--safetensors", str(folder / "m.safetensors")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, errors="replace",
+                          env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0 and done.stdout == f"wrote {tmp_path}/caf\\xe9/m.safetensors and {tmp_path}/caf\\xe9/m.json\n", \
+        done.stdout + done.stderr
+    assert (folder / "m.safetensors").is_file()
+
+
 @pytest.mark.slow   # 9-19 s; make test stays under 10 minutes on a slow day of the 2-core VM
 def test_a_folder_whose_name_is_not_utf8(tmp_path):
     """A Latin-1 name (an old drive's ``café`` as byte 0xe9) reaches Python as surrogates. Under any locale but
