@@ -95,6 +95,9 @@ def test_a_refusal_that_names_a_setting_the_preset_gave_says_so_and_how_to_overr
                                        "ROM name; what the Gymnasium id's version sets is a flag here"),
     (["--game", "cartpole"], "unknown game 'cartpole' (did you mean --env CartPole-v1, a Gymnasium env?)"),
     (["--env", "ALE/Pong-v5"], "error: ALE/Pong-v5 is an Atari game: jetdqn plays it with --game pong"),
+    # gymnasium's module:id form of it was made, then refused as a 210x160 picture
+    (["--env", "ale_py:ALE/Breakout-v5"], "error: ale_py:ALE/Breakout-v5 is an Atari game: jetdqn plays it with --game "
+                                          "breakout"),
     (["--env", "Taxi-v3"], "gymnasium does not know the env 'Taxi-v3' (DeprecatedEnv); give a registered id such "
                            "as Taxi-v4"),   # without gymnasium's two-line warning above it
     (["--device", "cuda", "--total-steps", "10"], "no usable CUDA GPU"),

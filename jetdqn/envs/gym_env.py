@@ -366,9 +366,13 @@ def episode_limit(env_id: str, asked: int) -> Optional[int]:
 def _atari_rom(env_id: str) -> str:
     """The ROM an Atari id names ('ALE/Pong-v5', 'PongNoFrameskip-v4' -> 'pong'), else ''. An id gymnasium
     has for an env of its own is not one, whatever its name: Blackjack-v1 is the card game of toy_text, and
-    it was refused as ALE's Blackjack."""
+    it was refused as ALE's Blackjack. ``ale_py:ALE/Breakout-v5`` (gymnasium's module:id, the module ALE's envs
+    register from) is ALE/Breakout-v5: it was made, then refused as a picture of 210x160 colours."""
     import gymnasium as gym
     from .atari import ale_game_ids, gym_id_parts
+    module, colon, rest = env_id.partition(":")
+    if colon and module.strip() == "ale_py":
+        env_id = rest
     name, rom = gym_id_parts(env_id)
     spec = gym.envs.registry.get(env_id)
     if spec is not None and "ale_py" not in str(spec.entry_point):
