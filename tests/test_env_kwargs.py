@@ -60,8 +60,12 @@ def where(tmp_path: Path, monkeypatch) -> Path:
 
 def test_an_envs_own_arguments_reach_training_resume_evaluate_play_and_a_loaded_model(where: Path):
     run = where / "run"
-    common = ("--env", "line_env:Line-v0", "--preset", "cartpole", "--learn-start", "200", "--eval-episodes", "5",
-              "--final-eval-games", "5", "--telemetry", "off", "--run-dir", str(run))
+    # gamma 0.9 and a target copied every 100 steps: the first cell's two actions differ by 0.3 in 1000 steps,
+    # not by gamma 0.99's 0.03, a near-tie that went either way (2 seeds of 4 stepped left there until the env's
+    # 40-step limit; 8 of 8 reach the goal now). The preset's 500-step limit had hidden it until it was dropped.
+    common = ("--env", "line_env:Line-v0", "--preset", "cartpole", "--learn-start", "200", "--gamma", "0.9",
+              "--target-update", "100", "--eval-episodes", "5", "--final-eval-games", "5", "--telemetry", "off",
+              "--run-dir", str(run))
     trained = run_module("jetdqn.train", *common, "--env-kwargs", '{"size": 4, "reward": 3.0}', "--total-steps",
                          "1000", cwd=where)
     assert json.loads((run / "config.json").read_text())["env_kwargs"] == '{"size": 4, "reward": 3.0}'
