@@ -286,3 +286,29 @@ def test_an_env_left_with_the_atari_defaults_is_told_so():
     assert len(notes) == 1
     from jetdqn.presets import PRESETS   # the numbers the sentence gives
     assert [PRESETS["cartpole"][k] for k in ("total_steps", "eps_decay_steps", "learn_start")] == [50_000, 10_000, 1_000]
+
+
+def test_the_committed_taxi_policy_delivers_every_passenger_in_gymnasiums_own_taxi():
+    """The Taxi weights of benchmarks/results/taxi-2026-12-07 (7.60 over 100 games in jetdqn's evaluation),
+    played outside jetdqn: gymnasium's own Taxi-v4, its state numbers given to ``predict`` as the env returns
+    them, greedy. A one-hot width or an order of parts that training and ``predict`` read differently would
+    leave the taxi wandering to the 200-step cut."""
+    import gymnasium as gym
+    from pathlib import Path
+
+    import jetdqn
+    policy = jetdqn.load(Path(__file__).parent.parent / "benchmarks" / "results" / "taxi-2026-12-07" / "run" /
+                         "model.safetensors")
+    env = gym.make("Taxi-v4")
+    returns = []
+    for seed in range(20):
+        obs, _ = env.reset(seed=seed)
+        total, ended = 0.0, False
+        while not ended:
+            obs, reward, terminated, truncated, _ = env.step(policy.predict(obs))
+            total += reward
+            ended = terminated or truncated
+        assert terminated and reward == 20, (seed, total)   # delivered, not cut at 200 steps
+        returns.append(total)
+    env.close()
+    assert np.mean(returns) > 6, returns
