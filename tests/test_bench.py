@@ -91,6 +91,12 @@ def test_bench_refuses_bad_values(tmp_path):
         assert gym.returncode == 2 and gym.stderr.count("\n") == 1 and gym.stderr.startswith(
             f"error: unknown game 'cartpole' (CartPole-v1 is a Gymnasium env, and bench {what} times Atari games "
             "only); `python -m jetdqn.train --list-games` lists the "), gym.stderr
+    # train's --env was "unrecognized arguments: --env CartPole-v1" and nothing more
+    env = run_module("jetdqn.bench", "pong", "--env", "CartPole-v1", "--out", str(tmp_path), check=False, timeout=60)
+    assert env.returncode == 2 and env.stderr == (
+        "error: python -m jetdqn.bench: unrecognized arguments: --env CartPole-v1 (--env: the benchmarks time Atari "
+        "games only, named by --game; a gymnasium env's steps a second are in the log of python -m jetdqn.train "
+        "--env ID); see --help.\n"), env.stderr
     assert list(tmp_path.iterdir()) == []
 
 

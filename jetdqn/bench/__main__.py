@@ -76,7 +76,10 @@ at_least_two = whole_at_least(2)
 
 def build_parser() -> Parser:
     """One subcommand per benchmark, each with its own flags."""
-    p = Parser(prog=command("bench"), description="The benchmarks behind make bench-pong.")
+    # train's --env, brought to the bench: "unrecognized arguments" and nothing more
+    p = Parser(prog=command("bench"), description="The benchmarks behind make bench-pong.",
+               hints={"--env": "--env: the benchmarks time Atari games only, named by --game; a gymnasium env's "
+                               f"steps a second are in the log of {command('train')} --env ID"})
     sub = p.add_subparsers(dest="what", required=True)
     pp = sub.add_parser("pong", help="the TX1 table and jetdqn's rows (any ALE game with --game)")
     pp.add_argument("--game", default="pong", help="the ALE game every case trains on (default pong)")
