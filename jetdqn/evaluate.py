@@ -255,6 +255,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     its_game = "evaluate plays the game its model was trained on, which its config names; --games N is how many"
     hints = {"--game": f"--game: {its_game}", "--env": f"--env: {its_game}", "--episodes": "did you mean --games?",
              "--eval-episodes": "did you mean --games?", "--eval-eps": "did you mean --eps?",
+             "--checkpoint": "--checkpoint: evaluate takes any model, a run directory or a file, a checkpoint "
+                             "too, as its first word or --model",
              **run_dir_hint("evaluate", "--model")}
     p = Parser(prog=command("evaluate"), description="The evaluation protocol on a run or a model.", hints=hints)
     p.add_argument("model", nargs="?", type=given_path, default=None,

@@ -208,7 +208,13 @@ def held_by_another_file(spec_path: Path) -> Optional[str]:
 
 @ends_on_ctrl_c
 def main(argv: Optional[list[str]] = None) -> int:
-    p = Parser(prog=command("export"), description=__doc__.splitlines()[0], hints=run_dir_hint("export", "--checkpoint"))
+    # play's and evaluate's word for the model, and an output flag as other tools spell it
+    hints = {"--model": "--model: export takes the model, a run directory or a file, as its first word or "
+                        "--checkpoint",
+             **{flag: f"{flag}: give --onnx OUT.onnx, --safetensors OUT.safetensors, or both"
+                for flag in ("--out", "--output")},
+             **run_dir_hint("export", "--checkpoint")}
+    p = Parser(prog=command("export"), description=__doc__.splitlines()[0], hints=hints)
     p.add_argument("named", nargs="?", type=given_path, default=None, metavar="MODEL",
                    help="The same as --checkpoint: python -m jetdqn.export RUN_DIR --onnx OUT.onnx.")
     p.add_argument("--checkpoint", type=given_path, default=None, help="The model: a run directory (its model.pt, else "

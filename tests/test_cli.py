@@ -474,6 +474,15 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
                                                                       "--checkpoint RUN_DIR)"),
             ("jetdqn.plot", ["--run-dir", run], "(--run-dir is train's; give the run directory itself: python -m "
                                                 "jetdqn.plot RUN_DIR); see --help."),
+            # the model under another command's flag: evaluate's --model is export's --checkpoint, and back
+            ("jetdqn.evaluate", ["--checkpoint", run], "unrecognized arguments: --checkpoint (--checkpoint: evaluate "
+                                                       "takes any model, a run directory or a file, a checkpoint too, "
+                                                       "as its first word or --model); see --help."),
+            ("jetdqn.export", ["--model", run, "--onnx", "a.onnx"], "unrecognized arguments: --model (--model: export "
+                                                                    "takes the model, a run directory or a file, as "
+                                                                    "its first word or --checkpoint)"),
+            ("jetdqn.export", [run, "--output", "a.onnx"], "unrecognized arguments: --output a.onnx (--output: give "
+                                                           "--onnx OUT.onnx, --safetensors OUT.safetensors, or both)"),
             ("jetdqn.play", ["--recrod", "a.mp4"], "unrecognized arguments: --recrod (did you mean --record?)"),  # a.mp4: MODEL
             # a value after an on/off flag: "unrecognized arguments: off", which named neither the flag nor the way
             ("jetdqn.train", ["--double", "off"], "python -m jetdqn.train: unrecognized arguments: off (--double takes "
