@@ -824,6 +824,15 @@ OTHER_LIBRARIES = {
     "verbose": ("progress", "bar, lines or off"),
     "tau": (None, "the target network is copied whole every {target_update} steps, as DQN's is"),
     "gradient_steps": (None, "one update every {train_freq} steps"),
+    # CleanRL's switches and Stable-Baselines3's constructor arguments (--cuda was "did you mean --cuda-graphs?")
+    "cuda": ("device", "whose default, auto, is cuda where there is a GPU"),
+    "exp_name": ("run_dir", "a run is named by its folder"),
+    "save_model": (None, "every run saves its model, model.pt and model.safetensors, in its {run_dir}"),
+    "capture_video": (None, "python -m jetdqn.play RUN_DIR --record FILE.mp4 records a trained agent's games"),
+    "track": (None, "Weights & Biases is not built in; {tensorboard} mirrors the logs for TensorBoard"),
+    "optimize_memory_usage": (None, "each frame is stored once already, and {replay_compress} compresses them"),
+    "policy": (None, "the network follows the env's observations, the Nature CNN for frames and an MLP for "
+                          "vectors"),
 }
 
 
@@ -833,7 +842,8 @@ def other_library_name(name: str, flags: bool) -> Optional[str]:
         return None
     ours, differs = OTHER_LIBRARIES[name]
     spell = _flag if flags else str
-    differs = differs.format(**{n: spell(n) for n in ("game", "target_update", "train_freq")})
+    differs = differs.format(**{n: spell(n) for n in ("game", "target_update", "train_freq", "run_dir", "tensorboard",
+                                                      "replay_compress")})
     said = f"{spell(name)} is Stable-Baselines3's or CleanRL's name"
     if ours is None:
         return f"{said}; jetdqn has no such setting: {differs}"

@@ -454,6 +454,13 @@ def test_flags_are_spelt_in_full_and_a_misspelt_one_names_the_nearest():
             # CleanRL's and Stable-Baselines3's names: --start-e was "did you mean --target-eps?", another setting
             ("jetdqn.train", ["--start-e", "1"], "unrecognized arguments: --start-e 1 (--start-e is Stable-Baselines3's "
                                                  "or CleanRL's name; jetdqn's is --eps-start); see --help."),
+            # CleanRL's --cuda was "did you mean --cuda-graphs?", another setting
+            ("jetdqn.train", ["--cuda"], "unrecognized arguments: --cuda (--cuda is Stable-Baselines3's or CleanRL's "
+                                         "name; jetdqn's is --device, whose default, auto, is cuda where there is a "
+                                         "GPU); see --help."),
+            ("jetdqn.train", ["--capture-video"], "(--capture-video is Stable-Baselines3's or CleanRL's name; jetdqn "
+                                                  "has no such setting: python -m jetdqn.play RUN_DIR --record "
+                                                  "FILE.mp4 records a trained agent's games)"),
             ("jetdqn.train", ["--exploration-fraction", "0.1"], "(--exploration-fraction is Stable-Baselines3's or "
                                                                 "CleanRL's name; jetdqn's is --eps-decay-steps, in "
                                                                 "steps, not a fraction of the run)"),
