@@ -74,4 +74,14 @@ def __getattr__(name):
     if name in ("load", "Policy"):
         from . import api
         return getattr(api, name)
-    raise AttributeError(f"module 'jetdqn' has no attribute {name!r}")
+    raise AttributeError(f"module 'jetdqn' has no attribute {name!r}{_OTHER_WAYS.get(name, '')}")
+
+
+# what another library's user reaches for, and jetdqn's way to it (jetdqn.DQN, Stable-Baselines3's class, was
+# "module 'jetdqn' has no attribute 'DQN'" and nothing more); still an AttributeError, as hasattr expects
+_OTHER_WAYS = {
+    "DQN": ": jetdqn has no model class; jetdqn.train(env='CartPole-v1', preset='cartpole', run_dir='runs/cp') "
+           "trains and saves a run, and jetdqn.load('runs/cp') gives its policy (predict, evaluate)",
+    "evaluate": ": jetdqn.load(MODEL).evaluate(games=30) scores a model; python -m jetdqn.evaluate is the command",
+    "predict": ": jetdqn.load(MODEL).predict(observation) gives a model's action",
+}

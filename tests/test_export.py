@@ -648,6 +648,21 @@ def test_a_full_disk_is_one_sentence_with_the_oldest_safetensors_too(small_disk,
     assert list(small_disk.iterdir()) == []
 
 
+def test_another_librarys_names_on_the_package_say_jetdqns_way():
+    """jetdqn.DQN, Stable-Baselines3's class, was "module 'jetdqn' has no attribute 'DQN'" and nothing more. It
+    is an AttributeError still (hasattr is False; ``from jetdqn import evaluate`` still imports the module)."""
+    import jetdqn
+    with pytest.raises(AttributeError, match=r"^module 'jetdqn' has no attribute 'DQN': jetdqn has no model class; "
+                                             r"jetdqn.train\(env='CartPole-v1', preset='cartpole', run_dir='runs/cp'\) "
+                                             r"trains and saves a run, and jetdqn.load\('runs/cp'\) gives its policy"):
+        jetdqn.DQN
+    assert not hasattr(jetdqn, "DQN")
+    with pytest.raises(AttributeError, match=r"^module 'jetdqn' has no attribute 'Foo'$"):
+        jetdqn.Foo
+    from jetdqn import evaluate
+    assert callable(evaluate.main)
+
+
 def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
     """jetdqn.train with a misspelt setting was Config's TypeError; evaluate(games=0) was numpy's warnings and
     a ValueError about an empty reduction; eps=2 acted at random and eps=-1 greedily, both without a word."""
