@@ -131,6 +131,16 @@ def test_max_episode_steps_replaces_a_gymnasium_envs_own_limit_when_given():
             env.close()
 
 
+def balanced_length_under(cfg) -> int:
+    """balanced_game_length of the env ``cfg`` makes, under its --max-episode-steps."""
+    from jetdqn.envs.gym_env import GymEnv
+    env = GymEnv(cfg.env, max_episode_steps=cfg.max_episode_steps, seed=0)
+    try:
+        return balanced_game_length(env)
+    finally:
+        env.close()
+
+
 def balanced_game_length(env) -> int:
     """The steps a game lasts under a hand-made controller that keeps CartPole's pole up as long as it is let."""
     obs, steps = env.reset(), 0
@@ -161,11 +171,7 @@ def test_the_cartpole_preset_keeps_the_limit_of_the_env_it_is_laid_under():
         env.close()
     assert protocol(cfg, 0.0)["max_episode_steps"] == 200
     cfg = make_config({"preset": "cartpole"})
-    env = GymEnv(cfg.env, max_episode_steps=cfg.max_episode_steps, seed=0)
-    try:
-        assert balanced_game_length(env) == 500
-    finally:
-        env.close()
+    assert balanced_length_under(cfg) == 500
     assert protocol(cfg, 0.0)["max_episode_steps"] == 500
 
 
@@ -181,11 +187,7 @@ def test_an_env_of_the_users_own_module_keeps_its_own_limit(tmp_path, monkeypatc
         "max_episode_steps=120)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     cfg = make_config({"env": "my_envs:Short-v0"})
-    env = GymEnv(cfg.env, max_episode_steps=cfg.max_episode_steps, seed=0)
-    try:
-        assert balanced_game_length(env) == 120
-    finally:
-        env.close()
+    assert balanced_length_under(cfg) == 120
     assert protocol(cfg, 0.0)["max_episode_steps"] == 120
     longer = GymEnv(cfg.env, max_episode_steps=300, seed=0)   # another value replaces it, as for CartPole-v1
     try:
