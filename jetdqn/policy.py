@@ -146,11 +146,14 @@ class Policy:
         return epsilon_greedy(lambda o: self._q(self.as_batch(o)[0]).argmax(axis=1), batch, eps, rng,
                               self.n_actions)
 
-    def predict(self, obs: np.ndarray, eps: float = 0.0, rng=None):
+    def predict(self, obs: np.ndarray, eps: float = 0.0, rng=None, **theirs):
         """The action for one observation (an int), or actions for a batch (an array); greedy by default.
         ``rng``: a numpy Generator, or a seed for one (``rng=3`` was an AttributeError), as numpy's own
         functions take it. The env's own actions: an env whose ``Discrete(n, start=k)`` actions begin past 0
-        gets k + the network's index (``act`` and ``q_values`` keep the index)."""
+        gets k + the network's index (``act`` and ``q_values`` keep the index). ``theirs``: Stable-Baselines3's
+        words (``deterministic=True``, ``state``, ``episode_start``), refused with jetdqn's way."""
+        if theirs:
+            refuse_other_librarys_predict(theirs)
         batch, single = self.as_batch(self.observed(obs))
         try:
             rng = np.random.default_rng(rng)   # a Generator is passed through as it is
@@ -237,6 +240,16 @@ def refuse_another_env(policy: "Policy", cfg, env) -> None:
         raise CheckpointError(f"{policy.source} holds a network for {policy.n_actions} actions and input "
                               f"{list(policy.obs_shape)}, but {cfg.env_name} has {env.n_actions} actions and input "
                               f"{[cfg.history, *env.frame_shape]}; give a model trained on it.")
+
+
+def refuse_other_librarys_predict(given: dict) -> None:
+    """TypeError, in words, for keyword arguments ``predict`` does not take: Stable-Baselines3's
+    ``model.predict(obs, deterministic=True)`` was "got an unexpected keyword argument 'deterministic'"."""
+    if given.keys() & {"deterministic", "state", "episode_start"}:
+        raise TypeError(f"predict takes eps, not {', '.join(sorted(given))} (Stable-Baselines3's words): it is "
+                        "greedy by default (eps=0.0, deterministic=True's choice) and eps=0.05 explores; it "
+                        "returns the action alone, not (action, state)")
+    raise TypeError(f"predict() got an unexpected keyword argument {sorted(given)[0]!r}; it takes obs, eps and rng")
 
 
 def _check_eps(eps) -> None:
