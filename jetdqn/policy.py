@@ -153,7 +153,7 @@ class Policy:
         gets k + the network's index (``act`` and ``q_values`` keep the index). ``theirs``: Stable-Baselines3's
         words (``deterministic=True``, ``state``, ``episode_start``), refused with jetdqn's way."""
         if theirs:
-            refuse_other_librarys_predict(theirs)
+            refuse_other_librarys_words("predict", theirs, "obs, eps and rng")
         batch, single = self.as_batch(self.observed(obs))
         try:
             rng = np.random.default_rng(rng)   # a Generator is passed through as it is
@@ -163,12 +163,16 @@ class Policy:
         return int(actions[0]) if single else actions
 
     def evaluate(self, game: Optional[str] = None, games: int = 10, eps: float = 0.05, seed: int = 0,
-                 sticky_actions: Optional[float] = None, ended=None, env_kwargs=None) -> dict:
+                 sticky_actions: Optional[float] = None, ended=None, env_kwargs=None, **theirs) -> dict:
         """Whole games at ``eps`` with random no-op starts, scored with raw rewards (training's evaluation
         protocol; ``sticky_actions`` defaults to its run's evaluations': --eval-sticky-actions, else what the
         network was trained with). ``ended``: called with how many games have ended, as each ends.
         ``env_kwargs``: a gymnasium env's constructor arguments (a dict or JSON text) where they are not its
-        run's --env-kwargs (how the policy does in the env made another way)."""
+        run's --env-kwargs (how the policy does in the env made another way). ``theirs``: Stable-Baselines3's
+        evaluate_policy's words (n_eval_episodes, deterministic), refused with jetdqn's way."""
+        if theirs:
+            refuse_other_librarys_words("evaluate", theirs, "game, games, eps, seed, sticky_actions, ended and "
+                                                            "env_kwargs")
         from .evaluate import game_statistics, play_games, protocol
         from .config import MAX_GAMES, parse_env_kwargs
         # 0 was numpy's warnings, then its ValueError; 2**63 numpy's "Maximum allowed dimension exceeded"
@@ -242,14 +246,28 @@ def refuse_another_env(policy: "Policy", cfg, env) -> None:
                               f"{[cfg.history, *env.frame_shape]}; give a model trained on it.")
 
 
-def refuse_other_librarys_predict(given: dict) -> None:
-    """TypeError, in words, for keyword arguments ``predict`` does not take: Stable-Baselines3's
+# Stable-Baselines3's words for what predict and evaluate (its evaluate_policy) take, and jetdqn's way to each
+THEIR_WORDS = {
+    "predict": {"deterministic": "it is greedy by default (eps=0.0), eps=0.05 explores, and it returns the action "
+                                 "alone, not (action, state)",
+                "state": "it keeps no state between calls", "episode_start": "it keeps no state between calls"},
+    "evaluate": {"n_eval_episodes": "games=N plays N whole games",
+                 "deterministic": "eps=0.0 plays greedily (its default, 0.05, is the evaluation protocol's)",
+                 "env": "game takes an env's id, and jetdqn makes the env",
+                 "return_episode_rewards": "the result's returns and lengths are each game's",
+                 "render": "python -m jetdqn.play RUN_DIR shows a model's games"},
+}
+
+
+def refuse_other_librarys_words(method: str, given: dict, takes: str) -> None:
+    """TypeError, in words, for keyword arguments ``method`` does not take: Stable-Baselines3's
     ``model.predict(obs, deterministic=True)`` was "got an unexpected keyword argument 'deterministic'"."""
-    if given.keys() & {"deterministic", "state", "episode_start"}:
-        raise TypeError(f"predict takes eps, not {', '.join(sorted(given))} (Stable-Baselines3's words): it is "
-                        "greedy by default (eps=0.0, deterministic=True's choice) and eps=0.05 explores; it "
-                        "returns the action alone, not (action, state)")
-    raise TypeError(f"predict() got an unexpected keyword argument {sorted(given)[0]!r}; it takes obs, eps and rng")
+    theirs = THEIR_WORDS[method]
+    said = dict.fromkeys(theirs[name] for name in sorted(given) if name in theirs)   # state's and episode_start's once
+    if said:
+        names = ", ".join(name for name in sorted(given) if name in theirs)
+        raise TypeError(f"{method} takes no {names} (Stable-Baselines3's words): {'; '.join(said)}")
+    raise TypeError(f"{method}() got an unexpected keyword argument {sorted(given)[0]!r}; it takes {takes}")
 
 
 def _check_eps(eps) -> None:

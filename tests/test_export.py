@@ -651,7 +651,8 @@ def test_a_full_disk_is_one_sentence_with_the_oldest_safetensors_too(small_disk,
 def test_another_librarys_names_on_the_package_say_jetdqns_way():
     """jetdqn.DQN, Stable-Baselines3's class, was "module 'jetdqn' has no attribute 'DQN'" and nothing more. It
     is an AttributeError still (hasattr is False; ``from jetdqn import evaluate`` still imports the module).
-    Its ``predict(obs, deterministic=True)`` was "unexpected keyword argument" alone."""
+    Its ``predict(obs, deterministic=True)`` and ``evaluate(n_eval_episodes=10)`` were "unexpected keyword
+    argument" alone."""
     import jetdqn
     with pytest.raises(AttributeError, match=r"^module 'jetdqn' has no attribute 'DQN': jetdqn has no model class; "
                                              r"jetdqn.train\(env='CartPole-v1', preset='cartpole', run_dir='runs/cp'\) "
@@ -664,14 +665,19 @@ def test_another_librarys_names_on_the_package_say_jetdqns_way():
     assert callable(evaluate.main)
     # model.predict(obs, deterministic=True), Stable-Baselines3's call: "unexpected keyword argument" alone
     policy = jetdqn.load(ROOT / "benchmarks" / "results" / "taxi-2026-12-07" / "run" / "model.safetensors")
-    with pytest.raises(TypeError, match=r"^predict takes eps, not deterministic \(Stable-Baselines3's words\): it is "
-                                        r"greedy by default \(eps=0.0, deterministic=True's choice\) and eps=0.05 "
-                                        r"explores; it returns the action alone, not \(action, state\)$"):
+    with pytest.raises(TypeError, match=r"^predict takes no deterministic \(Stable-Baselines3's words\): it is "
+                                        r"greedy by default \(eps=0.0\), eps=0.05 explores, and it returns the "
+                                        r"action alone, not \(action, state\)$"):
         policy.predict(42, deterministic=True)
     with pytest.raises(TypeError, match=r"^predict\(\) got an unexpected keyword argument 'greedy'; it takes obs, "
                                         r"eps and rng$"):
         policy.predict(42, greedy=True)
     assert policy.predict(42) == policy.predict(42, eps=0.0, rng=0)
+    # evaluate_policy(model, env, n_eval_episodes=10, deterministic=True)'s words, on evaluate
+    with pytest.raises(TypeError, match=r"^evaluate takes no deterministic, n_eval_episodes \(Stable-Baselines3's "
+                                        r"words\): eps=0.0 plays greedily \(its default, 0.05, is the evaluation "
+                                        r"protocol's\); games=N plays N whole games$"):
+        policy.evaluate(n_eval_episodes=10, deterministic=True)
 
 
 def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
