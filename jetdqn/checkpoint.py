@@ -136,6 +136,10 @@ def load(path: Path, *, env_name: Optional[str] = None, network: Optional[dict] 
                    "beside it, and give that" if source is path else
                    "give the .safetensors file itself, with its .json spec beside it (a pipe brings no spec)")
             raise CheckpointError(f"{path} is a safetensors file (weights), not a checkpoint (.pt): {fix}.") from None
+        if is_stable_baselines_model(source):   # "not a checkpoint ([enforce fail at inline_container.cc:180] ..."
+            raise CheckpointError(f"{path} is a Stable-Baselines3 model (a zip of its data and policy.pth), which "
+                                  "jetdqn does not load: it plays its own models (a run directory, .pt, "
+                                  ".safetensors, .onnx), which python -m jetdqn.train writes.") from None
         reason = why_unloadable(source, exc)
         if not (path.suffix.lower() in CHECKPOINT_SUFFIXES or path.parent.name == "checkpoints"):
             # another kind of file given by mistake (a log, /dev/null): it was "delete it"
@@ -193,6 +197,20 @@ def _network_words(spec: dict) -> str:
     dueling = _dueling(spec)
     return (f"{spec.get('class')}, {spec.get('n_actions')} actions, input {spec.get('obs_shape')}, "
             f"{'dueling' if dueling else 'plain'} head")
+
+
+def is_stable_baselines_model(source) -> bool:
+    """Whether ``source`` (a path, or a pipe's bytes) is a model Stable-Baselines3's ``save`` wrote: a zip
+    holding its settings (``data``) and its network's weights (``policy.pth``)."""
+    import zipfile
+    try:
+        with zipfile.ZipFile(source) as archive:
+            return {"data", "policy.pth"} <= set(archive.namelist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+    finally:
+        if hasattr(source, "seek"):
+            source.seek(0)
 
 
 def is_safetensors(source) -> bool:

@@ -271,3 +271,25 @@ def test_a_safetensors_file_named_as_a_checkpoint_is_named_for_what_it_is(tmp_pa
     cut.write_bytes((ROOT / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt").read_bytes()[:5000])
     with pytest.raises(ckpt.CheckpointError, match="is corrupt, truncated or not a safe checkpoint"):
         ckpt.load(cut)
+
+
+def test_a_stable_baselines3_model_is_named_as_one(tmp_path):
+    """A Stable-Baselines3 model (``model.save("x.zip")``: a zip of its settings and policy.pth, made by SB3
+    2.9.2, tests/data/README.md) given to jetdqn was "not a checkpoint ([enforce fail at inline_container.cc:180]
+    . file in archive is not in a subdirectory: data)", torch's words for a zip it did not write; renamed .pt,
+    "corrupt ... delete it". It is named as what it is, for the API, the commands and a pipe alike."""
+    import jetdqn
+    model = ROOT / "tests" / "data" / "sb3_cartpole_dqn.zip"
+    said = (" is a Stable-Baselines3 model (a zip of its data and policy.pth), which jetdqn does not load: it plays "
+            "its own models (a run directory, .pt, .safetensors, .onnx), which python -m jetdqn.train writes.")
+    with pytest.raises(ckpt.CheckpointError) as refused:
+        jetdqn.load(model)
+    assert str(refused.value) == f"{model}{said}"
+    renamed = tmp_path / "dqn.pt"
+    renamed.write_bytes(model.read_bytes())
+    proc = run_module("jetdqn.evaluate", str(renamed), check=False)
+    assert proc.returncode == 2 and proc.stderr == f"error: {renamed}{said}\n", proc.stderr
+    piped = subprocess.run(["bash", "-c", f'"{sys.executable}" -m jetdqn.evaluate <(cat "{model}")'], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+    assert piped.returncode == 2 and said in piped.stderr, piped.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dqn.pt"]
