@@ -832,7 +832,7 @@ OTHER_LIBRARIES = {
     "track": (None, "Weights & Biases is not built in; {tensorboard} mirrors the logs for TensorBoard"),
     "optimize_memory_usage": (None, "each frame is stored once already, and {replay_compress} compresses them"),
     "policy": (None, "the network follows the env's observations, the Nature CNN for frames and an MLP for "
-                          "vectors"),
+                     "vectors"),
 }
 
 
