@@ -1009,10 +1009,11 @@ def test_a_stdout_that_is_not_utf8_escapes_a_name_it_cannot_write(tmp_path):
     folder = tmp_path / "café"
     folder.mkdir()
     run = ROOT / "benchmarks" / "results" / "learn-pong" / "run"
-    done = subprocess.run([sys.executable, "-m", "jetdqn.export", str(run), "--safetensors", str(folder / "m.safetensors")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, errors="replace",
-                          env={**os.environ, "PYTHONIOENCODING": "ascii"})
-    assert done.returncode == 0 and done.stdout == f"wrote {tmp_path}/caf\\xe9/m.safetensors and {tmp_path}/caf\\xe9/m.json\n", \
+    done = subprocess.run([sys.executable, "-m", "jetdqn.export", str(run), "--safetensors",
+                           str(folder / "m.safetensors")], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          errors="replace", env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    escaped = f"{tmp_path}/caf\\xe9"   # the name as backslashreplace writes it
+    assert done.returncode == 0 and done.stdout == f"wrote {escaped}/m.safetensors and {escaped}/m.json\n", \
         done.stdout + done.stderr
     assert (folder / "m.safetensors").is_file()
 
