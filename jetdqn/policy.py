@@ -153,7 +153,7 @@ class Policy:
         gets k + the network's index (``act`` and ``q_values`` keep the index). ``theirs``: Stable-Baselines3's
         words (``deterministic=True``, ``state``, ``episode_start``), refused with jetdqn's way."""
         if theirs:
-            refuse_other_librarys_words("predict", theirs, "obs, eps and rng")
+            refuse_other_librarys_words("predict", theirs)
         batch, single = self.as_batch(self.observed(obs))
         try:
             rng = np.random.default_rng(rng)   # a Generator is passed through as it is
@@ -171,8 +171,7 @@ class Policy:
         run's --env-kwargs (how the policy does in the env made another way). ``theirs``: Stable-Baselines3's
         evaluate_policy's words (n_eval_episodes, deterministic), refused with jetdqn's way."""
         if theirs:
-            refuse_other_librarys_words("evaluate", theirs, "game, games, eps, seed, sticky_actions, ended and "
-                                                            "env_kwargs")
+            refuse_other_librarys_words("evaluate", theirs)
         from .evaluate import game_statistics, play_games, protocol
         from .config import MAX_GAMES, parse_env_kwargs
         # 0 was numpy's warnings, then its ValueError; 2**63 numpy's "Maximum allowed dimension exceeded"
@@ -259,15 +258,19 @@ THEIR_WORDS = {
 }
 
 
-def refuse_other_librarys_words(method: str, given: dict, takes: str) -> None:
+def refuse_other_librarys_words(method: str, given: dict) -> None:
     """TypeError, in words, for keyword arguments ``method`` does not take: Stable-Baselines3's
-    ``model.predict(obs, deterministic=True)`` was "got an unexpected keyword argument 'deterministic'"."""
+    ``model.predict(obs, deterministic=True)`` was "got an unexpected keyword argument 'deterministic'". What
+    it takes is read from its signature."""
+    import inspect
     theirs = THEIR_WORDS[method]
     said = dict.fromkeys(theirs[name] for name in sorted(given) if name in theirs)   # state's and episode_start's once
     if said:
         names = ", ".join(name for name in sorted(given) if name in theirs)
         raise TypeError(f"{method} takes no {names} (Stable-Baselines3's words): {'; '.join(said)}")
-    raise TypeError(f"{method}() got an unexpected keyword argument {sorted(given)[0]!r}; it takes {takes}")
+    takes = [name for name in inspect.signature(getattr(Policy, method)).parameters if name not in ("self", "theirs")]
+    raise TypeError(f"{method}() got an unexpected keyword argument {sorted(given)[0]!r}; it takes "
+                    f"{', '.join(takes[:-1])} and {takes[-1]}")
 
 
 def _check_eps(eps) -> None:
