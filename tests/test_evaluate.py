@@ -42,6 +42,21 @@ def test_side_by_side_games_stop_at_the_time_limit():
     assert lengths == [300, 300, 300] and len(returns) == 3
 
 
+def test_one_game_stops_at_the_time_limit_as_the_side_by_side_games_do(tmp_path):
+    """One game is played in the single env, whose emulator counted the no-op starts against its frame cap:
+    Pong cut at --max-episode-steps 150 after 144 steps, and its evaluation line ("return -3.00 over 1 game")
+    read as a whole game's. A game without no-op starts and one of a game whose first action is not NOOP too."""
+    from jetdqn.evaluate import evaluate_run
+    for game, noops in (("pong", 30), ("pong", 0), ("video_checkers", 30)):
+        cfg = make_config({"game": game, "max_episode_steps": 150, "noop_max": noops, "eval_episodes": 1})
+        agent = DQNAgent(cfg, (4, 84, 84), 5 if game == "video_checkers" else 6, torch.device("cpu"))
+        assert play_games(agent, cfg, games=1, eps=1.0, seed=3)[1] == [150], (game, noops)
+    said = []
+    record = evaluate_run(_agent(cfg := make_config({"game": "pong", "max_episode_steps": 150, "eval_episodes": 1})),
+                          cfg, step=0, wall_s=0.0, run_dir=tmp_path, say=said.append)
+    assert record["lengths"] == [150] and "over 1 game (1 cut at the 150-step limit)" in said[0], said
+
+
 def _by_hand(games: int, width: int, max_steps: int) -> tuple[list, list]:
     """``games`` games of random Pong on ``width`` envs stepped by hand: game g is env g % width's."""
     rng = np.random.default_rng(3)

@@ -143,9 +143,12 @@ class AtariEnv:
         gym.register_envs(ale_py)
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on every env
         self.game = game
+        # the emulator's frame cap counts the no-op starts here (not in AtariVectorEnv): room for them, and the
+        # step count in step() cuts the game, as the vector env does (Pong at 150 steps was cut at 144, and a
+        # one-game evaluation did not say its game was cut)
         env = gym.make(ale_env_id(game), frameskip=1, repeat_action_probability=float(sticky_actions),
                        full_action_space=bool(full_action_space),
-                       max_num_frames_per_episode=max_episode_steps * frame_skip)
+                       max_num_frames_per_episode=max_episode_steps * frame_skip + noop_max)
         own_noops = noop_max > 0 and env.unwrapped.get_action_meanings()[0] != "NOOP"
         if own_noops:   # AtariPreprocessing's no-op starts need action 0 to be NOOP
             env = _noop_starts(env, noop_max)
