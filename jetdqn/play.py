@@ -184,7 +184,7 @@ def _play_episodes(args, cfg, env, agent, renderer, stack, out, stopped: list, s
     stepped = 0
     while args.episodes == 0 or len(scores) < args.episodes:
         stack.reset(env.reset())
-        score = 0.0
+        score, steps = 0.0, 0
         while True:
             if stopped:
                 out(f"stopped by {said(stopped[0])} in game {len(scores) + 1}")
@@ -193,6 +193,7 @@ def _play_episodes(args, cfg, env, agent, renderer, stack, out, stopped: list, s
             action = agent.act(stack.frames[None], args.eps, rng)[0]
             st = env.step(int(action))
             stepped += 1
+            steps += 1
             score += st.reward
             if renderer is not None:
                 renderer.offer(env.screen_rgb, step=stepped, episode_return=score, epsilon=args.eps)
@@ -207,7 +208,10 @@ def _play_episodes(args, cfg, env, agent, renderer, stack, out, stopped: list, s
             out(f"stopped at --max-steps {args.max_steps} in game {len(scores) + 1} (score so far {score:.0f})")
             break
         scores.append(score)
-        out(f"episode {len(scores)}: score {score:.0f}")
+        # a game the step limit ended (the run's --max-episode-steps, or the env's own) is said to be: "score -3"
+        # of Pong cut at 300 steps read as a whole game's
+        cut = f" (cut at the {steps:,}-step limit)" if st.truncated else ""
+        out(f"episode {len(scores)}: score {score:.0f}{cut}")
     return scores, stepped
 
 

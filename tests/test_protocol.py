@@ -2,6 +2,7 @@
 python -m jetdqn.evaluate, --save-best and the confirming stop rule."""
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -107,6 +108,9 @@ def test_a_run_trained_with_sticky_actions_is_scored_in_the_games_eval_sticky_ac
     shown = json.loads(run_module("jetdqn.play", "--model", str(run), "--episodes", "1", "--max-steps", "30",
                                   "--display-freq", "0", "--json").stdout)
     assert shown["sticky_actions"] == 0
+    # play says its game was cut at the run's limit too: "score 0" of 40 steps read as a whole game's
+    played = run_module("jetdqn.play", "--model", str(run), "--episodes", "1", "--display-freq", "0").stdout
+    assert re.search(r"^episode 1: score -?\d+ \(cut at the 40-step limit\)$", played, re.M), played
     for flags, said in ((["--eval-sticky-actions", "2"], "error: --eval-sticky-actions must be between 0 and 1 (or "
                                                          "none), got 2.0.\n"),
                         (["--env", "CartPole-v1", "--eval-sticky-actions", "0"], "error: --eval-sticky-actions is "
