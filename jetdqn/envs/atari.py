@@ -10,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..config import SEED_MAX, ConfigError, game_key
+from ..config import C_INT_MAX, SEED_MAX, ConfigError, game_key
 from ..cores import usable_cores
 from ..needs import broken_install
 from .base import FRAME_SHAPE, Step, VecStep
@@ -148,7 +148,7 @@ class AtariEnv:
         # one-game evaluation did not say its game was cut)
         env = gym.make(ale_env_id(game), frameskip=1, repeat_action_probability=float(sticky_actions),
                        full_action_space=bool(full_action_space),
-                       max_num_frames_per_episode=max_episode_steps * frame_skip + noop_max)
+                       max_num_frames_per_episode=min(max_episode_steps * frame_skip + noop_max, C_INT_MAX))
         own_noops = noop_max > 0 and env.unwrapped.get_action_meanings()[0] != "NOOP"
         if own_noops:   # AtariPreprocessing's no-op starts need action 0 to be NOOP
             env = _noop_starts(env, noop_max)
