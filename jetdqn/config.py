@@ -385,7 +385,8 @@ class Config:
         if self.is_atari and self.noop_max >= cap:   # a no-op start is emulator frames; a billion hung reset for hours
             raise ConfigError(f"--noop-max {self.noop_max:,} no-op frames at a game's start could reach its end: "
                               f"--max-episode-steps {self.max_episode_steps:,} at --frame-skip {self.frame_skip} "
-                              f"cuts a game at {cap:,} frames; give a --noop-max below that (DeepMind's is 30).")
+                              f"cuts a game at {cap:,} frames; give a longer --max-episode-steps or a --noop-max below "
+                              "that (DeepMind's is 30).")
         if self.save_best and not self.eval_episodes:
             raise ConfigError("--save-best keeps the best evaluated weights, and --eval-episodes is 0, so nothing is "
                               "evaluated: give --eval-episodes N (and --eval-every) or drop --save-best (a preset's: "

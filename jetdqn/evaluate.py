@@ -248,7 +248,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     exit_on_stop()   # SIGTERM says so and closes the games' emulators, as Ctrl-C does
     from .checkpoint import CheckpointError
     from .config import (ConfigError, Parser, command, fail, fail_after_its_traceback, games, given_path, given_value,
-                         one_model, probability, run_dir_hint, seed)
+                         one_model, probability, run_dir_hint, seed, whole_at_least)
     from .envs.base import EnvFailed
     from .policy import load, model_of, not_a_run_for_best
     # train's flags a user may bring here, where the nearest spelling misleads (--game: "did you mean --games?")
@@ -271,6 +271,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--env-kwargs", type=given_value, default=None, metavar="JSON",
                    help="Keyword arguments for a gymnasium env's gym.make, as a JSON object (default: its run's "
                         "--env-kwargs).")
+    p.add_argument("--max-episode-steps", type=whole_at_least(2), default=None, metavar="N",
+                   help="Cut each game after N agent steps (default: its run's --max-episode-steps; 4,500 is the "
+                        "Nature paper's 5 minutes at frame skip 4).")
     p.add_argument("--best", action="store_true", help="A run directory's best weights (best.pt or best.safetensors, "
                    "written with --save-best).")
     p.add_argument("--seed", type=seed, default=0, help="Seed of the no-op starts and epsilon (default 0).")
@@ -309,13 +312,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         more = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
         if args.env_kwargs is not None:
             more["env_kwargs"] = args.env_kwargs
+        if args.max_episode_steps is not None:
+            more["max_episode_steps"] = args.max_episode_steps
         policy.play_config(seed=args.seed, **more)   # its refusals before the line that says games are played
         if not args.json:   # 30 games take minutes: say what is being played while it plays
             print(f"playing {args.games} game{'s' * (args.games != 1)} with {path} ...", flush=True)
         count = GamesEnded(args.games, sys.stdout if not args.json else None)
         try:
             result = policy.evaluate(games=args.games, eps=args.eps, seed=args.seed,
-                                     sticky_actions=args.sticky_actions, ended=count, env_kwargs=args.env_kwargs)
+                                     sticky_actions=args.sticky_actions, ended=count, env_kwargs=args.env_kwargs,
+                                     max_episode_steps=args.max_episode_steps)
         except KeyboardInterrupt:   # a part of an evaluation gets no score: its first games to end are the short ones
             count.clear()
             print(f"{count.ended} of {args.games} games had ended: no score for part of them (the games still under "

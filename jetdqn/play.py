@@ -21,7 +21,7 @@ import numpy as np
 
 from .checkpoint import CheckpointError
 from .config import (Parser, command, count, ends_on_ctrl_c, given_path, given_value, probability, run_dir_hint, seed,
-                     written_path)
+                     whole_at_least, written_path)
 from .signals import outlive_the_terminal, said, stop_on_signals
 
 
@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "to this video file (.mp4).")
     p.add_argument("--record-all", action="store_true", help="Record every frame, not only the shown ones.")
     p.add_argument("--max-steps", type=count, default=0, help="Stop after this many agent steps (0 = no limit).")
+    p.add_argument("--max-episode-steps", type=whole_at_least(2), default=None, metavar="N",
+                   help="Cut each game after N agent steps (default: the model's run's --max-episode-steps).")
     p.add_argument("--seed", type=seed, default=0, help="Seed for the env and epsilon (default 0).")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--reuse-conv", action="store_true", help="Reuse the CNN's activations from step to step where "
@@ -108,6 +110,8 @@ def load_player(args: argparse.Namespace, out=print):
     more = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
     if args.env_kwargs is not None:
         more["env_kwargs"] = args.env_kwargs
+    if args.max_episode_steps is not None:
+        more["max_episode_steps"] = args.max_episode_steps
     if path:
         from .policy import load, refuse_another_env
         policy = load(path, device="cpu" if args.reuse_conv else args.device, reuse_conv=args.reuse_conv,

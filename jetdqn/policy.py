@@ -163,12 +163,15 @@ class Policy:
         return int(actions[0]) if single else actions
 
     def evaluate(self, game: Optional[str] = None, games: int = 10, eps: float = 0.05, seed: int = 0,
-                 sticky_actions: Optional[float] = None, ended=None, env_kwargs=None, **theirs) -> dict:
+                 sticky_actions: Optional[float] = None, ended=None, env_kwargs=None,
+                 max_episode_steps: Optional[int] = None, **theirs) -> dict:
         """Whole games at ``eps`` with random no-op starts, scored with raw rewards (training's evaluation
         protocol; ``sticky_actions`` defaults to its run's evaluations': --eval-sticky-actions, else what the
         network was trained with). ``ended``: called with how many games have ended, as each ends.
         ``env_kwargs``: a gymnasium env's constructor arguments (a dict or JSON text) where they are not its
-        run's --env-kwargs (how the policy does in the env made another way). ``theirs``: Stable-Baselines3's
+        run's --env-kwargs (how the policy does in the env made another way). ``max_episode_steps``: the agent
+        steps a game is cut at where it is not its run's (the Nature paper's 5 minutes: 4,500 steps of 4 frames;
+        a run trained with short games played whole). ``theirs``: Stable-Baselines3's
         evaluate_policy's words (n_eval_episodes, deterministic), refused with jetdqn's way."""
         if theirs:
             refuse_other_librarys_words("evaluate", theirs)
@@ -184,6 +187,8 @@ class Policy:
         more = {} if sticky_actions is None else {"sticky_actions": sticky_actions}
         if env_kwargs is not None:
             more["env_kwargs"] = env_kwargs
+        if max_episode_steps is not None:   # Config's own checks say what is wrong with it
+            more["max_episode_steps"] = max_episode_steps
         cfg = self.play_config(game=game, seed=seed, **more)
         seed = cfg.seed   # as the settings read it: "1" is 1 (it was numpy's SeedSequence TypeError)
         returns, lengths = play_games(self, cfg, games, eps, seed, **({"ended": ended} if ended else {}))

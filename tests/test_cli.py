@@ -136,7 +136,8 @@ def test_a_refusal_that_names_a_setting_the_preset_gave_says_so_and_how_to_overr
     # a no-op start is emulator frames: a billion of them (a C int) held reset for hours, deaf to Ctrl-C
     (["--noop-max", "1000000000", "--num-envs", "1"], "--noop-max 1,000,000,000 no-op frames at a game's start could "
                                                       "reach its end: --max-episode-steps 27,000 at --frame-skip 4 cuts "
-                                                      "a game at 108,000 frames; give a --noop-max below that"),
+                                                      "a game at 108,000 frames; give a longer --max-episode-steps or "
+                                                      "a --noop-max below that"),
     (["--max-episode-steps", "5"], "--noop-max 30 no-op frames at a game's start could reach its end"),
     (["--num-envs", "2", "--env-threads", "3000000000"], "--env-threads must be at most 2,147,483,647"),
     (["--backend", "ray", "--num-envs", "2", "--display-freq", "3"],   # the window stayed empty

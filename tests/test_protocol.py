@@ -111,6 +111,18 @@ def test_a_run_trained_with_sticky_actions_is_scored_in_the_games_eval_sticky_ac
     # play says its game was cut at the run's limit too: "score 0" of 40 steps read as a whole game's
     played = run_module("jetdqn.play", "--model", str(run), "--episodes", "1", "--display-freq", "0").stdout
     assert re.search(r"^episode 1: score -?\d+ \(cut at the 40-step limit\)$", played, re.M), played
+    # games to another limit than the run's (the Nature paper's 5 minutes, or short training games played
+    # longer): evaluate's and play's --max-episode-steps, and the API's max_episode_steps
+    longer = json.loads(run_module("jetdqn.evaluate", str(run), "--games", "1", "--json", "--max-episode-steps",
+                                   "60").stdout)
+    assert longer["lengths"] == [60] and longer["max_episode_steps"] == 60
+    played = run_module("jetdqn.play", str(run), "--episodes", "1", "--display-freq", "0", "--max-episode-steps",
+                        "25").stdout
+    assert "(cut at the 25-step limit)" in played, played
+    import jetdqn
+    assert jetdqn.load(run).evaluate(games=2, max_episode_steps=30)["lengths"] == [30, 30]
+    refused = run_module("jetdqn.evaluate", str(run), "--max-episode-steps", "1", check=False)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "whole number of 2 or more" in refused.stderr
     for flags, said in ((["--eval-sticky-actions", "2"], "error: --eval-sticky-actions must be between 0 and 1 (or "
                                                          "none), got 2.0.\n"),
                         (["--env", "CartPole-v1", "--eval-sticky-actions", "0"], "error: --eval-sticky-actions is "
