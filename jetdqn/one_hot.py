@@ -40,10 +40,16 @@ def check_parts(parts) -> bool:
         isinstance(p, list) and len(p) == 2 and whole(p[0]) and whole(p[1]) and p[0] >= 1 for p in parts))
 
 
-def encode(values, parts: list[list[int]]) -> np.ndarray:
+# a stack's slot that holds no observation, as state numbers say it (``encode``'s ``empty``)
+EMPTY = "-1 (one below the first state: k - 1 where states start at k)"
+
+
+def encode(values, parts: list[list[int]], empty: bool = False) -> np.ndarray:
     """float32 one-hot vectors [..., width] of state numbers: one part's values have no axis of their own
     (FrozenLake's 3 is [16]; a stack of 4 is [4, 16]); several parts' are the last axis (Blackjack's (14, 10, 0)
-    is [45]). ValueError, in words, for what is not a state number of these parts."""
+    is [45]). ValueError, in words, for what is not a state number of these parts. ``empty``: a value one
+    below a part's first state (-1 where states start at 0) is no observation, a vector of zeros, as training's
+    stacks hold before an episode's first (``EMPTY``); every part of it, or none."""
     array = np.asarray(values)
     if array.dtype.kind not in "biuf":   # text, objects, complex numbers
         raise ValueError(f"state numbers of dtype {array.dtype}: give whole numbers")
@@ -57,13 +63,22 @@ def encode(values, parts: list[list[int]]) -> np.ndarray:
         columns = [array]
     out = np.zeros((*columns[0].shape, width(parts)), dtype=np.float32)
     offset = 0
+    nothing = [column.astype(np.float64) == start - 1 if empty else np.zeros(column.shape, bool)
+               for column, (_, start) in zip(columns, parts)]
+    if any((a != nothing[0]).any() for a in nothing[1:]):
+        raise ValueError(f"an observation with some of its {len(parts)} parts one below their first state and "
+                         "some not: no observation (a stack's slot before an episode's first) has every part so, "
+                         "any other a state in every part")
     for i, (column, (n, start)) in enumerate(zip(columns, parts)):
         index = column.astype(np.float64) - start
-        wrong = ~((index == np.floor(index)) & (index >= 0) & (index < n))   # NaN is wrong too
+        wrong = ~((index == np.floor(index)) & (index >= 0) & (index < n)) & ~nothing[i]   # NaN is wrong too
         if wrong.any():
             bad = column.flat[int(np.flatnonzero(wrong)[0])].item()
             part = f"part {i + 1} of {len(parts)} has" if len(parts) > 1 else "there are"
             raise ValueError(f"a state number of {bad!r}, where {part} {n} states, {start} to {start + n - 1}")
-        np.put_along_axis(out, (offset + index.astype(np.int64))[..., None], 1.0, axis=-1)
+        hot = np.zeros(out.shape[:-1] + (n,), dtype=np.float32)
+        np.put_along_axis(hot, np.where(nothing[i], 0, index).astype(np.int64)[..., None], 1.0, axis=-1)
+        hot[nothing[i]] = 0.0
+        out[..., offset:offset + n] = hot
         offset += n
     return out

@@ -114,23 +114,38 @@ class Policy:
         one-hot, as training's env made them; any other env's are the network's input already."""
         if not self.one_hot:
             return obs
-        from .one_hot import encode
+        from .one_hot import EMPTY, encode
         obs = np.asarray(obs)
         if obs.dtype.kind == "f":   # a one-hot vector of floats read as a batch of state numbers 0 and 1, silently
             raise ValueError(f"observations of {obs.dtype}: this network ({self.env_name}) takes the env's state "
                              "numbers, whole numbers as the env gives them, and makes them one-hot itself")
         one = (*self.obs_shape[:-1], *((len(self.one_hot),) if len(self.one_hot) > 1 else ()))   # a stack's
         frame = one[1:] if self.obs_shape[0] == 1 else one   # with a history of 1, the env's own as it is
+        stacked = self.obs_shape[0] > 1
         if not (obs.shape in (one, frame) or obs.shape[1:] in (one, frame)):   # said in the env's terms: the
             def said(shape):                                                    # one-hot one was not given
                 return "one number" if shape == () else f"shape {shape}"
+            if stacked and obs.shape[-len(one) + 1:] == one[1:]:   # the env's own observation, where a stack was
+                n = self.obs_shape[0]                               # learnt from: "takes shape (4,)" read as 4
+                raise ValueError(f"state numbers of shape {obs.shape}: this network ({self.env_name}) was trained "
+                                 f"on the last {n} observations stacked (--history {n}): give the last {n} state "
+                                 f"numbers, oldest first (shape {one}; a batch [N, {', '.join(map(str, one))}]), "
+                                 f"with {EMPTY} before an episode's first, where training stacked no observation "
+                                 "(an empty vector, not state 0's)")
             raise ValueError(f"state numbers of shape {obs.shape}: this network ({self.env_name}) takes "
                              + " or ".join(dict.fromkeys(map(said, (frame, one)))) + " (one observation), or a "
                              "batch of them [" + ", ".join(["N", *map(str, frame)]) + "]")
         try:
-            return encode(obs, self.one_hot)
+            vectors = encode(obs, self.one_hot, empty=stacked)
         except ValueError as exc:
             raise ValueError(f"{exc}: this network ({self.env_name}) takes the env's state numbers") from None
+        if stacked:   # as training's stacks are: empty slots only before an episode's first, the newest never
+            empty = ~vectors.any(axis=-1)
+            if empty[..., -1].any() or (empty[..., 1:] & ~empty[..., :-1]).any():
+                raise ValueError(f"a stack of state numbers with no observation (one below the first state) after "
+                                 f"one, or as its newest: this network ({self.env_name}) takes the last "
+                                 f"{self.obs_shape[0]}, oldest first, and no observation only before an episode's first")
+        return vectors
 
     def q_values(self, obs: np.ndarray) -> np.ndarray:
         """Q-values [N, actions] of a batch, or [1, actions] of one observation."""

@@ -213,9 +213,27 @@ def test_a_state_number_env_trains_one_hot_and_its_policy_takes_the_envs_numbers
     assert policy.predict(stack) in (0, 1) and policy.predict([stack, stack[::-1]]).shape == (2,)
     with pytest.raises(ValueError, match=r"^a state number of 11, where part 2 of 3 has 11 states, 0 to 10"):
         policy.predict([(14, 11, 0)] * 4)
-    with pytest.raises(ValueError, match=r"^state numbers of shape \(3,\): this network \(Blackjack-v1\) takes shape "
-                                         r"\(4, 3\) \(one observation\), or a batch of them \[N, 4, 3\]$"):
+    # one deal, where the network learnt from the last 4 stacked: "takes shape (4, 3) (one observation)" read as
+    # if one observation were 4 deals, and how to give an episode's first (training stacked empty vectors before
+    # it, not state 0's) could not be said at all; -1 is that empty slot now
+    with pytest.raises(ValueError, match=r"^state numbers of shape \(3,\): this network \(Blackjack-v1\) was trained "
+                                         r"on the last 4 observations stacked \(--history 4\): give the last 4 state "
+                                         r"numbers, oldest first \(shape \(4, 3\); a batch \[N, 4, 3\]\), with -1 "):
         policy.predict((14, 10, 0))
+    deals = [(hand, dealer, ace) for hand in range(4, 22) for dealer in range(1, 11) for ace in (0, 1)]
+    trained_on = np.zeros((len(deals), 4, 45), dtype=np.float32)   # FrameStack's first stack of a game, one-hot
+    for k, (hand, dealer, ace) in enumerate(deals):
+        trained_on[k, 3, [hand, 32 + dealer, 43 + ace]] = 1.0
+    firsts = [[(-1, -1, -1)] * 3 + [deal] for deal in deals]
+    assert list(policy.predict(firsts)) == list(policy.act(trained_on, 0.0, np.random.default_rng(0)))
+    assert policy.predict(firsts[0]) == policy.predict(firsts[:1])[0]
+    assert not np.array_equal(policy.q_values(firsts[0]), policy.q_values([(0, 0, 0)] * 3 + [deals[0]]))
+    for wrong in ([(14, 10, 0)] * 3 + [(-1, -1, -1)], [(14, 10, 0), (-1, -1, -1)] + [(14, 10, 0)] * 2):
+        with pytest.raises(ValueError, match=r"^a stack of state numbers with no observation \(one below the first "
+                                             r"state\) after one, or as its newest"):
+            policy.predict(wrong)
+    with pytest.raises(ValueError, match=r"^an observation with some of its 3 parts one below their first state"):
+        policy.predict([(-1, 10, 0)] * 3 + [(14, 10, 0)])
     (tmp_path / "dict_envs.py").write_text(
         "import gymnasium as gym\n"
         "from gymnasium.spaces import Dict, Discrete\n\n\n"
