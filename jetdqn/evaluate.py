@@ -125,6 +125,16 @@ def unlike_training(played: float, trained: Optional[float]) -> str:
             + (f" (trained with sticky actions {trained:g})" if trained else " (trained without)"))
 
 
+def another_limit(played: Optional[int], run: Optional[int]) -> str:
+    """What evaluate's line adds when --max-episode-steps cut its games elsewhere than its run's limit: a line
+    that names no limit read as the run's games (or whole ones), and one game not cut said nothing of it."""
+    if played == run:
+        return ""
+    def limit(steps):
+        return f"{steps:,}" if steps else "none"
+    return f", the step limit {limit(played)} (its run's: {limit(run)})"
+
+
 Played = Optional[tuple[list[float], list[int]]]
 
 SIDE_BY_SIDE = 64   # emulators at most in one evaluation: 64 are built in ~8 s here, the longest a stop waits
@@ -342,6 +352,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if result.get("env_kwargs") != result.get("trained_env_kwargs"):   # the same policy, the env made otherwise
             unlike += (f", in the env made with --env-kwargs '{json.dumps(result['env_kwargs'])}' (trained with "
                        f"'{json.dumps(result['trained_env_kwargs'])}')")
+        unlike += another_limit(result["max_episode_steps"], result["trained_max_episode_steps"])
         print(f"{result['env']}, {path}{trained}: {describe(result)}{unlike}{starts}")
     if args.record:
         try:

@@ -202,13 +202,15 @@ class Policy:
         more = {} if sticky_actions is None else {"sticky_actions": sticky_actions}
         if env_kwargs is not None:
             more["env_kwargs"] = env_kwargs
-        if max_episode_steps is not None:   # Config's own checks say what is wrong with it
-            more["max_episode_steps"] = max_episode_steps
         cfg = self.play_config(game=game, seed=seed, **more)
+        run_limit = protocol(cfg, eps)["max_episode_steps"]   # its run's games' (a gymnasium env's own, CartPole's 500)
+        if max_episode_steps is not None:   # Config's own checks say what is wrong with it
+            cfg = self.play_config(game=game, seed=seed, **more, max_episode_steps=max_episode_steps)
         seed = cfg.seed   # as the settings read it: "1" is 1 (it was numpy's SeedSequence TypeError)
         returns, lengths = play_games(self, cfg, games, eps, seed, **({"ended": ended} if ended else {}))
         return {"env": cfg.env_name, **game_statistics(returns), **protocol(cfg, eps), "seed": seed,
                 "trained_steps": self.trained_steps, "trained_sticky_actions": self.config.get("sticky_actions"),
+                "trained_max_episode_steps": run_limit,
                 **({"env_kwargs": cfg.env_options, "trained_env_kwargs": parse_env_kwargs(self.config.get("env_kwargs"))}
                    if not cfg.is_atari else {}),
                 "returns": returns, "lengths": lengths}

@@ -115,7 +115,10 @@ def test_a_run_trained_with_sticky_actions_is_scored_in_the_games_eval_sticky_ac
     # longer): evaluate's and play's --max-episode-steps, and the API's max_episode_steps
     longer = json.loads(run_module("jetdqn.evaluate", str(run), "--games", "1", "--json", "--max-episode-steps",
                                    "60").stdout)
-    assert longer["lengths"] == [60] and longer["max_episode_steps"] == 60
+    assert longer["lengths"] == [60] and longer["max_episode_steps"] == 60 and longer["trained_max_episode_steps"] == 40
+    said = run_module("jetdqn.evaluate", str(run), "--games", "1", "--max-episode-steps", "60").stdout
+    assert "over 1 game (1 cut at the 60-step limit), eps 0.05, no sticky actions (trained with sticky actions 0.25), " \
+        "the step limit 60 (its run's: 40), up to 30 no-ops" in said, said
     played = run_module("jetdqn.play", str(run), "--episodes", "1", "--display-freq", "0", "--max-episode-steps",
                         "25").stdout
     assert "(cut at the 25-step limit)" in played, played
