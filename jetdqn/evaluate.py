@@ -148,9 +148,11 @@ def play_games(agent, cfg: Config, games: int, eps: float, seed: int,
     many, the games (and so the scores for a seed) are those of one env per game. ``ended(n)``: n of the
     games have ended, called as each does (what the evaluate command shows while minutes of games go on)."""
     rng = np.random.default_rng(seed)
-    if cfg.is_atari and games > 1:
+    if cfg.is_atari:
         # as few emulators as play the games in as few turns: 100 games on 64 envs left 28 of them stepping
-        # uncounted through a second game they did not need (a quarter of the work); 50 play two each
+        # uncounted through a second game they did not need (a quarter of the work); 50 play two each. One game
+        # too: the one env (gymnasium's) draws other no-op starts, so a one-game evaluation was not the first
+        # game of a longer one with its seed (at eps 0 they are the same now), and it needed OpenCV
         turns = -(-games // side_by_side)
         return _side_by_side(agent, cfg, games, eps, seed, rng, stop, -(-games // turns), ended)
     return _one_by_one(agent, cfg, games, eps, seed, rng, stop, ended)

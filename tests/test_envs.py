@@ -107,22 +107,25 @@ def test_unknown_game_is_one_clear_sentence():
 def test_without_opencv_one_env_is_one_sentence_and_the_vector_env_still_trains(tmp_path):
     """jetdqn lists no OpenCV (a Jetson image brings its own), and gymnasium's AtariPreprocessing needs it
     for the one-env path: a Python without it (the L4T image's install replayed on a Python without OpenCV)
-    failed every --num-envs 1 run, play and one-game evaluation with DependencyNotInstalled's traceback."""
+    failed every --num-envs 1 run, play and one-game evaluation with DependencyNotInstalled's traceback (an
+    evaluation now plays in the vector env, as many games as one)."""
     from conftest import run_without
     smoke = ["--preset", "smoke", "--telemetry", "off", "--progress", "off"]
     one = run_without("cv2", "jetdqn.train", *smoke, "--run-dir", str(tmp_path / "one"))
     assert one.returncode == 2 and one.stderr == (
-        "error: one Atari env stepped in Python (--num-envs 1, play, a one-game evaluation) resizes its frames "
+        "error: one Atari env stepped in Python (--num-envs 1, play) resizes its frames "
         "with OpenCV, which this Python lacks: pip install opencv-python-headless (or jetdqn's display extra), "
         "or train with --num-envs 2 or more (ale-py's vector env resizes in C++).\n"), one.stderr
     assert not (tmp_path / "one").exists()
     two = run_without("cv2", "jetdqn.train", *smoke, "--num-envs", "2", "--run-dir", str(tmp_path / "two"))
     assert two.returncode == 0 and (tmp_path / "two" / "model.safetensors").exists(), two.stderr
+    scored = run_without("cv2", "jetdqn.evaluate", str(tmp_path / "two"), "--games", "1")
+    assert scored.returncode == 0 and "over 1 game" in scored.stdout, scored.stderr
 
 
 
 def _made_reset_and_stepped_in_both_paths(games) -> None:
-    """Each game on the one-env path (AtariEnv: --num-envs 1, play, a one-game evaluation) and in ale-py's
+    """Each game on the one-env path (AtariEnv: --num-envs 1, play) and in ale-py's
     vector env, reset and stepped with its last action."""
     from jetdqn.envs import AleVecEnvs
     for game in games:

@@ -36,6 +36,17 @@ def test_side_by_side_games_score_each_envs_first_game_with_raw_rewards():
     assert all(n > 500 for n in lengths)
 
 
+def test_a_one_game_evaluation_is_the_first_game_of_a_longer_one_with_its_seed():
+    """One game was played in the one env, whose no-op starts gymnasium draws: `evaluate --games 1` played
+    another game than the first of `--games 30` with the same seed (the committed Pong weights at eps 0: 1,697
+    steps, where that first game took 1,656). Now every Atari evaluation is played in the vector env."""
+    import jetdqn
+    policy = jetdqn.load(ROOT / "benchmarks" / "results" / "learn-pong" / "run")
+    one, two = (policy.evaluate(games=n, eps=0.0, seed=3) for n in (1, 2))
+    assert (one["returns"], one["lengths"]) == (two["returns"][:1], two["lengths"][:1])
+    assert one["lengths"][0] > 1000 and one["returns"][0] >= 15   # a whole game of the trained weights
+
+
 def test_side_by_side_games_stop_at_the_time_limit():
     cfg = make_config({"game": "pong", "max_episode_steps": 300})
     returns, lengths = play_games(_agent(cfg), cfg, games=3, eps=0.05, seed=0)
@@ -43,14 +54,20 @@ def test_side_by_side_games_stop_at_the_time_limit():
 
 
 def test_one_game_stops_at_the_time_limit_as_the_side_by_side_games_do(tmp_path):
-    """One game is played in the single env, whose emulator counted the no-op starts against its frame cap:
-    Pong cut at --max-episode-steps 150 after 144 steps, and its evaluation line ("return -3.00 over 1 game")
-    read as a whole game's. A game without no-op starts and one of a game whose first action is not NOOP too."""
+    """The one env (play, --num-envs 1, and one-game evaluations, which were played in it) counted the no-op
+    starts against its emulator's frame cap: Pong cut at --max-episode-steps 150 after 144 steps, and its
+    evaluation line ("return -3.00 over 1 game") read as a whole game's. A game without no-op starts and one of
+    a game whose first action is not NOOP too."""
+    from jetdqn.envs.atari import AtariEnv
     from jetdqn.evaluate import evaluate_run
     for game, noops in (("pong", 30), ("pong", 0), ("video_checkers", 30)):
-        cfg = make_config({"game": game, "max_episode_steps": 150, "noop_max": noops, "eval_episodes": 1})
-        agent = DQNAgent(cfg, (4, 84, 84), 5 if game == "video_checkers" else 6, torch.device("cpu"))
-        assert play_games(agent, cfg, games=1, eps=1.0, seed=3)[1] == [150], (game, noops)
+        env = AtariEnv(game, max_episode_steps=150, noop_max=noops, seed=3)
+        env.reset()
+        steps = 1
+        while not env.step(steps % env.n_actions).truncated:
+            steps += 1
+        env.close()
+        assert steps == 150, (game, noops)
     said = []
     record = evaluate_run(_agent(cfg := make_config({"game": "pong", "max_episode_steps": 150, "eval_episodes": 1})),
                           cfg, step=0, wall_s=0.0, run_dir=tmp_path, say=said.append)

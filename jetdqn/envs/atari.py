@@ -38,7 +38,7 @@ def ale_game_ids() -> list[str]:
     """The games ale-py's single-player emulator plays: the ROMs it ships that it also recognises. It ships
     four more, combat, joust, maze_craze and warlords, that only its multi-player mode loads: they were listed,
     and --game combat ended the process with ALE's "Attempt to wrap ROM ... failed" and exit status 1 (the
-    vector env, no sentence), or Gymnasium's NameNotFound traceback (one env, play, a one-game evaluation)."""
+    vector env, no sentence), or Gymnasium's NameNotFound traceback (one env: --num-envs 1, play)."""
     import ale_py
     import ale_py.roms
     return sorted(rom for rom in ale_py.roms.get_all_rom_ids()
@@ -134,7 +134,7 @@ class AtariEnv:
         try:   # AtariPreprocessing's resize; jetdqn lists no OpenCV (a Jetson image has its own)
             importlib.import_module("cv2")
         except Exception as exc:   # not installed, or installed for other packages (needs.broken_install)
-            user = "one Atari env stepped in Python (--num-envs 1, play, a one-game evaluation)"
+            user = "one Atari env stepped in Python (--num-envs 1, play)"
             other = "train with --num-envs 2 or more (ale-py's vector env resizes in C++)"
             broken = broken_install("cv2", exc, user)
             raise ConfigError(f"{broken[:-1]}, or {other}." if broken else
@@ -144,8 +144,8 @@ class AtariEnv:
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on every env
         self.game = game
         # the emulator's frame cap counts the no-op starts here (not in AtariVectorEnv): room for them, and the
-        # step count in step() cuts the game, as the vector env does (Pong at 150 steps was cut at 144, and a
-        # one-game evaluation did not say its game was cut)
+        # step count in step() cuts the game, as the vector env does (Pong at 150 steps was cut at 144, and play
+        # and a one-game evaluation did not say its game was cut)
         env = gym.make(ale_env_id(game), frameskip=1, repeat_action_probability=float(sticky_actions),
                        full_action_space=bool(full_action_space),
                        max_num_frames_per_episode=min(max_episode_steps * frame_skip + noop_max, C_INT_MAX))
