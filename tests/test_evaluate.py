@@ -74,7 +74,6 @@ def test_one_game_stops_at_the_time_limit_as_the_side_by_side_games_do(tmp_path)
     assert record["lengths"] == [150] and "over 1 game (1 cut at the 150-step limit)" in said[0], said
     # the largest limit --max-episode-steps takes still makes the one env: the room past a C int was ale-py's error
     from jetdqn.config import C_INT_MAX
-    from jetdqn.envs.atari import AtariEnv
     env = AtariEnv("pong", max_episode_steps=C_INT_MAX // 4, noop_max=30)
     env.reset()
     assert not env.step(0).truncated
