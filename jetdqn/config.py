@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import string
 import sys
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Optional
@@ -843,8 +844,8 @@ def other_library_name(name: str, flags: bool) -> Optional[str]:
         return None
     ours, differs = OTHER_LIBRARIES[name]
     spell = _flag if flags else str
-    differs = differs.format(**{n: spell(n) for n in ("game", "target_update", "train_freq", "run_dir", "tensorboard",
-                                                      "replay_compress")})
+    # the settings its text names ({train_freq}), spelt as the caller spells them: read from the text itself
+    differs = differs.format(**{n: spell(n) for _, n, _, _ in string.Formatter().parse(differs) if n})
     said = f"{spell(name)} is Stable-Baselines3's or CleanRL's name"
     if ours is None:
         return f"{said}; jetdqn has no such setting: {differs}"

@@ -262,7 +262,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .config import (ConfigError, Parser, command, fail, fail_after_its_traceback, games, given_path, given_value,
                          one_model, probability, run_dir_hint, seed, whole_at_least)
     from .envs.base import EnvFailed
-    from .policy import load, model_of, not_a_run_for_best
+    from .policy import load, model_of, not_a_run_for_best, settings_given
     # train's flags a user may bring here, where the nearest spelling misleads (--game: "did you mean --games?")
     its_game = "evaluate plays the game its model was trained on, which its config names; --games N is how many"
     hints = {"--game": f"--game: {its_game}", "--env": f"--env: {its_game}", "--episodes": "did you mean --games?",
@@ -321,11 +321,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         path = model_of(Path(args.model), args.best)
         policy = load(path, device=args.device)
-        more = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
-        if args.env_kwargs is not None:
-            more["env_kwargs"] = args.env_kwargs
-        if args.max_episode_steps is not None:
-            more["max_episode_steps"] = args.max_episode_steps
+        more = settings_given(sticky_actions=args.sticky_actions, env_kwargs=args.env_kwargs,
+                              max_episode_steps=args.max_episode_steps)
         policy.play_config(seed=args.seed, **more)   # its refusals before the line that says games are played
         if not args.json:   # 30 games take minutes: say what is being played while it plays
             print(f"playing {args.games} game{'s' * (args.games != 1)} with {path} ...", flush=True)

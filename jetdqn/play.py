@@ -106,14 +106,11 @@ def load_player(args: argparse.Namespace, out=print):
     """(config, env, agent): the model's game, preprocessing and network when one is given (a checkpoint,
     a safetensors or an ONNX export, see policy.py), else an untrained network."""
     from .envs import make_env
+    from .policy import load, refuse_another_env, settings_given
     path = args.model or args.checkpoint
-    more = {} if args.sticky_actions is None else {"sticky_actions": args.sticky_actions}
-    if args.env_kwargs is not None:
-        more["env_kwargs"] = args.env_kwargs
-    if args.max_episode_steps is not None:
-        more["max_episode_steps"] = args.max_episode_steps
+    more = settings_given(sticky_actions=args.sticky_actions, env_kwargs=args.env_kwargs,
+                          max_episode_steps=args.max_episode_steps)
     if path:
-        from .policy import load, refuse_another_env
         policy = load(path, device="cpu" if args.reuse_conv else args.device, reuse_conv=args.reuse_conv,
                       best=args.best)
         path = policy.source   # the file it read: a run directory's model.pt (policy.model_of)

@@ -199,9 +199,7 @@ class Policy:
         _check_eps(eps)
         if ended is not None and not callable(ended):   # found only as the first game ended, in a TypeError
             raise ValueError(f"ended is a function called with how many games have ended; got {ended!r}")
-        more = {} if sticky_actions is None else {"sticky_actions": sticky_actions}
-        if env_kwargs is not None:
-            more["env_kwargs"] = env_kwargs
+        more = settings_given(sticky_actions=sticky_actions, env_kwargs=env_kwargs)
         cfg = self.play_config(game=game, seed=seed, **more)
         run_limit = protocol(cfg, eps)["max_episode_steps"]   # its run's games' (a gymnasium env's own, CartPole's 500)
         if max_episode_steps is not None:   # Config's own checks say what is wrong with it
@@ -254,6 +252,12 @@ class Policy:
     def __repr__(self) -> str:
         return (f"Policy({self.env_name}, {self.spec.get('class')}, {self.n_actions} actions, from {self.source}, "
                 f"{self.engine})")
+
+
+def settings_given(**settings) -> dict:
+    """The settings a caller gave for playing (None: not given, so ``play_config`` keeps its run's): evaluate's
+    and play's flags, and ``Policy.evaluate``'s arguments."""
+    return {name: value for name, value in settings.items() if value is not None}
 
 
 def refuse_another_env(policy: "Policy", cfg, env) -> None:
