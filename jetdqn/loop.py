@@ -189,7 +189,7 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
         from .replay.sizing import refuse_too_small
         from .rollout import LocalActing
         refuse_too_small(cfg.replay_size, cfg.num_envs, cfg.n_step,   # before the envs: making many takes minutes
-                         saved_replay=cfg.resume and cfg.checkpoint_replay)
+                         saved_replay=cfg.resume and cfg.checkpoint_replay, batch_size=cfg.batch_size)
         if cfg.is_atari:
             from .envs.atari import refuse_more_emulators_than_fit
             refuse_more_emulators_than_fit(cfg.num_envs)

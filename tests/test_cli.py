@@ -123,6 +123,14 @@ def test_a_refusal_that_names_a_setting_the_preset_gave_says_so_and_how_to_overr
     (["--preset", "smoke", "--n-step", "300", "--num-envs", "4"], "--n-step 300 needs 301 transitions in each env's "
                                                                   "ring for one whole return, and --replay-size 1,000 "
                                                                   "over 4 envs keeps 250: give --replay-size 1,204 or"),
+    # a replay whose rings never hold a batch: it acted for the whole run, made no update and said nothing
+    (["--preset", "cartpole", "--replay-size", "64", "--batch-size", "64"],
+     "error: --batch-size 64 needs 64 transitions whose next frame is stored, and --replay-size 64 holds at most 63 "
+     "(each env's newest frame has none yet), so the run would never learn: give --replay-size 65 or more, or a "
+     "--batch-size of 63 or less."),
+    (["--preset", "cartpole", "--replay-size", "66", "--batch-size", "64", "--num-envs", "3"],
+     "and --replay-size 66 over 3 envs (22 each) holds at most 63 (each env's newest frame has none yet), so the run "
+     "would never learn: give --replay-size 69 or more"),
     # 2 MB each: refused by the memory it would take, not after hours of making them
     (["--num-envs", "10000000", "--replay-size", "100M", "--total-steps", "10"],
      "--num-envs 10,000,000 needs about 20,971.5 GB for its emulators (~2 MB each), more than the "),

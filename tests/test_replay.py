@@ -79,6 +79,25 @@ def test_wrap_around_keeps_the_newest_and_never_uses_overwritten_frames():
         assert nz == list(range(nz[0], nz[0] + len(nz)))
 
 
+@pytest.mark.parametrize("capacity, streams", [(64, 1), (66, 3), (100, 3), (9, 4)])
+def test_the_refusal_of_a_replay_that_never_holds_a_batch_is_what_a_full_replay_holds(capacity, streams):
+    """``--replay-size 64 --batch-size 64`` acted for the whole run and made no update, without a word: the
+    loop learns once ``sampleable`` reaches a batch, and a full replay's rings hold one fewer each.
+    ``refuse_no_batch`` lets through the batch a full replay of this size holds, and refuses one more."""
+    from jetdqn.config import ConfigError
+    from jetdqn.replay.sizing import refuse_no_batch
+    buf = ReplayBuffer(capacity, (84, 84), history=4, num_streams=streams, seed=0)
+    for stream in range(streams):
+        fill(buf, [capacity // streams + 5], stream=stream, truncate_last=True)   # each ring wraps
+    most = buf.sampleable
+    assert len(buf) == buf.capacity and most == buf.capacity - streams
+    refuse_no_batch(most, buf.stream_capacity, streams, f"--replay-size {capacity}", saved_replay=False)
+    with pytest.raises(ConfigError, match=f"^--batch-size {most + 1} needs {most + 1} transitions whose next frame "
+                                          f"is stored, and --replay-size {capacity}.* holds at most {most} "):
+        refuse_no_batch(most + 1, buf.stream_capacity, streams, f"--replay-size {capacity}", saved_replay=False)
+    assert len(buf.sample(most).actions) == most
+
+
 @pytest.mark.parametrize("prioritized", [False, True])
 def test_a_capacity_lowered_then_raised_before_the_ring_wraps_keeps_every_stored_transition(prioritized):
     """``resize`` (the memory rule's lowering and raising, ``sizing.ReplayBudget``) moves the capacity

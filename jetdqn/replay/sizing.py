@@ -36,10 +36,12 @@ def probe_frame_bytes(cfg, steps: int = 300) -> float:
     return float(np.mean(sizes))
 
 
-def refuse_too_small(replay_size: int, streams: int, n_step: int = 1, saved_replay: bool = False) -> None:
+def refuse_too_small(replay_size: int, streams: int, n_step: int = 1, saved_replay: bool = False,
+                     batch_size: int = 1) -> None:
     """A --replay-size too small for its envs: each env writes a ring of its own, a frame and its successor;
     with --n-step N a whole return needs N transitions and the frame after them in one ring (a smaller ring
-    cut every return short, so --n-step 100000 over 1,000 slots trained as a shorter n without a word).
+    cut every return short, so --n-step 100000 over 1,000 slots trained as a shorter n without a word); and
+    the rings together hold a batch (``refuse_no_batch``).
     ``saved_replay``: a resume that loads the replay saved with its checkpoint, whose size a larger
     --replay-size cannot change (``refuse_another_size``), so the fix named is a new replay."""
     if replay_size and replay_size < 2 * streams:
@@ -48,6 +50,27 @@ def refuse_too_small(replay_size: int, streams: int, n_step: int = 1, saved_repl
                           f"stream of at least 2 transitions: give --replay-size {2 * streams} or more.")
     if replay_size and streams and replay_size // streams < n_step + 1:
         refuse_short_rings(n_step, replay_size // streams, streams, f"--replay-size {replay_size:,}", saved_replay)
+    if replay_size and streams:
+        refuse_no_batch(batch_size, replay_size // streams, streams, f"--replay-size {replay_size:,}", saved_replay)
+
+
+def refuse_no_batch(batch_size: int, per_stream: int, streams: int, what: str, saved_replay: bool) -> None:
+    """A replay that can never hold a batch: learning waits for --batch-size transitions whose next frame is
+    stored (``ReplayBuffer.sampleable``), and each env's ring of ``per_stream`` slots holds one fewer, its
+    newest frame having none yet. ``--replay-size 64 --batch-size 64`` acted for the whole run, made no update
+    and wrote untrained weights without a word."""
+    most = streams * (per_stream - 1)
+    if batch_size <= most:
+        return
+    from ..config import ConfigError
+    need = streams * (-(-batch_size // streams) + 1)   # the least size whose rings hold a batch
+    envs = f" over {streams:,} envs ({per_stream:,} each)" if streams > 1 else ""
+    fix = (f"resume with --no-checkpoint-replay and --replay-size {need:,} or more (a new replay, refilled for "
+           f"--learn-start steps; the saved one keeps its size), or a --batch-size of {most:,} or less"
+           if saved_replay else f"give --replay-size {need:,} or more, or a --batch-size of {most:,} or less")
+    raise ConfigError(f"--batch-size {batch_size:,} needs {batch_size:,} transitions whose next frame is stored, "
+                      f"and {what}{envs} holds at most {most:,} (each env's newest frame has none yet), so the run "
+                      f"would never learn: {fix}.")
 
 
 def refuse_short_rings(n_step: int, per_stream: int, streams: int, what: str, saved_replay: bool) -> None:
@@ -66,7 +89,7 @@ def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float]
                     say: Callable[[str], None] = lambda m: print(m, flush=True)) -> int:
     """--replay-size N, or for auto the most transitions that fit in the memory budget."""
     if cfg.replay_size:
-        refuse_too_small(cfg.replay_size, streams, cfg.n_step)
+        refuse_too_small(cfg.replay_size, streams, cfg.n_step, batch_size=cfg.batch_size)
         return cfg.replay_size
     if cfg.replay_device != "host":
         from .device import device_memory
@@ -121,6 +144,8 @@ def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[di
         if saved["stream_capacity"] < cfg.n_step + 1:   # an auto size the memory rule lowered, resumed with more
             refuse_short_rings(cfg.n_step, saved["stream_capacity"], saved["streams"],
                                "the replay saved with the checkpoint (--checkpoint-replay)", True)
+        refuse_no_batch(cfg.batch_size, saved["stream_capacity"], saved["streams"],
+                        "the replay saved with the checkpoint (--checkpoint-replay)", True)
         try:
             return new_replay(cfg, capacity, streams, frame_shape, dtype, frame_bytes,
                               cfg.allow_large_replay), frame_bytes
