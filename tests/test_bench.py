@@ -406,6 +406,21 @@ def test_a_case_past_its_time_limit_is_a_failed_row_and_the_benchmark_goes_on(tm
                                  for r in ran), ran
 
 
+def test_a_failed_rows_refusal_is_kept_whole_with_the_fix_it_names(tmp_path):
+    """A failed case's last line was cut at 200 characters: the refusal of a replay that never holds a batch
+    ended "give --replay-size 3" in the table, where the train command said 33."""
+    proc = run_module("jetdqn.bench", "pong", "--cases", "no display", "--repeats", "1", "--steps", "8",
+                      "--learn-start", "40", "--telemetry", "off", "--out", str(tmp_path), "--extra-flags",
+                      "--replay-size", "32", env={"DISPLAY": ""}, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    said = ("failed: error: --batch-size 32 needs 32 transitions whose next frame is stored, and --replay-size 32 "
+            "holds at most 31 (each env's newest frame has none yet), so the run would never learn: give "
+            "--replay-size 33 or more, or a --batch-size of 31 or less.")
+    rows = json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]
+    assert [r["status"] for r in rows if not r["status"].startswith("not run")] == [said]
+    assert f"| {said} |" in next(tmp_path.glob("*-pong.md")).read_text()
+
+
 @pytest.mark.slow
 def test_rows_are_not_a_percentage_of_a_baseline_that_did_not_run(tmp_path):
     """Without the baseline row (no X server, or --cases without it) the first row measured took its place:

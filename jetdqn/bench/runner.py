@@ -78,6 +78,9 @@ def ends_with_the_bench(cmd: list[str]) -> list[str]:
     return [sys.executable, "-S", "-c", DIE_WITH_THE_BENCH, str(os.getpid()), shutil.which(cmd[0]) or cmd[0], *cmd[1:]]
 
 
+LONGEST_ERROR = 1000   # characters of a failed case's last line the table keeps
+
+
 def run_process(cmd: list[str], timeout: float) -> tuple[Optional[str], float]:
     """Run ``cmd``; (None, wall seconds) when it succeeded, else (its last line of output, or that it ran past
     ``timeout``, and wall seconds).
@@ -99,7 +102,8 @@ def run_process(cmd: list[str], timeout: float) -> tuple[Optional[str], float]:
     if proc.returncode == 0:
         return None, wall
     tail = (err.strip() or out.strip()).splitlines()[-1:] or ["?"]
-    return tail[0][:200], wall
+    # whole: a refusal's last words are its fix, and a cut one named another ("give --replay-size 3" for 33)
+    return tail[0] if len(tail[0]) <= LONGEST_ERROR else tail[0][:LONGEST_ERROR] + " [cut]", wall
 
 
 def end_session(proc: subprocess.Popen) -> None:
