@@ -25,6 +25,9 @@ MODEL_FORMAT = "jetdqn-model"   # the JSON spec beside a safetensors file, and t
 MODEL_VERSION = 1               # its "version": what export writes, and the newest this jetdqn reads
 
 
+SCREEN = (210, 160)   # the ALE's screen, rows x columns, as gymnasium's ALE envs give it (RGB or gray)
+
+
 class Policy:
     """:param q_values: frames (uint8 [N, history, 84, 84], or float [N, features]) -> Q [N, actions].
     :param spec: the network spec (class, obs_shape, n_actions, shapes); :param config: the run's settings.
@@ -57,9 +60,24 @@ class Policy:
                 if len(self.obs_shape) == 3 and obs.shape[-3:] == last and last != self.obs_shape else "")
         if self.obs_shape[0] > 1 and obs.shape[-len(self.obs_shape) + 1:] == self.obs_shape[1:]:
             hint = self._stacking_hint(obs.shape)
+        if not self.config.get("env") and SCREEN in (obs.shape[-3:-1], obs.shape[-2:]):
+            hint = self._screen_hint()
         one = f"{self.obs_shape} or {frame}" if frame != self.obs_shape else f"{self.obs_shape}"   # (4,): the env's own
         raise ValueError(f"an observation of shape {obs.shape}: this network takes {one} (one) or "
                          f"[N, {', '.join(map(str, self.obs_shape))}] (a batch){hint}")
+
+    def _screen_hint(self) -> str:
+        """What to give an Atari network where the emulator's own screen came (gymnasium's ALE/Pong-v5
+        observation, 210x160 RGB): the preprocessing training did, in gymnasium's own wrappers, which jetdqn's
+        one env runs too (``envs.atari.AtariEnv``). FrameStackObservation repeats the first frame by default;
+        training stacked zeros before it."""
+        n = self.obs_shape[0]
+        skip = self.config.get("frame_skip", 4)
+        stack = (f", then gymnasium.wrappers.FrameStackObservation(env, {n}, padding_type='zero') (zeros before an "
+                 f"episode's first frame, as training stacked them)" if n > 1 else "")
+        return (f"; that is the emulator's screen, and this network ({self.env_name}) was trained on DeepMind's "
+                f"preprocessing of it: gymnasium.wrappers.AtariPreprocessing(env, frame_skip={skip}) on an env made "
+                f"with frameskip=1 (84x84 gray, the max of the last two frames of each action){stack}")
 
     def _stacking_hint(self, shape: tuple) -> str:
         """What to give a network trained on a history of observations when one frame (or a batch of single

@@ -100,6 +100,36 @@ def test_every_engine_reads_frames_as_bytes_or_as_floats_scaled_to_one(exported,
         assert np.array_equal(policy.q_values(np.moveaxis(last, -1, -3)), reference)   # the hint's own fix
 
 
+def test_the_emulators_own_screen_is_answered_with_the_preprocessing_that_makes_a_stack(exported):
+    """gymnasium's ALE/Pong-v5 gives the 210x160 RGB screen, and predict said only which shape it takes. It now
+    names DeepMind's preprocessing in gymnasium's own wrappers; followed as written, the committed weights win
+    a whole game greedily."""
+    import ale_py
+    import gymnasium as gym
+    from jetdqn.policy import load
+    said = (r"; that is the emulator's screen, and this network \(pong\) was trained on DeepMind's preprocessing of "
+            r"it: gymnasium.wrappers.AtariPreprocessing\(env, frame_skip=4\) on an env made with frameskip=1 \(84x84 "
+            r"gray, the max of the last two frames of each action\), then gymnasium.wrappers.FrameStackObservation\("
+            r"env, 4, padding_type='zero'\) \(zeros before an episode's first frame, as training stacked them\)$")
+    policies = [load(PONG_MODEL), load(exported / "pong.onnx"), load(exported / "pong.safetensors")]
+    for policy in policies:
+        for screen in ((210, 160, 3), (210, 160), (2, 210, 160, 3)):
+            with pytest.raises(ValueError, match=f"^an observation of shape {re.escape(str(screen))}: .*{said}"):
+                policy.predict(np.zeros(screen, np.uint8))
+    gym.register_envs(ale_py)
+    env = gym.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.0)
+    env = gym.wrappers.AtariPreprocessing(env, frame_skip=4)
+    env = gym.wrappers.FrameStackObservation(env, 4, padding_type="zero")
+    obs, _ = env.reset(seed=0)
+    assert [bool(frame.any()) for frame in obs] == [False, False, False, True]
+    score, over = 0.0, False
+    while not over:
+        obs, reward, terminated, truncated, _ = env.step(policies[0].predict(obs))
+        score, over = score + reward, terminated or truncated
+    env.close()
+    assert score >= 15, score
+
+
 def test_every_engine_takes_a_vector_observation_as_numbers_of_any_kind(tmp_path):
     """CartPole's state as float64 or a list (typed by hand, or from numpy's defaults): ONNX Runtime refused
     it in its own words (torch cast it). Every engine now gives the float32 observation's actions."""
