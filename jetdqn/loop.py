@@ -414,8 +414,9 @@ def say_if_games_have_no_limit(cfg: Config, note: Callable[[str], None]) -> None
     from .envs.gym_env import own_time_limit
     if cfg.max_episode_steps != ATARI_EPISODE_STEPS or own_time_limit(cfg.env) is not None:
         return
-    games = f"; an evaluation's {cfg.final_eval_games} games of a policy that never ends one take " \
-            f"{cfg.final_eval_games * ATARI_EPISODE_STEPS:,} steps" if cfg.eval_episodes else ""
+    most = max(cfg.final_eval_games, cfg.eval_episodes) if cfg.final_eval_games else cfg.eval_episodes   # the end plays the more
+    games = f"; an evaluation's {most} games of a policy that never ends one take " \
+            f"{most * ATARI_EPISODE_STEPS:,} steps" if cfg.eval_episodes else ""
     note(f"{cfg.env} registers no step limit: a game it does not end itself is cut only at --max-episode-steps "
          f"{ATARI_EPISODE_STEPS:,} (the Atari games' default){games}; give --max-episode-steps N to cut games at N steps")
 

@@ -272,6 +272,13 @@ def test_an_env_with_no_step_limit_is_said_to_be_cut_at_the_atari_default(tmp_pa
     notes = []   # with evaluations, what their games may cost
     say_if_games_have_no_limit(make_config({"env": "CliffWalking-v1", "eval_episodes": 5}), notes.append)
     assert notes == [said.format("; an evaluation's 30 games of a policy that never ends one take 810,000 steps")]
+    for given, games in (({"final_eval_games": 3, "eval_episodes": 10}, "10 games of a policy that never ends one "
+                                                                          "take 270,000"),   # the end plays 10, not 3
+                         ({"final_eval_games": 0, "eval_episodes": 5}, "5 games of a policy that never ends one take "
+                                                                       "135,000")):
+        notes = []
+        say_if_games_have_no_limit(make_config({"env": "CliffWalking-v1", **given}), notes.append)
+        assert notes == [said.format(f"; an evaluation's {games} steps")], notes
 
 
 def test_a_reward_past_one_that_clipping_changes_is_said_once(tmp_path):
