@@ -974,6 +974,11 @@ def typed_setting(name: str, value: Any) -> Any:
             return _number_or_none(value)
         except argparse.ArgumentTypeError:
             raise ConfigError(f"{flag} takes a number or none, got {value!r}.") from None
+    auto = {"replay_size": _size_or_auto, "num_envs": _size_or_auto, "threads": _threads}
+    what = ("a whole number or auto" if name in auto else
+            {"int": "a whole number", "float": "a number", "str": "a string", "bool": "true or false"}.get(base, base))
+    if value is None:   # the API's way of saying "the default" in other libraries: a setting left out is that
+        raise ConfigError(f"{flag} takes {what}, got None: leave it out for its default.")
     if base == "bool":
         if isinstance(value, bool):
             return value
@@ -985,19 +990,17 @@ def typed_setting(name: str, value: Any) -> Any:
                               "quotes (a YAML, TOML or JSON boolean; Python's True or False).")
         raise ConfigError(f"{flag} takes true or false, got {value!r}.")
     if isinstance(value, str) and base in ("int", "float"):
-        parse = {"replay_size": _size_or_auto, "num_envs": _size_or_auto, "threads": _threads}.get(
-            name, _int_like if base == "int" else float)
+        parse = auto.get(name, _int_like if base == "int" else float)
         try:
             return parse(value)
         except (ValueError, argparse.ArgumentTypeError):
-            raise ConfigError(f"{flag} takes {'a whole number' if base == 'int' else 'a number'}, "
-                              f"got {value!r}.") from None
+            raise ConfigError(f"{flag} takes {what}, got {value!r}.") from None
     if base == "int" and isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)   # float(10**400) is an OverflowError
     if base == "int" and isinstance(value, numbers.Real) and not isinstance(value, bool):
         if math.isfinite(value) and float(value).is_integer():
             return int(value)
-        raise ConfigError(f"{flag} takes a whole number, got {value!r}.")
+        raise ConfigError(f"{flag} takes {what}, got {value!r}.")
     if base == "float" and isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
     if name == "lr_cuts" and isinstance(value, (dict, list, tuple)):
@@ -1027,7 +1030,6 @@ def typed_setting(name: str, value: Any) -> Any:
         if choices and value not in choices:
             raise ConfigError(f"{flag} takes one of {', '.join(choices)}, got {value!r}.")
         return value
-    what = {"int": "a whole number", "float": "a number", "str": "a string"}.get(base, base)
     raise ConfigError(f"{flag} takes {what}, got {value!r}.")
 
 

@@ -740,6 +740,14 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
         jetdqn.train(preset="smoke", total_steps="1e400")
     with pytest.raises(ConfigError, match=r"^--eval-episodes must be at most 1,000,000 games"):   # float(10**400)
         jetdqn.train(preset="smoke", eval_episodes=10**400)
+    # None, other libraries' word for "the default", and a size that may be auto: "takes a whole number, got None"
+    for setting, said in (("replay_size", "--replay-size takes a whole number or auto, got None"),
+                          ("lr", "--lr takes a number, got None"), ("double", "--double takes true or false, got None"),
+                          ("device", "--device takes a string, got None")):
+        with pytest.raises(ConfigError, match=f"^{said}: leave it out for its default.$"):
+            jetdqn.train(preset="smoke", **{setting: None})
+    with pytest.raises(ConfigError, match=r"^--num-envs takes a whole number or auto, got 'many'.$"):
+        jetdqn.train(preset="smoke", num_envs="many")
     # 'a': numpy's "could not convert string to float"; "0.1" was read as 0.1 and True as 1 (all random)
     for eps in (2, -1, float("nan"), "a", None, "0.1", True, [0.0, "1"], b"0"):
         with pytest.raises(ValueError, match=r"^eps is a probability, from 0 to 1"):
