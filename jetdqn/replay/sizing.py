@@ -65,9 +65,7 @@ def refuse_no_batch(batch_size: int, per_stream: int, streams: int, what: str, s
     from ..config import ConfigError
     need = streams * (-(-batch_size // streams) + 1)   # the least size whose rings hold a batch
     envs = f" over {streams:,} envs ({per_stream:,} each)" if streams > 1 else ""
-    fix = (f"resume with --no-checkpoint-replay and --replay-size {need:,} or more (a new replay, refilled for "
-           f"--learn-start steps; the saved one keeps its size), or a --batch-size of {most:,} or less"
-           if saved_replay else f"give --replay-size {need:,} or more, or a --batch-size of {most:,} or less")
+    fix = a_larger_replay(need, f"a --batch-size of {most:,} or less", saved_replay)
     raise ConfigError(f"--batch-size {batch_size:,} needs {batch_size:,} transitions whose next frame is stored, "
                       f"and {what}{envs} holds at most {most:,} (each env's newest frame has none yet), so the run "
                       f"would never learn: {fix}.")
@@ -78,11 +76,18 @@ def refuse_short_rings(n_step: int, per_stream: int, streams: int, what: str, sa
     whole return needs."""
     from ..config import ConfigError
     envs = f" over {streams:,} envs" if streams > 1 else ""
-    fix = (f"resume with --no-checkpoint-replay and --replay-size {streams * (n_step + 1):,} or more (a new replay, "
-           f"refilled for --learn-start steps; the saved one keeps its size), or a smaller --n-step"
-           if saved_replay else f"give --replay-size {streams * (n_step + 1):,} or more, or a smaller --n-step")
+    fix = a_larger_replay(streams * (n_step + 1), "a smaller --n-step", saved_replay)
     raise ConfigError(f"--n-step {n_step:,} needs {n_step + 1:,} transitions in each env's ring for one whole "
                       f"return, and {what}{envs} keeps {per_stream:,}: {fix}.")
+
+
+def a_larger_replay(need: int, or_else: str, saved_replay: bool) -> str:
+    """The fix of a replay too small: ``--replay-size need`` or more, or ``or_else``. A replay saved with the
+    checkpoint being resumed keeps its size, so there the larger one is a new replay."""
+    if saved_replay:
+        return (f"resume with --no-checkpoint-replay and --replay-size {need:,} or more (a new replay, refilled for "
+                f"--learn-start steps; the saved one keeps its size), or {or_else}")
+    return f"give --replay-size {need:,} or more, or {or_else}"
 
 
 def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float], streams: int,
