@@ -102,6 +102,17 @@ def check_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"--record {args.record}: {why}; give a video file's path.")
 
 
+def weights_origin(policy) -> str:
+    """Which weights play: the step they were taken at, as evaluate's line says it. The run's --total-steps
+    was said as "from a run of 50,000 steps" for the weights of step 4,000 of a run its target stopped (the
+    committed learn-pong weights, of step 1,150,000, read "a run of 2,000,000 steps"); a file written before
+    models kept their step says what the run was set to, and that it does not know more."""
+    if policy.trained_steps is not None:
+        return f", weights of step {policy.trained_steps:,}"
+    total = policy.config.get("total_steps")
+    return f", from a run set to {total:,} steps; the file does not say its weights' step" if isinstance(total, int) else ""
+
+
 def load_player(args: argparse.Namespace, out=print):
     """(config, env, agent): the model's game, preprocessing and network when one is given (a checkpoint,
     a safetensors or an ONNX export, see policy.py), else an untrained network."""
@@ -121,9 +132,7 @@ def load_player(args: argparse.Namespace, out=print):
         except CheckpointError:
             env.close()
             raise
-        trained = policy.config.get("total_steps")
-        out(f"playing {cfg.env_name} with {path} ({policy.engine}"
-            + (f", from a run of {trained:,} steps" if isinstance(trained, int) else "") + ")")
+        out(f"playing {cfg.env_name} with {path} ({policy.engine}{weights_origin(policy)})")
         return cfg, env, policy
     from .config import make_config
     from .learn import DQNAgent

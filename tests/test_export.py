@@ -496,6 +496,18 @@ def test_one_observation_gets_one_action(pong_stacks):
     assert policy.act(pong_stacks[:3], 1.0, np.random.default_rng(0)).shape == (3,)
 
 
+def test_play_names_the_step_its_weights_were_taken_at(tmp_path):
+    """play said "from a run of 300 steps" (the run's --total-steps) of weights its target had stopped at step
+    200: it names the weights' step, as evaluate does."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--total-steps", "300", "--learn-start",
+               "100", "--eval-every", "200", "--eval-episodes", "1", "--final-eval-games", "1", "--target-return", "5",
+               "--telemetry", "off")
+    played = run_module("jetdqn.play", str(run), "--display-freq", "0", "--episodes", "1").stdout
+    assert played.startswith(f"playing CartPole-v1 with {run / 'model.pt'} (torch (cpu), weights of step 200)\n"), played
+    assert "weights of step 200)" in run_module("jetdqn.evaluate", str(run), "--games", "1").stdout
+
+
 def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
     """evaluate took a run directory and play refused one ("is a directory; give a checkpoint file"): now
     play --model, export --checkpoint and jetdqn.load take it too, as its model.pt."""
@@ -505,7 +517,7 @@ def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
     run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--total-steps", "300", "--learn-start",
                "100", "--eval-episodes", "0", "--telemetry", "off")
     played = run_module("jetdqn.play", "--model", str(run), "--display-freq", "0", "--episodes", "1", "--eps", "0").stdout
-    assert played.startswith(f"playing CartPole-v1 with {run / 'model.pt'} (torch (cpu), from a run of 300 steps)")
+    assert played.startswith(f"playing CartPole-v1 with {run / 'model.pt'} (torch (cpu), weights of step 300)")
     out = tmp_path / "cp.safetensors"
     assert run_module("jetdqn.export", "--checkpoint", str(run), "--safetensors", str(out)).stdout.startswith(
         f"wrote {out} and ")

@@ -1615,3 +1615,5 @@ def test_make_play_plays_the_committed_pong_weights():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("playing pong with benchmarks/results/learn-pong/run/model.pt (") and \
         "untrained" not in proc.stdout + proc.stderr, proc.stdout
+    # a file from before models kept their step: what the run was set to, said as that (it stopped at 1.15M)
+    assert "from a run set to 2,000,000 steps; the file does not say its weights' step)\n" in proc.stdout, proc.stdout
