@@ -176,7 +176,16 @@ def play(args: argparse.Namespace, out=print) -> dict:
             "video_codec": codec, "record_error": record_error, "record_left": record_left,
             "interrupted": bool(stopped), "stopped_by": stopped[0] if stopped else None,
             "seconds": round(time.monotonic() - t0, 2), "checkpoint": args.model or args.checkpoint, "env": cfg.env_name,
-            "eps": args.eps, "sticky_actions": cfg.sticky_actions}
+            "eps": args.eps, "sticky_actions": cfg.sticky_actions, **weights_played(agent)}
+
+
+def weights_played(agent) -> dict:
+    """The file read (a run directory given is its model.pt) and the step of its weights, as evaluate's JSON
+    names them: play's said only the path given. None for an untrained network."""
+    from .policy import Policy
+    if not isinstance(agent, Policy):
+        return {"model": None, "trained_steps": None}
+    return {"model": agent.source, "trained_steps": agent.trained_steps}
 
 
 def play_episodes(args: argparse.Namespace, cfg, env, agent, renderer, stack, out, stopped: list) -> tuple[list, int]:

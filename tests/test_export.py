@@ -506,6 +506,8 @@ def test_play_names_the_step_its_weights_were_taken_at(tmp_path):
     played = run_module("jetdqn.play", str(run), "--display-freq", "0", "--episodes", "1").stdout
     assert played.startswith(f"playing CartPole-v1 with {run / 'model.pt'} (torch (cpu), weights of step 200)\n"), played
     assert "weights of step 200)" in run_module("jetdqn.evaluate", str(run), "--games", "1").stdout
+    summary = json.loads(run_module("jetdqn.play", str(run), "--display-freq", "0", "--episodes", "1", "--json").stdout)
+    assert (summary["model"], summary["trained_steps"], summary["checkpoint"]) == (str(run / "model.pt"), 200, str(run))
 
 
 def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
