@@ -91,6 +91,54 @@ def test_thread_cpu_of_this_process_and_thread_names():
     assert after[busy_tid][1] - before.get(busy_tid, ("", 0.0))[1] > 0.2
 
 
+def spin_in(name: str, seconds: float, child: bool, spun: threading.Barrier, end: threading.Event) -> threading.Thread:
+    """A thread named ``name`` that spins ``seconds`` of CPU itself, or starts a thread that does (which takes
+    its name, as torch's OpenMP workers take the name of the thread whose update started them); the spinner
+    waits at ``spun``, then lives on until ``end`` (/proc forgets a thread that has ended)."""
+    def spin():
+        t = time.thread_time()
+        while time.thread_time() - t < seconds:
+            pass
+        spun.wait()
+        end.wait()
+
+    def run():
+        name_this_thread(name)
+        if child:
+            worker = threading.Thread(target=spin)
+            worker.start()
+            worker.join()
+        else:
+            spin()
+    return threading.Thread(target=run)
+
+
+def test_the_async_learners_workers_count_as_the_learner_and_a_samplers_threads_as_neither():
+    """--async-learner's record said learner 86% where its thread and that thread's OpenMP worker ran 152% of
+    a core: the worker takes its starter's name, jetdqn-learner, and threads named jetdqn-* were counted as
+    telemetry's own. A real thread of that name starts one that spins 0.4 s; a sampler's spins as long."""
+    sampler = Sampler(gpu=False)
+    sampler.start()
+    spun, end = threading.Barrier(3), threading.Event()
+    threads = [spin_in("jetdqn-learner", 0.4, True, spun, end), spin_in("jetdqn-telemetry", 0.4, False, spun, end)]
+    try:
+        sampler.summary({}, 1.0)   # the interval starts here
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        spun.wait(timeout=30)
+        interval = time.monotonic() - t0
+        record = sampler.summary({}, interval)
+    finally:
+        end.set()
+        for t in threads:
+            t.join()
+        sampler.stop()
+    learner_s = record["learner_cpu"] * interval / 100
+    assert 0.38 <= learner_s < 0.6, (learner_s, record["threads_cpu"])   # the worker's 0.4 s; the reader's in neither
+    assert record["emulator_cpu"] * interval / 100 < 0.1
+
+
 def test_another_process_cpu_counts_for_the_role_it_was_marked_with():
     """Ray's actors run the emulators in processes of their own: a real child process spinning for 0.5 s of
     CPU, marked as an emulator, shows in the record's emulator_cpu; once it has ended it counts no more."""

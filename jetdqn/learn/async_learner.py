@@ -16,7 +16,7 @@ from typing import Optional
 import torch
 
 from ..replay import ReplayBuffer
-from ..telemetry import name_this_thread
+from ..telemetry import LEARNER_THREAD, name_this_thread
 from .learners import learn_once
 from .dqn import DQNAgent
 
@@ -38,7 +38,7 @@ class AsyncLearner:
         self.error: Optional[BaseException] = None
         self.native_id: Optional[int] = None
         self._started = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="jetdqn-learner", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=LEARNER_THREAD, daemon=True)
         self.stream = torch.cuda.Stream() if agent.device.type == "cuda" else None
         self.torch_threads = torch.get_num_threads()
 
@@ -74,7 +74,7 @@ class AsyncLearner:
             raise RuntimeError("the learner thread failed") from self.error
 
     def _run(self) -> None:
-        name_this_thread("jetdqn-learner")
+        name_this_thread(LEARNER_THREAD)
         # OpenMP's thread count is per calling thread: without this a new thread gets OMP's default team
         torch.set_num_threads(self.torch_threads)
         self.native_id = threading.get_native_id()

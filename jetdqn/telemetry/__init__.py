@@ -21,7 +21,11 @@ from ..cores import cpu_quota
 from ..memory import memory
 from . import procfs
 
-OWN_THREAD_PREFIX = "jetdqn-"
+OWN_THREAD_PREFIX = "jetdqn-"   # our samplers' and readers' threads: their time counts for neither role
+# The async learner's thread. A thread takes the name of the thread that starts it, so torch's OpenMP workers
+# of this thread's updates are named so too: they were counted as samplers, and --async-learner's record said
+# learner 86% where its two threads ran 152% of a core (its learning thread alone).
+LEARNER_THREAD = "jetdqn-learner"
 
 
 def name_this_thread(name: str) -> None:
@@ -182,7 +186,7 @@ class Sampler:
             role = self.roles.get(tid)
             if tid == self.loop_tid:
                 continue  # the loop thread's time is split by phase (phase_seconds)
-            if role is None and name.startswith(OWN_THREAD_PREFIX):
+            if role is None and name.startswith(OWN_THREAD_PREFIX) and name != LEARNER_THREAD:
                 continue  # our samplers and readers count for neither role
             if role == "emulator":
                 emulator += secs
