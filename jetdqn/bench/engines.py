@@ -66,7 +66,7 @@ def bench_engines(args) -> int:
     weights, _ = read_model(model_of(Path(args.model)))   # a .pt, a .safetensors or a run directory
     frames = pong_frames(torch_policy, 1000)
     engines = [("torch fp32", torch_policy),
-               ("torch bf16 channels-last (training's acting)", ActingCopy(torch_policy, weights))]
+               ("torch bf16 channels-last (training's acting under --amp bf16)", ActingCopy(torch_policy, weights))]
     with bench_folder("engines") as tmp:
         onnx_path = tmp / "model.onnx"
         write_onnx(weights, model_spec(torch_policy.spec, torch_policy.env_name, torch_policy.config), onnx_path)
