@@ -43,9 +43,10 @@ def train(**settings: Any) -> dict:
         raise ConfigError(f"jetdqn.train has no setting{'s' * (len(unknown) > 1)} {', '.join(unknown)}"
                           f"{other_library_names(unknown)}; the names are the command line's flags with _ for - "
                           "(python -m jetdqn.train --help).")
-    typed = set(settings) - {"config"}
-    if settings.get("config"):
-        settings = {**settings_from_file(settings.pop("config")), **settings}
+    config = settings.pop("config", None)   # None: no file, as the command line's default
+    typed = set(settings)
+    if config is not None:
+        settings = {**settings_from_file(config_file(config)), **settings}
     settings.setdefault("progress", "lines")
     if settings.get("resume"):
         settings = config_for_resume(settings)
@@ -58,6 +59,24 @@ def train(**settings: Any) -> dict:
     if summary.get("interrupted"):
         pass_on(summary["interrupted"], callers)
     return summary
+
+
+def config_file(value: Any) -> str:
+    """``config``'s path, checked as ``--config``'s is. Any other value went on to a TypeError: a dict (the
+    settings themselves) or a list from pathlib's ``Path()``, and ``config=None`` or ``""`` from ``Config()``,
+    which took it for a setting ("unexpected keyword argument 'config'")."""
+    import argparse
+    import os
+    from .config import ConfigError, given_path
+    if isinstance(value, dict):
+        raise ConfigError("config takes the path of a settings file (JSON, YAML or TOML), got a dict: give the "
+                          "settings themselves as keyword arguments, jetdqn.train(**settings).")
+    if not isinstance(value, (str, os.PathLike)) or isinstance(os.fspath(value), bytes) or not os.fspath(value).strip():
+        raise ConfigError(f"config takes the path of a settings file (JSON, YAML or TOML), got {value!r}.")
+    try:
+        return given_path(os.fspath(value))
+    except argparse.ArgumentTypeError as exc:
+        raise ConfigError(f"config: {exc}.") from None
 
 
 def callers_handlers() -> dict:

@@ -334,6 +334,20 @@ def test_the_api_takes_its_paths_as_pathlib_paths(tmp_path):
     assert first["run_dir"] == again["run_dir"] == str(tmp_path / "run")
     assert json.loads((tmp_path / "run" / "config.json").read_text())["run_dir"] == str(tmp_path / "run")
     assert jetdqn.load(tmp_path / "run").trained_steps == 300
+    # config=None is no file, as the flag's default (a wrapper's def run(config=None) passes it on); anything but
+    # a path is one sentence: each was a TypeError, Config()'s "unexpected keyword argument 'config'" or pathlib's
+    none = jetdqn.train(config=None, preset="smoke", run_dir=tmp_path / "none", total_steps=100, telemetry="off",
+                        progress="off")
+    assert none["steps_done"] == 100
+    from jetdqn.config import ConfigError
+    for config, said in (({"lr": 1e-3}, "got a dict: give the settings themselves as keyword arguments, "
+                                        "jetdqn.train(**settings)."),
+                         ("", "got ''."), (0, "got 0."), (False, "got False."), ([str(tmp_path / "c.json")], "got ["),
+                         (b"c.json", "got b'c.json'.")):
+        with pytest.raises(ConfigError) as refused:
+            jetdqn.train(config=config, run_dir=tmp_path / "refused")
+        assert str(refused.value).startswith("config takes the path of a settings file (JSON, YAML or TOML), " + said)
+    assert not (tmp_path / "refused").exists()
 
 
 def readme_api_example() -> str:
