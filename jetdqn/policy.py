@@ -388,6 +388,10 @@ def load(path, device: Optional[str] = None, providers: Optional[list[str]] = No
     if best and not path.is_dir():   # the file given is no run's best
         raise CheckpointError(f"best=True picks a run directory's best weights, and {path} is not a directory.")
     path = model_of(path, best)
+    if providers and path.suffix != ".onnx":   # a .pt ran on torch (on the CPU) without a word of them
+        raise ValueError(f"providers pick ONNX Runtime's engines for an .onnx model, and {path} is torch's weights: "
+                         f"export it with python -m jetdqn.export --onnx to run it there, or leave providers out "
+                         f"(device='cuda' runs torch on the GPU)")
     if path.suffix == ".onnx":
         if reuse_conv:
             raise CheckpointError(f"--reuse-conv runs the network's own weights: give the .pt or .safetensors "

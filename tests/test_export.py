@@ -50,6 +50,12 @@ def test_an_onnx_model_runs_where_device_says(exported):
     with pytest.raises(ValueError, match=r"^providers: 'CPUProvider' is not an ONNX Runtime execution provider; this "
                                          r"one has .*CPUExecutionProvider"):
         load(exported / "pong.onnx", providers=["CPUProvider"])
+    # providers with torch's weights ran them on torch, on the CPU, without a word
+    for torch_weights in (exported / "pong.safetensors", PONG_MODEL):
+        with pytest.raises(ValueError, match=r"^providers pick ONNX Runtime's engines for an .onnx model, and .*"
+                                             r"(pong.safetensors|model.pt) is torch's weights: export it with python -m "
+                                             r"jetdqn.export --onnx to run it there"):
+            load(torch_weights, providers=["TensorrtExecutionProvider"])
     gpu = {"TensorrtExecutionProvider", "CUDAExecutionProvider"} & set(ort.get_available_providers())
     if "CUDAExecutionProvider" not in gpu:
         with pytest.raises(ValueError, match=r"^providers: 'CUDAExecutionProvider' is not in this onnxruntime "):
