@@ -66,3 +66,25 @@ def off_record_best(run_dir: Path, records: Optional[list[dict]] = None) -> Opti
     records = eval_records(run_dir) if records is None else records
     on_record = any(r.get("step") == step and r.get("wall_s") == wall_s for r in records)
     return None if on_record else mean
+
+
+def verdict(run_dir: Path, step: int, kept: Optional[dict]) -> str:
+    """What a confirming evaluation decided, said after it: the line before it promised to confirm "before
+    keeping them", and nothing then said whether best.pt had changed. ``kept``: the score saved with the
+    weights of ``step`` (best_score's), or None when other weights stay the best."""
+    if kept is not None:
+        return (f"best.pt now holds the weights of step {step:,}: {kept['return_mean']:.2f} over "
+                f"{kept['games']} games")
+    records = eval_records(run_dir)
+    scored = evaluated_steps(run_dir, records)
+    here = scored.get(step)
+    try:
+        best = json.loads((Path(run_dir) / "best.json").read_text())
+        best_step = int(best["step"])
+        mean, games = scored.get(best_step) or (float(best["evaluated"]["return_mean"]), int(best["evaluated"]["games"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        best_step = None
+    held = (f"those of step {best_step:,} ({mean:.2f} over {games} games) stay in best.pt" if best_step is not None
+            else "best.pt is unchanged")
+    return (f"not kept: the weights of step {step:,} scored {here[0]:.2f} over {here[1]} games, and {held}"
+            if here is not None else f"not kept: {held}")

@@ -590,6 +590,9 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
             return evaluate(run, cfg.final_eval_games, "confirming")
         if scored is not None:
             run.checkpointer.save_model(state.step, "best", scored)
+        if kind == "confirming" or (scored is not None and scored["games"] >= cfg.final_eval_games):
+            from .best import verdict
+            run.progress.line(verdict(run.run_dir, state.step, scored))
     if not reached:
         return False
     if confirm:

@@ -146,6 +146,10 @@ def test_a_run_ends_with_the_final_evaluation_and_a_new_best_is_confirmed_before
     assert "the best weights so far over 1 game (" in out and "confirming over 2 before keeping them" in out
     best = json.loads((run / "best.json").read_text())
     at_200 = np.mean(evals[0]["returns"] + evals[1]["returns"])
+    # what the confirmation decided is said after it (nothing said whether best.pt had changed)
+    confirmed = out.splitlines()[out.splitlines().index(next(l for l in out.splitlines()
+                                                             if l.startswith("eval at step 200 (confirming)"))) + 1]
+    assert confirmed == f"best.pt now holds the weights of step 200: {at_200:.2f} over 3 games", out
     if best["step"] == 200:       # the final weights replace them only by a higher mean (2 games: enough)
         assert best["evaluated"]["games"] == 3 and np.isclose(best["evaluated"]["return_mean"], at_200)
         assert evals[2]["return_mean"] <= at_200
@@ -176,6 +180,13 @@ def test_save_best_ranks_weights_by_every_game_played_with_them(tmp_path):
     assert max(scores, key=scores.get) == 1_200_000
     assert is_best_step(tmp_path, 1_200_000) and not is_best_step(tmp_path, 1_700_000)
     assert not is_best_step(tmp_path, 1_234)                      # a step never evaluated is not the best
+    # after the confirmation at 1.7M the run said nothing of best.pt; now which weights it keeps, and why
+    from jetdqn.best import verdict
+    (tmp_path / "best.json").write_text(json.dumps({"step": 1_200_000, "evaluated": {
+        "return_mean": scores[1_200_000], "games": 40, "wall_s": None}}))
+    assert verdict(tmp_path, 1_700_000, None) == (
+        f"not kept: the weights of step 1,700,000 scored {scores[1_700_000]:.2f} over 40 games, and those of step "
+        f"1,200,000 ({scores[1_200_000]:.2f} over 40 games) stay in best.pt")
 
 
 def test_best_weights_whose_record_a_resume_dropped_still_count(tmp_path):
