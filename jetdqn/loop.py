@@ -565,11 +565,12 @@ def evaluate_or_stop(run: Run, games: int = 0, kind: str = "periodic") -> bool:
         return False
 
 
-def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
+def evaluate(run: Run, games: int = 0, kind: str = "periodic", of_target: bool = False) -> bool:
     """Evaluate now (eval.jsonl); True when --target-return is reached, which ends the run. A mean at the
     target from fewer than --final-eval-games games is only a candidate: a confirming evaluation of that
     many new games must agree (one lucky evaluation of 10 games no longer ends a run). So is, with
-    --save-best, weights that would become the best on fewer games: best.pt is chosen on all of them."""
+    --save-best, weights that would become the best on fewer games: best.pt is chosen on all of them.
+    ``of_target``: this is the confirmation of a target reached, whose failure is said (it was not)."""
     from .evaluate import evaluate_run
     state, cfg = run.state, run.cfg
     what = f"evaluating at step {state.step:,}" + ("" if kind == "periodic" else f" ({kind})")
@@ -594,11 +595,16 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic") -> bool:
             from .best import verdict
             run.progress.line(verdict(run.run_dir, state.step, scored))
     if not reached:
+        if of_target:   # the line before promised a confirmation, and the run went on without a word
+            then = "the run goes on" if state.step < cfg.total_steps else "the run ends at its --total-steps"
+            run.progress.line(f"target return {cfg.target_return} not confirmed: "
+                              f"{state.last_eval['return_mean']:.2f} over the {n_games(state.last_eval['games'])} "
+                              f"played to confirm it; {then}")
         return False
     if confirm:
         run.progress.line(f"target return {cfg.target_return} reached over {n_games(state.last_eval['games'])}; "
                           f"confirming over {cfg.final_eval_games}")
-        return evaluate(run, cfg.final_eval_games, "confirming")
+        return evaluate(run, cfg.final_eval_games, "confirming", of_target=True)
     state.reached_target = True
     run.progress.note(f"target return {cfg.target_return} reached at step {state.step:,} "
                       f"({n_games(state.last_eval['games'])}); stopping")

@@ -166,6 +166,22 @@ def test_a_run_ends_with_the_final_evaluation_and_a_new_best_is_confirmed_before
     assert f"of which {last['evaluating_s']:.2f} s evaluating and {last['checkpointing_s']:.2f} s checkpointing (" in line
 
 
+def test_a_target_its_confirmation_does_not_reach_is_said_to_be(tmp_path):
+    """"target return 30.0 reached over 1 game; confirming over 5", then the 5 games' line, and the run went on
+    without a word of the target. Random play (eps 1: the env's and the draws' seeds alone decide the games)
+    reaches 30 in one game at step 600 and averages 26.20 over the 5 that confirm it."""
+    run = tmp_path / "run"
+    out = run_module("jetdqn.train", "--preset", "cartpole", "--total-steps", "1200", "--learn-start", "100",
+                     "--eval-eps", "1.0", "--eval-every", "200", "--eval-episodes", "1", "--final-eval-games", "5",
+                     "--target-return", "30", "--telemetry", "off", "--run-dir", str(run)).stdout
+    confirming = [e for e in map(json.loads, (run / "eval.jsonl").read_text().splitlines()) if e["kind"] == "confirming"]
+    assert confirming and all(e["return_mean"] < 30 for e in confirming), confirming
+    for e in confirming:
+        assert (f"target return 30.0 not confirmed: {e['return_mean']:.2f} over the 5 games played to confirm it; "
+                "the run goes on\n") in out, out
+    assert out.splitlines()[-1].startswith("done: 1,200 steps")
+
+
 def test_save_best_ranks_weights_by_every_game_played_with_them(tmp_path):
     """The committed Breakout run's evaluations: at 1.7M steps 10 games scored 108.2 and the 30-game confirmation
     78.5, so those weights average 85.9 over 40 games, below the 91.3 of those at 1.2M (104.5, then 86.9). Ranked by
