@@ -78,7 +78,10 @@ def evaluate_run(agent, cfg: Config, step: int, wall_s: float, run_dir: Path, sa
     ``ended(n, games)``: n of the games have ended (the progress bar's count)."""
     t0 = time.monotonic()
     games = games or cfg.eval_episodes
-    seed = cfg.seed + 10_000 + step + (500 if kind == "confirming" else 0)   # a confirmation plays new games
+    # new games for each kind at one step: the final evaluation at a step with a periodic one (a run whose
+    # --total-steps is a multiple of --eval-every) replayed its games first, the same seeds for the same
+    # weights, so its "30 games" held the 10 already played and --save-best counted those twice
+    seed = cfg.seed + 10_000 + step + {"confirming": 500, "final": 1000}.get(kind, 0)
     games_cfg = cfg.evaluation   # --eval-sticky-actions, where the run gave it
     played = play_games(agent, games_cfg, games, cfg.eval_eps, seed, stop, ended=lambda n: ended(n, games))
     if played is None:

@@ -339,3 +339,19 @@ def test_a_training_runs_evaluation_counts_its_games_in_the_bars_place(tmp_path)
             assert "\revaluating at step 1,000 (final): 12/12 games ended\x1b[K\r\x1b[Keval at step 1,000 (final)" in out
         else:
             assert "games ended" not in out and out.startswith("eval at step 1,000 (final): "), out
+
+
+def test_each_kind_of_evaluation_at_a_step_plays_new_games(tmp_path):
+    """The final evaluation at a step that had a periodic one (a run whose --total-steps is a multiple of
+    --eval-every) played with that one's seeds: the same weights played the same games first, so the final
+    "30 games" held the 10 already played, and --save-best counted them twice. A confirmation already had
+    seeds of its own; so does the final one now. Random play, so only the seeds tell the games apart."""
+    from jetdqn.evaluate import evaluate_run
+    cfg = make_config({"env": "CartPole-v1", "eval_episodes": 3, "eval_eps": 1.0, "seed": 3})
+    agent = DQNAgent(cfg, (4, 4), 2, torch.device("cpu"))
+    played = {kind: evaluate_run(agent, cfg, 1000, 1.0, tmp_path, lambda line: None, games, kind)["returns"]
+              for kind, games in (("periodic", 3), ("confirming", 5), ("final", 5))}
+    firsts = {kind: tuple(returns[:3]) for kind, returns in played.items()}
+    assert len(set(firsts.values())) == 3, played
+    # and each kind's games are its seeds' own: the same kind at the same step plays them again
+    assert evaluate_run(agent, cfg, 1000, 1.0, tmp_path, lambda line: None, 5, "final")["returns"] == played["final"]
