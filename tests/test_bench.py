@@ -168,6 +168,21 @@ def test_bench_convs_tiny():
     assert all(float(r.split("|")[4]) >= 0 and float(r.split("|")[5]) > 0 for r in rows)
 
 
+def test_bench_actings_table_names_what_its_ratios_and_thread_shares_are_of():
+    """--splits 2x1,2x2,4x2 printed "x one env" over ratios to the 2-env row, and "main thread %" over 108-133%
+    (the record's learner share: the loop's thread while it acts, and torch's workers). The rows are those of
+    that run on this VM."""
+    from jetdqn.bench.acting import acting_table
+    rows = [{"envs": 2, "groups": 1, "env_steps_per_s": 1025.0, "emulator_cpu": 48.0, "learner_cpu": 108.0},
+            {"envs": 2, "groups": 2, "env_steps_per_s": 1030.0, "emulator_cpu": 42.0, "learner_cpu": 133.0},
+            {"envs": 4, "groups": 2, "error": "stopped"}]
+    lines = acting_table(rows).splitlines()
+    assert lines[0] == "| envs | groups | env steps/s | x 2 envs | emulator threads % | acting threads % (loop and torch) |"
+    assert lines[3].startswith("| 2 | 2 | 1030 | 1.00 | 42 | 133 |") and "failed: stopped" in lines[4]
+    assert acting_table([{**rows[1], "envs": 8}]).splitlines()[0].split(" | ")[3] == "x 8x2"
+    assert acting_table([{**rows[0], "envs": 1}]).splitlines()[0].split(" | ")[3] == "x one env"
+
+
 @pytest.mark.slow
 def test_bench_acting_tiny(tmp_path):
     """Greedy acting only, one process per split: each row measured, ratios to the first, a table written."""

@@ -86,9 +86,16 @@ def acting_row(envs: int, groups: int, args, workdir: Path) -> dict:
 
 
 def acting_table(rows: list[dict]) -> str:
+    """The rows as a table. Its ratios are to the first split that ran, named in their column: "x one env" was
+    the heading of ratios to whatever split came first (--splits 2x1,...: 2 envs). The last column is the
+    record's learner share, which in acting alone is the loop's thread while it acts plus torch's worker
+    threads: headed "main thread %", it read 133% of a single thread."""
     base = next((r for r in rows if "error" not in r), None)
+    against = ("x one env" if base is None or (base["envs"], base["groups"]) == (1, 1) else
+               f"x {base['envs']} envs" if base["groups"] == 1 else f"x {base['envs']}x{base['groups']}")
     cells = [[str(r["envs"]), str(r["groups"]), f"failed: {r['error']}"] if "error" in r else
              [str(r["envs"]), str(r["groups"]), f"{r['env_steps_per_s']:.0f}",
               f"{r['env_steps_per_s'] / base['env_steps_per_s']:.2f}", f"{r['emulator_cpu']:.0f}",
               f"{r['learner_cpu']:.0f}"] for r in rows]
-    return markdown_table(["envs", "groups", "env steps/s", "x one env", "emulator threads %", "main thread %"], cells)
+    return markdown_table(["envs", "groups", "env steps/s", against, "emulator threads %",
+                           "acting threads % (loop and torch)"], cells)
