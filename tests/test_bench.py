@@ -168,6 +168,19 @@ def test_bench_convs_tiny():
     assert all(float(r.split("|")[4]) >= 0 and float(r.split("|")[5]) > 0 for r in rows)
 
 
+def test_the_benchmarks_find_the_committed_weights_from_any_folder(tmp_path, monkeypatch):
+    """bench engines and bench reuse time the committed Pong weights by default, named from the current folder:
+    anywhere but the clone's root both said "no checkpoint at benchmarks/results/learn-pong/run/model.pt"."""
+    from conftest import ROOT
+    from jetdqn.bench.__main__ import committed_model
+    out = run_module("jetdqn.bench", "reuse", "--games", "pong", "--filters", "20/40", "--downsample", "4",
+                     "--steps", "20", "--out", str(tmp_path / "out"), cwd=tmp_path).stdout
+    committed = ROOT / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt"
+    assert f"jetdqn's Nature CNN ({committed}) on 20 real Pong stacks" in out, out
+    monkeypatch.chdir(ROOT)   # in the clone, as the tables have named them
+    assert committed_model() == "benchmarks/results/learn-pong/run/model.pt"
+
+
 def test_bench_actings_table_names_what_its_ratios_and_thread_shares_are_of():
     """--splits 2x1,2x2,4x2 printed "x one env" over ratios to the 2-env row, and "main thread %" over 108-133%
     (the record's learner share: the loop's thread while it acts, and torch's workers). The rows are those of

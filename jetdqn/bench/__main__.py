@@ -12,6 +12,21 @@ from ..config import (Parser, command, count, ends_on_ctrl_c, given_path, positi
                       whole_at_least)
 
 
+# The committed Pong weights in the clone this jetdqn runs from: engines' and reuse's default model. Named from
+# the current folder, both said "no checkpoint at benchmarks/results/learn-pong/run/model.pt" anywhere but the
+# clone's root, though the weights were there.
+COMMITTED_MODEL = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "learn-pong" / "run" / "model.pt"
+
+
+def committed_model() -> Optional[str]:
+    """The committed weights' path (relative to the current folder when it is inside the clone, as the tables
+    have named it), or None where this jetdqn was installed without its clone (pip install .)."""
+    if not COMMITTED_MODEL.is_file():
+        return None
+    relative = os.path.relpath(COMMITTED_MODEL)
+    return str(COMMITTED_MODEL) if relative.startswith("..") else relative
+
+
 def _items(text: str, what: str, parse) -> list:
     """A comma-separated flag value, each item parsed by ``parse`` (ValueError for a bad one), each once: a
     repeated one (`--splits 4x2,4x2`) ran its rows twice, minutes of the same measurement."""
@@ -122,8 +137,9 @@ def build_parser() -> Parser:
     pr.add_argument("--modes", type=storage_modes, default=list(REPLAY_MODES))
     pr.add_argument("--out", type=given_path, default="benchmarks/results")
     pe = sub.add_parser("engines", help="greedy acting through torch and ONNX Runtime, batch 1 and 8")
-    pe.add_argument("--model", type=given_path, default="benchmarks/results/learn-pong/run/model.pt",
-                    help="a checkpoint (.pt), a .safetensors export or a run directory")
+    pe.add_argument("--model", type=given_path, default=None,
+                    help="a checkpoint (.pt), a .safetensors export or a run directory (default: the clone's "
+                         "benchmarks/results/learn-pong/run/model.pt)")
     pe.add_argument("--passes", type=positive_int, default=500, help="forward passes per round (default 500)")
     pe.add_argument("--out", type=given_path, default="benchmarks/results")
     pu = sub.add_parser("reuse", help="the reusing-convolutions paper's inference experiment: full pass vs reuse")
@@ -134,8 +150,9 @@ def build_parser() -> Parser:
                     help="resolutions: 1/N of the 210x160 screen (default 2,4)")
     pu.add_argument("--steps", type=at_least_two, default=3000,   # 1: statistics' traceback, no two frames to compare
                     help="steps per game (default 3000; 2 or more)")
-    pu.add_argument("--nature", default="benchmarks/results/learn-pong/run/model.pt",
-                    help="also time this Nature CNN model with and without --reuse-conv ('' to skip)")
+    pu.add_argument("--nature", default=None,
+                    help="also time this Nature CNN model with and without --reuse-conv ('' to skip; default: the "
+                         "clone's benchmarks/results/learn-pong/run/model.pt, skipped where there is none)")
     pu.add_argument("--out", type=given_path, default="benchmarks/results")
     return p
 
@@ -169,6 +186,17 @@ def _unusable(args) -> Optional[str]:
         for game in getattr(args, "games", None) or [getattr(args, "game", None)]:
             if game is not None:
                 ale_env_id(game, atari_only=f"bench {args.what}")
+        if args.what == "engines" and args.model is None:
+            args.model = committed_model()
+            if args.model is None:
+                return ("bench engines times the committed Pong weights unless --model names others, and this "
+                        "jetdqn was installed without its clone's benchmarks/results/learn-pong/run/model.pt: give "
+                        "--model RUN_DIR|MODEL.")
+        if args.what == "reuse" and args.nature is None:
+            args.nature = committed_model() or ""
+            if not args.nature:
+                print("bench reuse: no Nature CNN rows: this jetdqn was installed without its clone's committed "
+                      "Pong weights (benchmarks/results/learn-pong/run/model.pt); --nature MODEL times others")
         model = getattr(args, "model", None) or getattr(args, "nature", None)
         if model:
             from ..policy import load
