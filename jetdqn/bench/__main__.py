@@ -157,6 +157,23 @@ def build_parser() -> Parser:
     return p
 
 
+def default_models(args) -> Optional[str]:
+    """engines' --model and reuse's --nature left out: the committed weights (``committed_model``); where this
+    jetdqn has none, what engines needs instead, and reuse goes on without its Nature CNN rows, saying so."""
+    if args.what == "engines" and args.model is None:
+        args.model = committed_model()
+        if args.model is None:
+            return ("bench engines times the committed Pong weights unless --model names others, and this jetdqn "
+                    "was installed without its clone's benchmarks/results/learn-pong/run/model.pt: give --model "
+                    "RUN_DIR|MODEL.")
+    if args.what == "reuse" and args.nature is None:
+        args.nature = committed_model() or ""
+        if not args.nature:
+            print("bench reuse: no Nature CNN rows: this jetdqn was installed without its clone's committed Pong "
+                  "weights (benchmarks/results/learn-pong/run/model.pt); --nature MODEL times others")
+    return None
+
+
 def _unusable(args) -> Optional[str]:
     """What makes this benchmark unable to run, found before it starts (a bad game name once surfaced as a
     traceback minutes in, or as a results file of failed rows)."""
@@ -186,17 +203,6 @@ def _unusable(args) -> Optional[str]:
         for game in getattr(args, "games", None) or [getattr(args, "game", None)]:
             if game is not None:
                 ale_env_id(game, atari_only=f"bench {args.what}")
-        if args.what == "engines" and args.model is None:
-            args.model = committed_model()
-            if args.model is None:
-                return ("bench engines times the committed Pong weights unless --model names others, and this "
-                        "jetdqn was installed without its clone's benchmarks/results/learn-pong/run/model.pt: give "
-                        "--model RUN_DIR|MODEL.")
-        if args.what == "reuse" and args.nature is None:
-            args.nature = committed_model() or ""
-            if not args.nature:
-                print("bench reuse: no Nature CNN rows: this jetdqn was installed without its clone's committed "
-                      "Pong weights (benchmarks/results/learn-pong/run/model.pt); --nature MODEL times others")
         model = getattr(args, "model", None) or getattr(args, "nature", None)
         if model:
             from ..policy import load
@@ -246,7 +252,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = p.parse_args(argv)
     need_torch()   # after the flags: --help and a mistyped flag do not wait for torch's import
     args.argv = argv
-    problem = _unusable(args)
+    problem = default_models(args) or _unusable(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2

@@ -24,7 +24,7 @@ from . import procfs
 OWN_THREAD_PREFIX = "jetdqn-"   # our samplers' and readers' threads: their time counts for neither role
 # The async learner's thread. A thread takes the name of the thread that starts it, so torch's OpenMP workers
 # of this thread's updates are named so too: they were counted as samplers, and --async-learner's record said
-# learner 86% where its two threads ran 152% of a core (its learning thread alone).
+# learner 86%, its learning thread alone, where its two threads ran 152% of a core.
 LEARNER_THREAD = "jetdqn-learner"
 
 
