@@ -78,13 +78,17 @@ def verdict(run_dir: Path, step: int, kept: Optional[dict]) -> str:
     records = eval_records(run_dir)
     scored = evaluated_steps(run_dir, records)
     here = scored.get(step)
-    try:
+    try:   # best.pt's score: its step's on eval.jsonl, or best.json's where a resume dropped that record (the
+        # step evaluated again since then scored other weights)
         best = json.loads((Path(run_dir) / "best.json").read_text())
-        best_step = int(best["step"])
-        mean, games = scored.get(best_step) or (float(best["evaluated"]["return_mean"]), int(best["evaluated"]["games"]))
+        best_step, evaluated = int(best["step"]), best["evaluated"]
+        on_record = any(r.get("step") == best_step and r.get("wall_s") == evaluated["wall_s"] for r in records)
+        mean, games = (scored[best_step] if on_record and best_step in scored else
+                       (float(evaluated["return_mean"]), int(evaluated["games"])))
     except (OSError, ValueError, KeyError, TypeError):
         best_step = None
-    held = (f"those of step {best_step:,} ({mean:.2f} over {games} games) stay in best.pt" if best_step is not None
-            else "best.pt is unchanged")
+    before = " before a resume" if best_step == step else ""   # the step evaluated again, other weights
+    held = (f"those of step {best_step:,}{before} ({mean:.2f} over {games} games) stay in best.pt"
+            if best_step is not None else "best.pt is unchanged")
     return (f"not kept: the weights of step {step:,} scored {here[0]:.2f} over {here[1]} games, and {held}"
             if here is not None else f"not kept: {held}")

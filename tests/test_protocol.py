@@ -234,6 +234,11 @@ def test_best_weights_whose_record_a_resume_dropped_still_count(tmp_path):
     # 80 beats every evaluation still on record (67.2 at most) but not the 91.3 of the weights best.pt holds
     assert not resumed_run_evaluates(1_100_000, 80.0, 10_900.0)
     assert not resumed_run_evaluates(1_200_000, 85.0, 11_900.0)    # the same step, other weights
+    # and the line after it names best.pt's score, best.json's, not the 85 of the other weights of that step
+    from jetdqn.best import verdict
+    assert verdict(tmp_path, 1_200_000, None) == (
+        f"not kept: the weights of step 1,200,000 scored 85.00 over 10 games, and those of step 1,200,000 before a "
+        f"resume ({scored['return_mean']:.2f} over 40 games) stay in best.pt")
     assert resumed_run_evaluates(1_300_000, 95.0, 12_900.0)
 
 
