@@ -210,6 +210,7 @@ class Policy:
             refuse_other_librarys_words("evaluate", theirs)
         from .evaluate import game_statistics, play_games, protocol
         from .config import MAX_GAMES, parse_env_kwargs
+        games = whole_games(games)
         # 0 was numpy's warnings, then its ValueError; 2**63 numpy's "Maximum allowed dimension exceeded"
         # True is an Integral: it played 1 game
         if not (isinstance(games, numbers.Integral) and not isinstance(games, bool) and 1 <= games <= MAX_GAMES):
@@ -270,6 +271,24 @@ class Policy:
     def __repr__(self) -> str:
         return (f"Policy({self.env_name}, {self.spec.get('class')}, {self.n_actions} actions, from {self.source}, "
                 f"{self.engine})")
+
+
+def whole_games(games):
+    """``games`` in the forms the command line's --games and the settings' whole numbers take ("30", "1e2",
+    30.0, numpy's float 30.0: evaluate(games=n / 2) was refused where --games 30.0 and total_steps=3e2 were
+    taken); anything else as it came, for evaluate's refusal."""
+    import argparse
+    import math
+    from .config import games as games_flag
+    if isinstance(games, str):
+        try:
+            return games_flag(games)
+        except argparse.ArgumentTypeError:
+            return games
+    if (isinstance(games, numbers.Real) and not isinstance(games, (bool, numbers.Integral))
+            and math.isfinite(games) and float(games).is_integer()):
+        return int(games)
+    return games
 
 
 def settings_given(**settings) -> dict:

@@ -758,6 +758,12 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
     for games in (0, 2**63, True):   # 2**63: numpy's "Maximum allowed dimension exceeded"; True played 1 game
         with pytest.raises(ValueError, match=rf"^games is how many whole games to play, 1 to 1,000,000; got {games}$"):
             policy.evaluate(games=games)
+    # the command line's forms of --games (30.0, "1e1") and the settings' whole numbers: 2.0 was refused
+    for games in (2.0, "2", np.float64(2.0)):
+        assert policy.evaluate(games=games, max_episode_steps=20)["games"] == 2
+    for games in (2.5, "x", float("nan")):
+        with pytest.raises(ValueError, match=r"^games is how many whole games to play, 1 to 1,000,000; got "):
+            policy.evaluate(games=games)
     with pytest.raises(ValueError, match=r"^ended is a function called with how many games have ended; got 3$"):
         policy.evaluate(games=1, ended=3)   # was a TypeError once the first game ended
     with pytest.raises(ConfigError, match=r"^--history must be at most 64 frames"):
