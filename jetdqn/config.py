@@ -989,6 +989,9 @@ def typed_setting(name: str, value: Any) -> Any:
             raise ConfigError(f"{flag} takes true or false, got the text {value!r}: write true or false without "
                               "quotes (a YAML, TOML or JSON boolean; Python's True or False).")
         raise ConfigError(f"{flag} takes true or false, got {value!r}.")
+    if (base in ("int", "float") and getattr(value, "shape", None) == ()
+            and getattr(getattr(value, "dtype", None), "kind", "") in "iuf"):
+        value = value.item()   # a 0-d array (np.array(32), an element of a sweep's array by index): was refused
     if isinstance(value, str) and base in ("int", "float"):
         parse = auto.get(name, _int_like if base == "int" else float)
         try:

@@ -432,6 +432,11 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
         assert parse_lr_cuts(make_config(settings_from_file(tmp_path / name)).lr_cuts) == [(1_000_000, 2.5e-5),
                                                                                           (1_500_000, 1e-5)]
     assert make_config({"preset": "smoke", "double": np.False_}).double is False
+    # numpy's numbers as 0-d arrays (np.array(32), a sweep's array indexed with [()]) as its scalars: were refused
+    swept = make_config({"preset": "smoke", "batch_size": np.array(32), "lr": np.array(3e-4), "total_steps": np.array(2e3)})
+    assert (swept.batch_size, swept.lr, swept.total_steps) == (32, 3e-4, 2000)
+    with pytest.raises(ConfigError, match=r"^--batch-size takes a whole number, got array\(\[32\]\)\.$"):
+        make_config({"preset": "smoke", "batch_size": np.array([32])})   # not one number
     with pytest.raises(ConfigError, match=r"^--lr-cuts takes STEP:LR pairs: as text \(1M:2.5e-5,1.5M:1e-5\), a mapping "
                                           r"of step to rate or a list of \[step, rate\] pairs; got \[1, 2\]\.$"):
         make_config({"preset": "smoke", "lr_cuts": [1, 2]})
