@@ -183,7 +183,18 @@ def device_for(cfg: Config) -> torch.device:
 
     Asked before --num-envs auto is measured as well as when the run is built: `--preset pong-gpu` on a
     machine without CUDA, or --threads 64 on 2 cores, was refused only after autotune's emulator trials
-    (9-14 s on 2 cores)."""
+    (9-14 s on 2 cores). A refusal of a preset's setting says the preset gave it, as the settings' own
+    refusals do: `--preset pong-gpu` here was told to "use --replay-device host or cpu", a flag nobody typed."""
+    try:
+        return _device_for(cfg)
+    except ConfigError as exc:
+        if cfg.preset is None:
+            raise
+        from .config import presets_part
+        raise ConfigError(f"{exc}{presets_part(str(exc), cfg.preset, {})}") from None
+
+
+def _device_for(cfg: Config) -> torch.device:
     device = pick_device(cfg.device)
     cuda = device.type == "cuda"
     if cfg.replay_device == "cuda" and not cuda:

@@ -79,6 +79,18 @@ def test_a_refusal_that_names_a_setting_the_preset_gave_says_so_and_how_to_overr
         assert str(exc.value).endswith(said), str(exc.value)
     fixed = make_config({"preset": "pong-gpu", "compile": True, "cuda_graphs": False})
     assert (fixed.compile, fixed.cuda_graphs) == (True, False)
+    # and this machine's refusals: --preset pong-gpu without a CUDA GPU was told to "use --replay-device host or
+    # cpu", a flag nobody had typed; a compiler not found, --compile, which breakout's preset had given
+    import torch
+    if not torch.cuda.is_available():
+        on_a_cpu = run_module("jetdqn.train", "--preset", "pong-gpu", "--run-dir", str(tmp_path / "gpu"), check=False)
+        assert on_a_cpu.returncode == 2 and on_a_cpu.stderr.endswith(
+            "use --replay-device host or cpu. --preset pong-gpu gave --replay-device cuda (--replay-device host "
+            "overrides it).\n"), on_a_cpu.stderr
+    no_compiler = run_module("jetdqn.train", "--preset", "breakout", "--device", "cpu", "--run-dir",
+                             str(tmp_path / "b"), env={"CXX": "no-such-compiler"}, check=False)
+    assert no_compiler.returncode == 2 and no_compiler.stderr.endswith(
+        "or drop --compile. --preset breakout gave --compile (--no-compile overrides it).\n"), no_compiler.stderr
 
 
 @pytest.mark.parametrize("argv, message", [
