@@ -1318,7 +1318,8 @@ def test_a_run_with_many_emulators_says_it_is_starting_them(tmp_path):
 
 @pytest.mark.parametrize("flags, said", [
     (["--preset", "pong-gpu"], "error: --replay-device cuda keeps the replay in GPU memory, and this run has no "
-                               "CUDA device (--device auto); use --replay-device host or cpu.\n"),
+                               "CUDA device (--device auto); use --replay-device host or cpu. --preset pong-gpu gave "
+                               "--replay-device cuda (--replay-device host overrides it).\n"),
     (["--game", "pong", "--num-envs", "auto", "--threads", "4096"], "error: --threads 4096 is more than the "),
     (["--game", "pong", "--num-envs", "auto", "--telemetry", "tegrastats", "--tegrastats-path", "/no/tegrastats"],
      "error: --telemetry tegrastats: no '/no/tegrastats' on this machine (it ships with Jetson Linux); "),
