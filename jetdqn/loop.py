@@ -206,6 +206,8 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
                           f"{cfg.history} of them for nothing (an input {cfg.history} times as wide, and a predict "
                           f"that needs the last {cfg.history} numbers, none of which stands for the zeros stacked "
                           "before an episode's first); --history 1 is what such an env needs")
+        if cfg.is_atari and not cfg.resume:
+            say_if_a_game_has_an_envs_preset(cfg, progress.note)
         if not cfg.is_atari and not cfg.resume:
             say_if_games_have_no_limit(cfg, progress.note)
             if acting.frame_dtype != np.uint8:   # an env of 84x84 frames is Atari-like: their settings may fit
@@ -431,6 +433,22 @@ def say_if_an_env_has_the_atari_defaults(cfg: Config, note: Callable[[str], None
          f"over {cfg.eps_decay_steps:,} and no update before step {cfg.learn_start:,}; a small env learns in far fewer: "
          "give --total-steps, --eps-decay-steps and --learn-start that fit it (the cartpole preset's are 50,000, "
          "10,000 and 1,000)")
+
+
+def say_if_a_game_has_an_envs_preset(cfg: Config, note: Callable[[str], None]) -> None:
+    """``--preset cartpole --game pong`` trained Pong with CartPole's settings, one frame at a time and on raw
+    scores, without a word (the reverse, an Atari preset with --env, is refused for its Atari-only flags)."""
+    from .presets import PRESETS
+    preset = PRESETS.get(cfg.preset or "", {})
+    if not preset.get("env"):
+        return
+    unlike = [what for what, odd in ((f"--history {cfg.history} (DQN stacks {Config.history} frames to see motion)",
+                                      cfg.history != Config.history and preset.get("history") == cfg.history),
+                                     ("--no-clip-rewards (Atari scores are learned clipped to +-1)",
+                                      not cfg.clip_rewards and preset.get("clip_rewards") is False)) if odd]
+    if unlike:
+        note(f"--preset {cfg.preset} holds the settings of {preset['env']}, and {cfg.game} is an Atari game: it "
+             f"trains with {' and '.join(unlike)}; --preset pong-fast's are for Atari games")
 
 
 def a_clipped_reward(cfg: Config, reward: float) -> str:

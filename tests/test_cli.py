@@ -93,6 +93,19 @@ def test_a_refusal_that_names_a_setting_the_preset_gave_says_so_and_how_to_overr
         "or drop --compile. --preset breakout gave --compile (--no-compile overrides it).\n"), no_compiler.stderr
 
 
+def test_an_atari_game_under_a_gymnasium_envs_preset_is_told_what_it_trains_with(tmp_path):
+    """--preset cartpole --game pong trained Pong one frame at a time and on raw scores, CartPole's settings,
+    without a word; settings given for the game say nothing."""
+    quick = ["--preset", "cartpole", "--game", "pong", "--total-steps", "200", "--learn-start", "100",
+             "--eval-episodes", "0", "--telemetry", "off", "--progress", "off"]
+    told = run_module("jetdqn.train", *quick, "--run-dir", str(tmp_path / "told")).stderr
+    assert ("--preset cartpole holds the settings of CartPole-v1, and pong is an Atari game: it trains with "
+            "--history 1 (DQN stacks 4 frames to see motion) and --no-clip-rewards (Atari scores are learned clipped "
+            "to +-1); --preset pong-fast's are for Atari games\n") in told, told
+    quiet = run_module("jetdqn.train", *quick, "--history", "4", "--clip-rewards", "--run-dir", str(tmp_path / "q")).stderr
+    assert "holds the settings of" not in quiet, quiet
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--batch-size", "0"], "--batch-size must be a positive integer"),
     (["--eps-end", "2"], "--eps-end must be between 0 and 1"),
