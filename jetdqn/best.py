@@ -54,18 +54,26 @@ def best_score(run_dir: Path, step: int, wall_s: Optional[float]) -> Optional[di
     return {"return_mean": here[0], "games": here[1], "wall_s": wall_s}
 
 
-def off_record_best(run_dir: Path, records: Optional[list[dict]] = None) -> Optional[float]:
-    """The score best.json keeps for best.pt's weights when eval.jsonl no longer has the evaluation that
-    scored them (told apart by its wall clock: a resumed run evaluating the same step again is not it)."""
+def kept_best(run_dir: Path, records: Optional[list[dict]] = None) -> Optional[dict]:
+    """What best.json says of the weights best.pt holds: their ``step``, ``return_mean`` and ``games``, and
+    ``on_record``, whether eval.jsonl still has the evaluation that scored them (told apart by its wall clock: a
+    resumed run evaluating the same step again is not it); None without a readable best.json."""
     try:
         spec = json.loads((Path(run_dir) / "best.json").read_text())
-        step, scored = spec["step"], spec["evaluated"]
+        step, scored = int(spec["step"]), spec["evaluated"]
         mean, wall_s = float(scored["return_mean"]), scored["wall_s"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     records = eval_records(run_dir) if records is None else records
     on_record = any(r.get("step") == step and r.get("wall_s") == wall_s for r in records)
-    return None if on_record else mean
+    return {"step": step, "return_mean": mean, "games": scored.get("games"), "on_record": on_record}
+
+
+def off_record_best(run_dir: Path, records: Optional[list[dict]] = None) -> Optional[float]:
+    """The score best.json keeps for best.pt's weights when eval.jsonl no longer has the evaluation that
+    scored them (a run killed after saving them resumes from an earlier checkpoint)."""
+    kept = kept_best(run_dir, records)
+    return kept["return_mean"] if kept is not None and not kept["on_record"] else None
 
 
 def verdict(run_dir: Path, step: int, kept: Optional[dict]) -> str:
@@ -78,15 +86,12 @@ def verdict(run_dir: Path, step: int, kept: Optional[dict]) -> str:
     records = eval_records(run_dir)
     scored = evaluated_steps(run_dir, records)
     here = scored.get(step)
-    try:   # best.pt's score: its step's on eval.jsonl, or best.json's where a resume dropped that record (the
-        # step evaluated again since then scored other weights)
-        best = json.loads((Path(run_dir) / "best.json").read_text())
-        best_step, evaluated = int(best["step"]), best["evaluated"]
-        on_record = any(r.get("step") == best_step and r.get("wall_s") == evaluated["wall_s"] for r in records)
-        mean, games = (scored[best_step] if on_record and best_step in scored else
-                       (float(evaluated["return_mean"]), int(evaluated["games"])))
-    except (OSError, ValueError, KeyError, TypeError):
-        best_step = None
+    best = kept_best(run_dir, records)
+    best_step = best["step"] if best is not None else None
+    if best is not None:   # best.pt's score: its step's on eval.jsonl, or best.json's where a resume dropped that
+        # record (the step evaluated again since then scored other weights)
+        mean, games = (scored[best_step] if best["on_record"] and best_step in scored else
+                       (best["return_mean"], best["games"]))
     before = " before a resume" if best_step == step else ""   # the step evaluated again, other weights
     held = (f"those of step {best_step:,}{before} ({mean:.2f} over {games} games) stay in best.pt"
             if best_step is not None else "best.pt is unchanged")
