@@ -28,8 +28,9 @@ __all__ = ["train", "load", "Policy"]
 
 def train(**settings: Any) -> dict:
     """Trains a run to its end (or ``target_return``) and returns its summary: the last log record plus
-    ``run_dir``, ``steps_done``, ``last_eval``, ``reached_target``, ``interrupted`` and ``run_wall_s`` (the
-    record's ``wall_s`` is taken at its step; ``run_wall_s`` at the end, the final evaluation included);
+    ``run_dir``, ``steps_done``, ``last_eval``, ``reached_target``, ``interrupted``, ``resumed_from``,
+    ``segment_wall_s`` (this call's seconds) and ``run_wall_s`` (every segment's: the record's ``wall_s`` is
+    taken at its step; ``run_wall_s`` at the end, the final evaluation included);
     ``nothing_to_train`` is True when a resume found the run at its total steps or target (nothing written)."""
     from .config import Config, ConfigError, make_config, refuse_replaced
     from .config_file import settings_from_file

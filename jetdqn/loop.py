@@ -337,7 +337,8 @@ def run_loop(run: Run, filled: str) -> dict:
     # run_wall_s: the last record's wall_s plus what came after it (the final evaluation, the last save)
     return {**summary, "run_dir": str(run.run_dir), "frames_shown": shown, "interrupted": state.interrupted,
             "reached_target": state.reached_target, "last_eval": state.last_eval, "steps_done": state.step,
-            "run_wall_s": round(state.wall_s(), 3)}
+            "run_wall_s": round(state.wall_s(), 3), "resumed_from": state.resumed_from,
+            "segment_wall_s": round(time.monotonic() - state.t_start, 3)}
 
 
 def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[dict]:
@@ -353,9 +354,7 @@ def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[
         step, wall_s = int(counters["step"]), float(counters.get("wall_s", 0.0))
     except (ckpt.CheckpointError, KeyError, TypeError, ValueError):
         return None
-    numbers = ("games", "return_mean", "wall_s", "eval_s")   # a damaged record is skipped, not a TypeError
-    evals = [e for e in (read_jsonl(run_dir / "eval.jsonl", numbers) if (run_dir / "eval.jsonl").exists() else [])
-             if e.get("step") == step and (e.get("games") or 0) >= cfg.final_eval_games]
+    evals = [e for e in evaluations_at(run_dir, step) if (e.get("games") or 0) >= cfg.final_eval_games]
     reached = next((e for e in evals if cfg.target_return is not None and e.get("return_mean") is not None
                     and e["return_mean"] >= cfg.target_return), None)
     if reached is not None:
@@ -371,10 +370,24 @@ def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[
     logged = read_jsonl(run_dir / "log.jsonl") if (run_dir / "log.jsonl").exists() else []
     return {**(logged[-1] if logged else {}), "run_dir": str(run_dir), "frames_shown": 0, "interrupted": None,
             "reached_target": reached is not None, "last_eval": (reached or (evals[-1] if evals else None)),
-            "steps_done": step, "nothing_to_train": True,   # the end of its last segment: the checkpoint's
-            # clock, or the end of the evaluation played after that save
-            "run_wall_s": round(max([wall_s, *((e.get("wall_s") or 0.0) + (e.get("eval_s") or 0.0)
-                                               for e in evals)]), 3)}
+            "steps_done": step, "nothing_to_train": True,
+            "run_wall_s": round(wall_to_the_end(wall_s, evals), 3)}
+
+
+def evaluations_at(run_dir: Path, step: int) -> list:
+    """eval.jsonl's records of ``step``; a damaged record is skipped, not a TypeError."""
+    from .records import read_jsonl
+    path = run_dir / "eval.jsonl"
+    numbers = ("games", "return_mean", "wall_s", "eval_s")
+    return [e for e in (read_jsonl(path, numbers) if path.exists() else []) if e.get("step") == step]
+
+
+def wall_to_the_end(wall_s: float, evals: list) -> float:
+    """The end of a run's last segment: its checkpoint's clock, or the end of an evaluation played at that step
+    after the save (the final one is played once the checkpoint is written). A resume counts on from there:
+    from the checkpoint's clock alone, each resumed run lost its last segment's final evaluation (1.1 s of
+    CartPole's 30 games; minutes of an Atari run's) from the run's wall clock and every record after it."""
+    return max([wall_s, *((e.get("wall_s") or 0.0) + (e.get("eval_s") or 0.0) for e in evals)])
 
 
 def n_games(n: int) -> str:
@@ -541,6 +554,8 @@ def resume(run: Run) -> str:
         filled = "refilled"
     from .rundir import tidy_for_resume
     tidy_for_resume(run.run_dir, run.state.step, run.state.last_eval_step)
+    # the evaluations the tidy kept at the checkpoint's step count in the clock the resume goes on from
+    run.state.wall_before = wall_to_the_end(run.state.wall_before, evaluations_at(run.run_dir, run.state.step))
     run.progress.line(f"resumed {run.run_dir} at step {run.state.step:,}; {how}")
     return filled
 

@@ -720,6 +720,29 @@ def test_the_done_line_counts_the_final_evaluation_and_each_evaluation_says_its_
     assert "CartPole-v1" in said and "over 2 games, eps 0.05" in said and "no-ops" not in said, said
 
 
+def test_a_resume_counts_on_from_the_end_of_the_final_evaluation_and_says_its_own_time(tmp_path):
+    """The checkpoint is written before the final evaluation, so a resume counted the run's clock on from the
+    save: the 300 games of the first segment's final went missing from the run's wall clock (segments.jsonl,
+    every record after, 'done:'). And 'done: 900 steps in X s' after a resume gave the whole run's clock with
+    nothing of this segment: it now says both."""
+    import re
+    run = tmp_path / "run"
+    common = ("--preset", "cartpole", "--run-dir", str(run), "--learn-start", "300", "--log-every", "300",
+              "--final-eval-games", "300", "--telemetry", "off", "--progress", "off")
+    run_module("jetdqn.train", *common, "--total-steps", "600")
+    final = json.loads((run / "eval.jsonl").read_text().splitlines()[-1])
+    assert final["kind"] == "final" and final["step"] == 600
+    out = run_module("jetdqn.train", *common, "--total-steps", "900", "--resume").stdout
+    segment = json.loads((run / "segments.jsonl").read_text().splitlines()[-1])
+    assert segment["step"] == 600 and segment["resumed"]
+    assert segment["wall_s"] + 0.01 >= final["wall_s"] + final["eval_s"], (segment, final)
+    first_record_after = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
+    assert first_record_after["step"] == 900 and first_record_after["wall_s"] > final["wall_s"] + final["eval_s"]
+    said = re.fullmatch(r"done: 900 steps in (\d+\.\d) s \(resumed at step 600: 300 steps in (\d+\.\d) s this "
+                        r"time\); run directory .*\n", out)
+    assert said and float(said.group(2)) < float(said.group(1)), out
+
+
 def test_the_console_line_says_which_ray_actor_sent_nothing():
     """An actor with no segment in a record's interval has no rate there: '-', not 0 steps/s."""
     from jetdqn.records import console_line
