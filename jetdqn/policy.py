@@ -395,6 +395,9 @@ def load(path, device: Optional[str] = None, providers: Optional[list[str]] = No
         raise CheckpointError("the model's path is empty: give a run directory or a model file.")
     if reuse_conv not in (False, True, "kernels"):   # 'x' was read as True
         raise ValueError(f"reuse_conv is True, False or 'kernels'; got {reuse_conv!r}")
+    if best is not None and (isinstance(best, str) or best not in (False, True)):   # best="no" read the best weights
+        raise ValueError(f"best is True (a run directory's --save-best weights) or False (its last weights); "
+                         f"got {best!r}")
     if device not in (None, "auto", "cpu", "cuda"):   # 'x' ran on the CPU without a word
         pick = (f" (one GPU: pick it with CUDA_VISIBLE_DEVICES={device.split(':', 1)[1]} and device='cuda')"
                 if isinstance(device, str) and re.fullmatch(r"cuda:\d+", device) else "")

@@ -810,6 +810,11 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
             jetdqn.load(PONG_MODEL, device=device)
     with pytest.raises(ValueError, match=r"^reuse_conv is True, False or 'kernels'; got 'x'$"):   # read as True
         jetdqn.load(PONG_MODEL, reuse_conv="x")
+    for best in ("no", "yes", 2, []):   # best="no" (any text) read a run's --save-best weights
+        with pytest.raises(ValueError, match=r"^best is True \(a run directory's --save-best weights\) or False "
+                                             rf"\(its last weights\); got {re.escape(repr(best))}$"):
+            jetdqn.load(PONG_MODEL.parent, best=best)
+    assert jetdqn.load(PONG_MODEL.parent, best=np.False_).trained_steps == jetdqn.load(PONG_MODEL).trained_steps
     assert policy.act(pong_stacks[:2], np.array([0.0, 1.0]), np.random.default_rng(0)).shape == (2,)
 
 
