@@ -209,7 +209,8 @@ class Policy:
         if theirs:
             refuse_other_librarys_words("evaluate", theirs)
         from .evaluate import game_statistics, play_games, protocol
-        from .config import MAX_GAMES, parse_env_kwargs
+        from .config import MAX_GAMES, game_key, parse_env_kwargs
+        from .envs.atari import ale_game_ids
         games = whole_games(games)
         # 0 was numpy's warnings, then its ValueError; 2**63 numpy's "Maximum allowed dimension exceeded"
         # True is an Integral: it played 1 game
@@ -219,10 +220,15 @@ class Policy:
         if ended is not None and not callable(ended):   # found only as the first game ended, in a TypeError
             raise ValueError(f"ended is a function called with how many games have ended; got {ended!r}")
         more = settings_given(sticky_actions=sticky_actions, env_kwargs=env_kwargs)
-        cfg = self.play_config(game=game, seed=seed, **more)
+        env = None
+        if isinstance(game, str) and self.config.get("env") and game_key(game) not in ale_game_ids():
+            # a gymnasium env's policy: game= is where its env is named (evaluate has no env=); the command
+            # line's "did you mean --env CartPole-v1" answered evaluate(game="CartPole-v1") of a CartPole model
+            game, env = None, game
+        cfg = self.play_config(game=game, env=env, seed=seed, **more)
         run_limit = protocol(cfg, eps)["max_episode_steps"]   # its run's games' (a gymnasium env's own, CartPole's 500)
         if max_episode_steps is not None:   # Config's own checks say what is wrong with it
-            cfg = self.play_config(game=game, seed=seed, **more, max_episode_steps=max_episode_steps)
+            cfg = self.play_config(game=game, env=env, seed=seed, **more, max_episode_steps=max_episode_steps)
         seed = cfg.seed   # as the settings read it: "1" is 1 (it was numpy's SeedSequence TypeError)
         returns, lengths = play_games(self, cfg, games, eps, seed, **({"ended": ended} if ended else {}))
         return {"env": cfg.env_name, **game_statistics(returns), **protocol(cfg, eps), "seed": seed,

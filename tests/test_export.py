@@ -818,6 +818,22 @@ def test_the_api_refuses_what_the_command_line_refuses(pong_stacks):
     assert policy.act(pong_stacks[:2], np.array([0.0, 1.0]), np.random.default_rng(0)).shape == (2,)
 
 
+def test_evaluate_of_a_gymnasium_policy_takes_its_env_as_game(tmp_path):
+    """``Policy.evaluate`` has no ``env=``: ``game=`` is where a model's env is named, and for a CartPole model
+    evaluate(game="CartPole-v1") was refused with the command line's "did you mean --env CartPole-v1". Its own
+    env is played; another env, or an Atari game, is the sentence that it was trained on CartPole-v1."""
+    import jetdqn
+    from jetdqn.checkpoint import CheckpointError
+    run = tmp_path / "run"
+    jetdqn.train(env="CartPole-v1", run_dir=str(run), total_steps=300, telemetry="off", progress="off")
+    policy = jetdqn.load(run)
+    named = policy.evaluate(game="CartPole-v1", games=2, seed=3)
+    assert named["env"] == "CartPole-v1" and named["returns"] == policy.evaluate(games=2, seed=3)["returns"]
+    for other in ("Acrobot-v1", "pong"):
+        with pytest.raises(CheckpointError, match=rf"was trained on 'CartPole-v1', not '{other}'; play CartPole-v1"):
+            policy.evaluate(game=other, games=1)
+
+
 def test_one_observation_for_a_network_trained_on_a_history_names_how_training_stacked_them(tmp_path):
     """`jetdqn.train(env="CartPole-v1")` stacks 4 observations (--history's default); predict(obs) with the env's
     own observation said only the shape it takes. The sentence now says they are the last 4 stacked, oldest
