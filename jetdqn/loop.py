@@ -556,6 +556,8 @@ def resume(run: Run) -> str:
     tidy_for_resume(run.run_dir, run.state.step, run.state.last_eval_step)
     # the evaluations the tidy kept at the checkpoint's step count in the clock the resume goes on from
     run.state.wall_before = wall_to_the_end(run.state.wall_before, evaluations_at(run.run_dir, run.state.step))
+    if run.state.step >= run.cfg.total_steps:   # a stop cut its final evaluation short (trained_already): no
+        how = "it is at its --total-steps, so its final evaluation is played"   # refill, no learning goes on
     run.progress.line(f"resumed {run.run_dir} at step {run.state.step:,}; {how}")
     return filled
 

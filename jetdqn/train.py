@@ -73,9 +73,12 @@ def main(argv: Optional[list[str]] = None) -> int:
              "or run without --compile.")
     # a resume with nothing to train says why on a progress line; with --progress off this line must say it
     what = " (nothing to train this time)" if summary.get("nothing_to_train") else ""
-    if summary.get("resumed_from") is not None and not what:   # the run's clock is every segment's: say this one's
-        what = (f" (resumed at step {summary['resumed_from']:,}: {summary['steps_done'] - summary['resumed_from']:,} "
-                f"steps in {summary['segment_wall_s']:.1f} s this time)")
+    resumed, trained = summary.get("resumed_from"), summary["steps_done"] - (summary.get("resumed_from") or 0)
+    if resumed is not None and not what:   # the run's clock is every segment's: say this one's
+        evaluated = (summary.get("last_eval") or {}).get("kind") == "final" and not summary.get("interrupted")
+        what = (f" (resumed at step {resumed:,}: "
+                + ("its final evaluation" if not trained and evaluated else f"{trained:,} steps")
+                + f" in {summary['segment_wall_s']:.1f} s this time)")
     print(f"done: {summary['steps_done']:,} steps in {summary['run_wall_s']:.1f} s{what}; run directory "
           f"{summary['run_dir']}")
     return 0

@@ -4,6 +4,7 @@ the env's own traceback; evaluate and play say it in one sentence. The env is a 
 own class) that misbehaves at the Nth step of its process, as FLAKY_AT and FLAKY_HOW ask."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -300,6 +301,12 @@ def test_an_env_failing_in_the_final_evaluation_is_played_again_on_resume(where:
     again = train(where, run, "--resume", "--total-steps", "300", "--eval-episodes", "5", "--final-eval-games", "5")
     assert again.returncode == 0, again.stderr
     assert "eval at step 300 (final)" in again.stdout
+    # no step is left to train: it said "the replay starts empty and refills for 1,000 steps before learning goes
+    # on", and "done:" said "0 steps"
+    assert (f"resumed {run} at step 300; it is at its --total-steps, so its final evaluation is played\n"
+            in again.stdout), again.stdout
+    assert re.search(r"^done: 300 steps in \d+\.\d s \(resumed at step 300: its final evaluation in \d+\.\d s this "
+                     r"time\); run directory ", again.stdout, re.M), again.stdout
 
 
 def test_a_reset_that_fails_as_the_run_starts(where: Path):
