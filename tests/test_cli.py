@@ -984,6 +984,34 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
     assert json.loads(played.stdout)["sticky_actions"] == 0.25 and json.loads(played.stdout)["frames_stepped"] == 30
 
 
+def test_the_telemetry_plot_shades_the_steps_without_updates_and_marks_each_resume(tmp_path):
+    """A resume refills the replay: the learner's load drops and the emulators' rises for --learn-start steps,
+    and the plot showed the dip with nothing to say why. The intervals without updates are shaded (at the
+    start and after the resume), the resume is a dotted line, and each record's loads (its interval's means)
+    are drawn across its interval, not as a point at its end joined to the next."""
+    run = tmp_path / "run"
+    common = ("--preset", "cartpole", "--run-dir", str(run), "--learn-start", "300", "--log-every", "150",
+              "--telemetry", "procfs", "--final-eval-games", "0", "--eval-every", "0", "--progress", "off")
+    run_module("jetdqn.train", *common, "--total-steps", "600")
+    run_module("jetdqn.train", *common, "--total-steps", "1200", "--resume")
+    from jetdqn.telemetry.__main__ import no_update_spans, telemetry_figure
+    from jetdqn.records import read_jsonl
+    records = read_jsonl(run / "log.jsonl")
+    assert [r["step"] for r in records] == list(range(150, 1201, 150))
+    assert no_update_spans(records, [600]) == [(0, 300), (600, 900)]
+    fig = telemetry_figure(run)
+    for ax in fig.axes:
+        shaded = sorted((round(p.get_x()), round(p.get_x() + p.get_width())) for p in ax.patches)
+        assert shaded == [(0, 300), (600, 900)], shaded
+        resumed = [line for line in ax.lines if line.get_label() == "resumed"]
+        assert len(resumed) == 1 and list(resumed[0].get_xdata()) == [600, 600]
+        loads = [line for line in ax.lines if line.get_label() != "resumed"]
+        assert loads and all(line.get_drawstyle() == "steps-pre" and list(line.get_xdata())[:2] == [0, 150]
+                             for line in loads)
+    learner = next(line for line in fig.axes[1].lines if line.get_label() == "learner threads")
+    assert list(learner.get_ydata())[1:] == [r["learner_cpu"] for r in records]
+
+
 @pytest.mark.parametrize("command", ["train", "play", "bench", "plot", "telemetry", "export", "evaluate",
                                      *(f"bench {what}" for what in ("pong", "convs", "acting", "replay", "engines",
                                                                     "reuse")),

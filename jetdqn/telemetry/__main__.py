@@ -177,11 +177,19 @@ def cmd_watch(args) -> int:
 
 def plot_run(run_dir: Path, out=None) -> Path:
     """CPU per core, GPU, emulator and learner load against training steps, from log.jsonl."""
-    from ..plot import figure_path, pyplot, refuse_a_file_of_a_run, save_figure
+    from ..plot import figure_path, save_figure
+    path = figure_path(out, run_dir / "telemetry.png")   # before any drawing: a bad --out is said at once
+    return save_figure(telemetry_figure(run_dir), path)
+
+
+def telemetry_figure(run_dir: Path):
+    """The figure of ``plot_run``. The stretches where the run made no updates (the replay filling to
+    --learn-start, at the start and after a resume that refilled it) are shaded, and each resume is a dotted
+    line: there the learner's load drops and the emulators' rises for a reason the lines alone did not say
+    (CartPole's learner went from 150% to 50% of a core at a resume, and back)."""
+    from ..plot import pyplot, refuse_a_file_of_a_run
     plt = pyplot()
     from ..records import read_jsonl
-
-    path = figure_path(out, run_dir / "telemetry.png")   # before any drawing: a bad --out is said at once
 
     if not run_dir.exists():
         raise ValueError(f"there is no {run_dir}; give a run's directory.")
@@ -192,24 +200,64 @@ def plot_run(run_dir: Path, out=None) -> Path:
                                      ("cpu_per_core",)) if r.get("cpu_per_core") is not None]
     if not records:
         raise ValueError(f"{run_dir}/log.jsonl has no telemetry records (was the run made with --telemetry off?)")
-    steps = [r["step"] for r in records]
+    segments = run_dir / "segments.jsonl"
+    resumes = sorted({seg["step"] for seg in (read_jsonl(segments) if segments.exists() else [])
+                      if seg.get("resumed")})
+    # a record's loads are its interval's means: each is drawn across its interval ("steps-pre" from the
+    # interval's first step), not as a point at its last step that a line joins to the next
+    steps = [interval_start(records, resumes, 0), *(r["step"] for r in records)]
+
+    def across(values: list) -> dict:
+        return {"xs": steps, "ys": values[:1] + values}
+
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     n = max(len(r["cpu_per_core"]) for r in records)
     for c in range(n):
-        ax1.plot(steps, [r["cpu_per_core"][c] if c < len(r["cpu_per_core"]) else None for r in records],
-                 lw=1, label=f"core {c}")
+        drawn = across([r["cpu_per_core"][c] if c < len(r["cpu_per_core"]) else None for r in records])
+        ax1.plot(drawn["xs"], drawn["ys"], lw=1, drawstyle="steps-pre", label=f"core {c}")
     if any(r.get("gpu_load") is not None for r in records):
-        ax1.plot(steps, [r.get("gpu_load") for r in records], lw=2, color="k", label="GPU (GR3D)")
+        drawn = across([r.get("gpu_load") for r in records])
+        ax1.plot(drawn["xs"], drawn["ys"], lw=2, color="k", drawstyle="steps-pre", label="GPU (GR3D)")
     ax1.set_ylabel("load %")
     ax1.set_ylim(0, 105)
-    ax1.legend(loc="upper left", fontsize=7, ncol=4)
     ax1.set_title(f"{run_dir.name}: where the time goes")
-    ax2.plot(steps, [r.get("emulator_cpu") for r in records], label="emulator threads", color="tab:red")
-    ax2.plot(steps, [r.get("learner_cpu") for r in records], label="learner threads", color="tab:blue")
+    for key, label, color in (("emulator_cpu", "emulator threads", "tab:red"),
+                              ("learner_cpu", "learner threads", "tab:blue")):
+        drawn = across([r.get(key) for r in records])
+        ax2.plot(drawn["xs"], drawn["ys"], label=label, color=color, drawstyle="steps-pre")
+    for ax in (ax1, ax2):
+        for i, (begin, end) in enumerate(no_update_spans(records, resumes)):
+            ax.axvspan(begin, end, color="0.85", lw=0, zorder=0,
+                       label="no updates (the replay fills)" if i == 0 else None)
+        for i, step in enumerate(resumes):
+            ax.axvline(step, color="black", ls=":", lw=1, label="resumed" if i == 0 else None)
+    ax1.legend(loc="upper left", fontsize=7, ncol=4)
     ax2.set_ylabel("% of one core")
     ax2.set_xlabel("training step")
     ax2.legend(loc="upper left", fontsize=8)
-    return save_figure(fig, path)
+    return fig
+
+
+def no_update_spans(records: list, resumes: list) -> list[tuple[int, int]]:
+    """(first step, last step) of the intervals whose record says the run was not learning (``learning``
+    false: no update in it), merged where they follow one another. An interval begins at the record before
+    it, or at a resume between the two (a resume's refill begins there, not at the record before the stop)."""
+    spans = []
+    for i, record in enumerate(records):
+        begin = interval_start(records, resumes, i)
+        if record.get("learning") is False:
+            if spans and spans[-1][1] == begin:
+                spans[-1] = (spans[-1][0], record["step"])
+            else:
+                spans.append((begin, record["step"]))
+    return spans
+
+
+def interval_start(records: list, resumes: list, i: int) -> int:
+    """The step the interval of ``records[i]`` began at: the record before it, or a resume between the two
+    (a resume's refill begins there, not at the record before the stop); the first began at 0."""
+    before = records[i - 1]["step"] if i else 0
+    return max([before, *(s for s in resumes if before <= s < records[i]["step"])])
 
 
 @ends_on_ctrl_c
