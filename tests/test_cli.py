@@ -986,28 +986,37 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
 
 def test_the_telemetry_plot_shades_the_steps_without_updates_and_marks_each_resume(tmp_path):
     """A resume refills the replay: the learner's load drops and the emulators' rises for --learn-start steps,
-    and the plot showed the dip with nothing to say why. The intervals without updates are shaded (at the
-    start and after the resume), the resume is a dotted line, and each record's loads (its interval's means)
-    are drawn across its interval, not as a point at its end joined to the next."""
+    and the plot showed the dip with nothing to say why; an evaluation's games dip the learner's load too
+    (the committed Pong run's, every 50,000 steps). The intervals without updates and those that held an
+    evaluation are shaded (the final one at the resume's step was the segment before's, after its last
+    record), the resume is a dotted line, and each record's loads (its interval's means) are drawn across
+    its interval, not as a point at its end joined to the next. Steps in the learning curve's units."""
     run = tmp_path / "run"
     common = ("--preset", "cartpole", "--run-dir", str(run), "--learn-start", "300", "--log-every", "150",
-              "--telemetry", "procfs", "--final-eval-games", "0", "--eval-every", "0", "--progress", "off")
+              "--telemetry", "procfs", "--final-eval-games", "1", "--eval-every", "450", "--eval-episodes", "1",
+              "--progress", "off")
     run_module("jetdqn.train", *common, "--total-steps", "600")
     run_module("jetdqn.train", *common, "--total-steps", "1200", "--resume")
-    from jetdqn.telemetry.__main__ import no_update_spans, telemetry_figure
+    from jetdqn.telemetry.__main__ import evaluation_spans, no_update_spans, telemetry_figure
     from jetdqn.records import read_jsonl
     records = read_jsonl(run / "log.jsonl")
     assert [r["step"] for r in records] == list(range(150, 1201, 150))
     assert no_update_spans(records, [600]) == [(0, 300), (600, 900)]
+    evaluated = [e["step"] for e in read_jsonl(run / "eval.jsonl")]
+    assert evaluated == [450, 600, 900, 1200]
+    assert evaluation_spans(records, [600], evaluated) == [(450, 600), (900, 1050)]
     fig = telemetry_figure(run)
+    assert fig.axes[1].get_xlabel() == "env steps (thousands)"
     for ax in fig.axes:
-        shaded = sorted((round(p.get_x()), round(p.get_x() + p.get_width())) for p in ax.patches)
-        assert shaded == [(0, 300), (600, 900)], shaded
+        shaded = sorted((round(p.get_x() * 1000), round((p.get_x() + p.get_width()) * 1000)) for p in ax.patches)
+        assert shaded == [(0, 300), (450, 600), (600, 900), (900, 1050)], shaded
         resumed = [line for line in ax.lines if line.get_label() == "resumed"]
-        assert len(resumed) == 1 and list(resumed[0].get_xdata()) == [600, 600]
+        assert len(resumed) == 1 and list(resumed[0].get_xdata()) == [0.6, 0.6]
         loads = [line for line in ax.lines if line.get_label() != "resumed"]
-        assert loads and all(line.get_drawstyle() == "steps-pre" and list(line.get_xdata())[:2] == [0, 150]
+        assert loads and all(line.get_drawstyle() == "steps-pre" and list(line.get_xdata())[:2] == [0, 0.15]
                              for line in loads)
+        labels = ax.get_legend_handles_labels()[1]
+        assert {"no updates (the replay fills)", "an evaluation's games", "resumed"} <= set(labels), labels
     learner = next(line for line in fig.axes[1].lines if line.get_label() == "learner threads")
     assert list(learner.get_ydata())[1:] == [r["learner_cpu"] for r in records]
 

@@ -205,7 +205,11 @@ def telemetry_figure(run_dir: Path):
                       if seg.get("resumed")})
     # a record's loads are its interval's means: each is drawn across its interval ("steps-pre" from the
     # interval's first step), not as a point at its last step that a line joins to the next
-    steps = [interval_start(records, resumes, 0), *(r["step"] for r in records)]
+    evals = run_dir / "eval.jsonl"
+    evaluated = sorted({e["step"] for e in (read_jsonl(evals) if evals.exists() else [])})
+    from ..plot import STEP_UNITS, axis_unit
+    scale, unit = axis_unit([records], "step", STEP_UNITS)   # the learning curve's units: "env steps (millions)"
+    steps = [interval_start(records, resumes, 0) / scale, *(r["step"] / scale for r in records)]
 
     def across(values: list) -> dict:
         return {"xs": steps, "ys": values[:1] + values}
@@ -226,14 +230,17 @@ def telemetry_figure(run_dir: Path):
         drawn = across([r.get(key) for r in records])
         ax2.plot(drawn["xs"], drawn["ys"], label=label, color=color, drawstyle="steps-pre")
     for ax in (ax1, ax2):
-        for i, (begin, end) in enumerate(no_update_spans(records, resumes)):
-            ax.axvspan(begin, end, color="0.85", lw=0, zorder=0,
-                       label="no updates (the replay fills)" if i == 0 else None)
+        for spans, color, label in ((no_update_spans(records, resumes), "0.85", "no updates (the replay fills)"),
+                                    (evaluation_spans(records, resumes, evaluated), "navajowhite",
+                                     "an evaluation's games")):
+            for i, (begin, end) in enumerate(spans):
+                # an edge of its colour: a span of 1,000 steps in 1.15M is under a pixel, and some were not drawn
+                ax.axvspan(begin / scale, end / scale, color=color, lw=0.8, zorder=0, label=None if i else label)
         for i, step in enumerate(resumes):
-            ax.axvline(step, color="black", ls=":", lw=1, label="resumed" if i == 0 else None)
+            ax.axvline(step / scale, color="black", ls=":", lw=1, label="resumed" if i == 0 else None)
     ax1.legend(loc="upper left", fontsize=7, ncol=4)
     ax2.set_ylabel("% of one core")
-    ax2.set_xlabel("training step")
+    ax2.set_xlabel(unit)
     ax2.legend(loc="upper left", fontsize=8)
     return fig
 
@@ -250,6 +257,20 @@ def no_update_spans(records: list, resumes: list) -> list[tuple[int, int]]:
                 spans[-1] = (spans[-1][0], record["step"])
             else:
                 spans.append((begin, record["step"]))
+    return spans
+
+
+def evaluation_spans(records: list, resumes: list, evaluated: list) -> list[tuple[int, int]]:
+    """The intervals that held an evaluation's games: the learner waits while they are played, so its load
+    dips there (every --eval-every steps: the committed Pong run's learner went from 188% to ~110% of a core).
+    An evaluation at step S is played once S's record is written, in the interval after it (``evaluated``:
+    eval.jsonl's steps; older runs' records have no ``evaluating_s``)."""
+    spans = []
+    for i, record in enumerate(records):
+        begin = interval_start(records, resumes, i)
+        # one at a resume's step was played by the segment before, after its last record
+        if any(begin <= step < record["step"] and step not in resumes for step in evaluated):
+            spans.append((begin, record["step"]))
     return spans
 
 
