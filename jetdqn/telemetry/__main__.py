@@ -184,9 +184,11 @@ def plot_run(run_dir: Path, out=None) -> Path:
 
 def telemetry_figure(run_dir: Path):
     """The figure of ``plot_run``. The stretches where the run made no updates (the replay filling to
-    --learn-start, at the start and after a resume that refilled it) are shaded, and each resume is a dotted
-    line: there the learner's load drops and the emulators' rises for a reason the lines alone did not say
-    (CartPole's learner went from 150% to 50% of a core at a resume, and back)."""
+    --learn-start, at the start and after a resume that refilled it) and those that held an evaluation's games
+    are shaded, and each resume is a dotted line: there the learner's load drops and the emulators' rises for
+    a reason the lines alone did not say (CartPole's learner went from 150% to 50% of a core at a resume, and
+    back). A record's loads are its interval's means, so each is drawn across its interval ("steps-pre" from
+    the interval's first step), not as a point at its last step that a line joins to the next."""
     from ..plot import pyplot, refuse_a_file_of_a_run
     plt = pyplot()
     from ..records import read_jsonl
@@ -203,32 +205,29 @@ def telemetry_figure(run_dir: Path):
     segments = run_dir / "segments.jsonl"
     resumes = sorted({seg["step"] for seg in (read_jsonl(segments) if segments.exists() else [])
                       if seg.get("resumed")})
-    # a record's loads are its interval's means: each is drawn across its interval ("steps-pre" from the
-    # interval's first step), not as a point at its last step that a line joins to the next
     evals = run_dir / "eval.jsonl"
     evaluated = sorted({e["step"] for e in (read_jsonl(evals) if evals.exists() else [])})
     from ..plot import STEP_UNITS, axis_unit
     scale, unit = axis_unit([records], "step", STEP_UNITS)   # the learning curve's units: "env steps (millions)"
     steps = [interval_start(records, resumes, 0) / scale, *(r["step"] / scale for r in records)]
 
-    def across(values: list) -> dict:
-        return {"xs": steps, "ys": values[:1] + values}
+    def across(values: list) -> tuple[list, list]:   # the first value also holds from the first interval's start
+        return steps, values[:1] + values
 
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     n = max(len(r["cpu_per_core"]) for r in records)
     for c in range(n):
-        drawn = across([r["cpu_per_core"][c] if c < len(r["cpu_per_core"]) else None for r in records])
-        ax1.plot(drawn["xs"], drawn["ys"], lw=1, drawstyle="steps-pre", label=f"core {c}")
+        ax1.plot(*across([r["cpu_per_core"][c] if c < len(r["cpu_per_core"]) else None for r in records]),
+                 lw=1, drawstyle="steps-pre", label=f"core {c}")
     if any(r.get("gpu_load") is not None for r in records):
-        drawn = across([r.get("gpu_load") for r in records])
-        ax1.plot(drawn["xs"], drawn["ys"], lw=2, color="k", drawstyle="steps-pre", label="GPU (GR3D)")
+        ax1.plot(*across([r.get("gpu_load") for r in records]), lw=2, color="k", drawstyle="steps-pre",
+                 label="GPU (GR3D)")
     ax1.set_ylabel("load %")
     ax1.set_ylim(0, 105)
     ax1.set_title(f"{run_dir.name}: where the time goes")
     for key, label, color in (("emulator_cpu", "emulator threads", "tab:red"),
                               ("learner_cpu", "learner threads", "tab:blue")):
-        drawn = across([r.get(key) for r in records])
-        ax2.plot(drawn["xs"], drawn["ys"], label=label, color=color, drawstyle="steps-pre")
+        ax2.plot(*across([r.get(key) for r in records]), label=label, color=color, drawstyle="steps-pre")
     for ax in (ax1, ax2):
         for spans, color, label in ((no_update_spans(records, resumes), "0.85", "no updates (the replay fills)"),
                                     (evaluation_spans(records, resumes, evaluated), "navajowhite",
