@@ -146,6 +146,16 @@ def load_player(args: argparse.Namespace, out=print):
     return cfg, env, agent
 
 
+def video_fps(args: argparse.Namespace, env) -> float:
+    """The frames per second of play's video: the pace it was played at (--fps steps a second, else the
+    game's own: Atari's 15 steps a second, 60 frames at frame skip 4; a gymnasium env's metadata's
+    render_fps) over the steps between recorded frames (--display-freq, unless --record-all or no window).
+    It was 30 whatever was recorded, so Pong with --display-freq 2 played 4 times as fast as the game."""
+    pace = args.fps or getattr(env, "steps_per_second", None) or 30.0
+    stride = args.display_freq if args.display_freq and not args.record_all else 1
+    return pace / stride
+
+
 def play(args: argparse.Namespace, out=print) -> dict:
     from .display import make_renderer
     from .envs import FrameStack
@@ -155,7 +165,7 @@ def play(args: argparse.Namespace, out=print) -> dict:
     if cfg.sticky_actions:
         out(f"sticky actions: the emulator repeats the previous action with probability {cfg.sticky_actions:g}")
     renderer = make_renderer(args.display_freq, f"jetdqn play: {cfg.env_name}", out, record=args.record,
-                             record_all=args.record_all, fps=args.fps or 30)
+                             record_all=args.record_all, fps=video_fps(args, env))
     stack = FrameStack(cfg.history, env.frame_shape, env.frame_dtype)
     stopped: list[str] = []    # the stop signals that came (Ctrl-C, docker stop's SIGTERM, SIGHUP)
     t0 = time.monotonic()
@@ -173,7 +183,8 @@ def play(args: argparse.Namespace, out=print) -> dict:
         env.close()
     return {"episodes": len(scores), "mean_score": float(np.mean(scores)) if scores else None,
             "scores": scores, "frames_stepped": stepped, "frames_shown": shown, "frames_recorded": recorded,
-            "video_codec": codec, "record_error": record_error, "record_left": record_left,
+            "video_codec": codec, "video_fps": video_fps(args, env) if recorded else None,
+            "record_error": record_error, "record_left": record_left,
             "interrupted": bool(stopped), "stopped_by": stopped[0] if stopped else None,
             "seconds": round(time.monotonic() - t0, 2), "checkpoint": args.model or args.checkpoint, "env": cfg.env_name,
             "eps": args.eps, "sticky_actions": cfg.sticky_actions, **weights_played(agent)}

@@ -134,6 +134,26 @@ def test_the_summary_line_counts_the_recorded_frames(tmp_path):
     assert out.splitlines()[-1] == (f"episodes 0, mean score -, frames stepped 40, frames shown 0, frames recorded 40 "
                                     f"({video})"), out
     assert video.stat().st_size > 0
+    # the game's pace: 15 agent steps a second (60 frames, frame skip 4); it was 30 whatever was recorded
+    assert f"recording {video}: " in out and out.split(f"recording {video}: ")[1].split("\n")[0].endswith(
+        ", 15 frames a second"), out
+    import cv2
+    cap = cv2.VideoCapture(str(video))
+    assert cap.get(cv2.CAP_PROP_FPS) == pytest.approx(15.0)
+    cap.release()
+    # 1 step in 2 recorded (the shown ones): 7.5 a second keeps the game's pace; --fps 40 the pace played at
+    for flags, fps in ((["--display-freq", "2"], 7.5), (["--display-freq", "2", "--fps", "40"], 20.0),
+                       (["--display-freq", "2", "--record-all"], 15.0)):
+        played = json.loads(run_module("jetdqn.play", *flags, "--max-steps", "8", "--record", str(video), "--json",
+                                       env={"DISPLAY": ""}).stdout.strip().splitlines()[-1])
+        cap = cv2.VideoCapture(str(video))
+        assert played["video_fps"] == fps and cap.get(cv2.CAP_PROP_FPS) == pytest.approx(fps), (flags, played)
+        cap.release()
+    # a gymnasium env's pace is its metadata's render_fps (CartPole's 50 steps a second)
+    from jetdqn.envs.gym_env import GymEnv
+    cartpole = GymEnv("CartPole-v1")
+    assert cartpole.steps_per_second == 50.0
+    cartpole.close()
 
 
 def test_a_wayland_display_without_x_is_said_in_one_line():

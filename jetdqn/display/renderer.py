@@ -22,7 +22,7 @@ class Renderer:
     """
 
     def __init__(self, display_freq: int, title: str = "jetdqn", on_event: Callable[[str], None] = print,
-                 record: Optional[str] = None, record_all: bool = False, scale: int = 3, fps: int = 30):
+                 record: Optional[str] = None, record_all: bool = False, scale: int = 3, fps: float = 30.0):
         self.display_freq = display_freq
         self.on_event = on_event
         self.scale = scale
@@ -113,7 +113,7 @@ class Renderer:
 
 
 def make_renderer(display_freq: int, title: str, on_event: Callable[[str], None] = print,
-                  record: Optional[str] = None, record_all: bool = False, fps: int = 30) -> Optional[Renderer]:
+                  record: Optional[str] = None, record_all: bool = False, fps: float = 30.0) -> Optional[Renderer]:
     """None when there is nothing to show or record: the loop then does no display work at all."""
     if display_freq <= 0 and not record:
         return None

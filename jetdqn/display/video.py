@@ -53,7 +53,7 @@ class VideoFile:
     """Writes BGR pictures of one size; ``codec`` says what the file holds, ``error`` (after a failed
     ``write`` or after ``close``) why it could not be finished, ``left`` what is at ``path`` then."""
 
-    def __init__(self, path: str, size: tuple[int, int], fps: int):
+    def __init__(self, path: str, size: tuple[int, int], fps: float):
         self.path = path
         target = Path(path)
         self.part = str(target.with_name(f".{target.name}.part{target.suffix}"))   # renamed to path when whole
@@ -158,7 +158,7 @@ class VideoFile:
             pass
 
 
-def open_video(path: str, size: tuple[int, int], fps: int, say: Callable[[str], None]) -> Optional[VideoFile]:
+def open_video(path: str, size: tuple[int, int], fps: float, say: Callable[[str], None]) -> Optional[VideoFile]:
     """A VideoFile, or None (said in one line) where ``path`` cannot be written."""
     why = unwritable(path)
     if why is not None:
@@ -168,5 +168,5 @@ def open_video(path: str, size: tuple[int, int], fps: int, say: Callable[[str], 
     if video.codec is None:
         say(f"display: cannot write video to {path} (no codec opened); recording is off")
         return None
-    say(f"recording {path}: {video.codec}")
+    say(f"recording {path}: {video.codec}, {fps:g} frames a second")
     return video

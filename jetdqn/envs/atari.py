@@ -143,6 +143,8 @@ class AtariEnv:
         gym.register_envs(ale_py)
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on every env
         self.game = game
+        # the game's own pace: the 2600 draws 60 frames a second (NTSC), and an agent step is frame_skip of them
+        self.steps_per_second = 60.0 / frame_skip
         # the emulator's frame cap counts the no-op starts here (not in AtariVectorEnv): room for them, and the
         # step count in step() cuts the game, as the vector env does (Pong at 150 steps was cut at 144, and play
         # and a one-game evaluation did not say its game was cut)

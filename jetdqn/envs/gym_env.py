@@ -62,6 +62,11 @@ class GymEnv:
         frames = is_frame_space(env.observation_space)
         self._env = env
         self.game = env_id
+        # the env's own pace, where its metadata gives one (CartPole 50 steps a second, Taxi 4): a video of it
+        # plays at that pace (play --record)
+        fps = (env.metadata or {}).get("render_fps") if isinstance(env.metadata, dict) else None
+        self.steps_per_second = float(fps) if isinstance(fps, (int, float)) and not isinstance(fps, bool) \
+            and 0 < fps < 1000 else None
         self.n_actions = int(env.action_space.n)
         # gymnasium's Discrete(n, start=k) takes actions k .. k+n-1: the network's index i is the env's k + i
         # (index 0 was sent as action 0, which such an env does not have); the saved network says k too, so
