@@ -66,6 +66,7 @@ def test_sampler_polls_the_devfreq_gpu_load(tmp_path):
     sampler.stop()
     assert record["gpu_load"] == 52.3 and record["cpu_per_core"][0] == 50.0
     assert record["ram_used_mb"] == 2895 and record["telemetry_source"] == "procfs"
+    assert record["ram_total_mb"] == 3871   # MemTotal 3,964,000 kB
 
 
 def test_thread_cpu_of_this_process_and_thread_names():

@@ -280,6 +280,7 @@ def test_training_with_a_tegrastats_binary(tegrastats_lines, tmp_path):
     assert all(r["telemetry_source"] == "tegrastats" for r in records)
     assert records[-1]["gpu_load"] == 71.0 and records[-1]["power_mw"] == 14025
     assert records[-1]["cpu_per_core"][0] == 55.0
+    assert (records[-1]["ram_used_mb"], records[-1]["ram_total_mb"]) == (4722, 7844)   # "RAM 4722/7844MB"
 
 
 def test_telemetry_watch_reads_a_tegrastats_at_its_path_and_names_its_own_flags(tegrastats_lines, tmp_path):
@@ -291,6 +292,8 @@ def test_telemetry_watch_reads_a_tegrastats_at_its_path_and_names_its_own_flags(
     out = run_module("jetdqn.telemetry", "watch", "--source", "tegrastats", "--tegrastats-path", str(script),
                      "--count", "1", "--interval", "0.3").stdout
     assert "gpu 71%" in out and "power 14.0 W" in out and out.rstrip().endswith("(tegrastats)"), out
+    # used and total, as tegrastats says it ("RAM 4722/7844MB"): the used alone did not say how near the end
+    assert "ram 4,722/7,844 MB" in out, out
     missing = run_module("jetdqn.telemetry", "watch", "--source", "tegrastats", "--tegrastats-path",
                          str(tmp_path / "none"), "--count", "1", check=False)
     assert missing.returncode == 2 and missing.stderr == (f"error: --source tegrastats: no '{tmp_path / 'none'}' on "

@@ -157,7 +157,7 @@ class Sampler:
             power, self._power_samples = self._power_samples, []
         mem = procfs.read_meminfo(self.root)
         return {"cpu_per_core": loads, "gpu_load": _mean(gpu), "ram_used_mb": mem["used_mb"],
-                "power_mw": _mean(power)}
+                "ram_total_mb": mem["total_mb"], "power_mw": _mean(power)}
 
     def _threads_delta(self) -> dict[int, tuple[str, float]]:
         now = procfs.read_thread_cpu(self.root)
@@ -286,7 +286,7 @@ class TegrastatsSampler(Sampler):
         self._cpu = procfs.read_cpu_times(self.root)
         return {"cpu_per_core": per_core,
                 "gpu_load": _mean([s.gpu_load for s in samples if s.gpu_load is not None]),
-                "ram_used_mb": samples[-1].ram_used_mb,
+                "ram_used_mb": samples[-1].ram_used_mb, "ram_total_mb": samples[-1].ram_total_mb,
                 "power_mw": _mean([s.total_power_mw for s in samples if s.total_power_mw is not None]),
                 "emc_load": _mean([s.emc_load for s in samples if s.emc_load is not None]),
                 "temps_c": samples[-1].temps_c}

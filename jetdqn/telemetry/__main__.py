@@ -166,13 +166,22 @@ def cmd_watch(args) -> int:
             limit = ("" if r.get("mem_limit_mb") is None
                      else f" (cgroup {r['mem_limit_used_mb']}/{r['mem_limit_mb']} MB)")
             print(f"{time.strftime('%H:%M:%S')}  cpu [{cores}] avg {r['cpu_avg']:.0f}%  gpu {gpu}  "
-                  f"ram {r['ram_used_mb']} MB{limit}{power}  ({r['telemetry_source']})", flush=True)
+                  f"ram {ram(r)}{limit}{power}  ({r['telemetry_source']})", flush=True)
             shown += 1
     except KeyboardInterrupt:
         pass
     finally:
         sampler.stop()
     return 0
+
+
+def ram(record: dict) -> str:
+    """``3,412/3,956 MB``, as tegrastats says it: the used memory alone did not say how near a 4 GB board was
+    to its end; the used alone where a source gives no total."""
+    used, total = record.get("ram_used_mb"), record.get("ram_total_mb")
+    if used is None:
+        return "-"
+    return f"{used:,}/{total:,} MB" if total else f"{used:,} MB"
 
 
 def plot_run(run_dir: Path, out=None) -> Path:
