@@ -1034,7 +1034,8 @@ def test_a_new_run_never_replaces_weights_or_records_it_did_not_leave(tmp_path):
     (foreign / "config.json").write_text('{"lr": "the project\'s own"}\n')
     cartpole = ["--preset", "cartpole", "--total-steps", "200", "--learn-start", "100", "--telemetry", "off"]
     (foreign / "tensorboard").mkdir()   # its own TensorBoard logs
-    for folder, names in ((committed, "config.json, log.jsonl, eval.jsonl, model.pt, best.pt, learning_curve.png"),
+    kept = "config.json, log.jsonl, eval.jsonl, model.pt, best.pt, learning_curve.png, telemetry.png"
+    for folder, names in ((committed, kept),
                           (foreign, "config.json, tensorboard")):
         before = {p.name: p.read_bytes() if p.is_file() else "folder" for p in folder.iterdir()}
         proc = run_module("jetdqn.train", *cartpole, "--run-dir", str(folder), check=False)
