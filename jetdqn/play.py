@@ -210,6 +210,7 @@ def play_episodes(args: argparse.Namespace, cfg, env, agent, renderer, stack, ou
 
 
 def _play_episodes(args, cfg, env, agent, renderer, stack, out, stopped: list, scores: list) -> tuple[list, int]:
+    from .display.window import points
     rng = np.random.default_rng(args.seed)
     stepped = 0
     while args.episodes == 0 or len(scores) < args.episodes:
@@ -235,13 +236,13 @@ def _play_episodes(args, cfg, env, agent, renderer, stack, out, stopped: list, s
             if args.fps:
                 time.sleep(max(0.0, 1.0 / args.fps - (time.monotonic() - t_step)))
         if args.max_steps and stepped >= args.max_steps and not (st.game_over or st.truncated):
-            out(f"stopped at --max-steps {args.max_steps} in game {len(scores) + 1} (score so far {score:.0f})")
+            out(f"stopped at --max-steps {args.max_steps} in game {len(scores) + 1} (score so far {points(score)})")
             break
         scores.append(score)
         # a game the step limit ended (the run's --max-episode-steps, or the env's own) is said to be: "score -3"
         # of Pong cut at 300 steps read as a whole game's
         cut = f" (cut at the {steps:,}-step limit)" if st.truncated else ""
-        out(f"episode {len(scores)}: score {score:.0f}{cut}")
+        out(f"episode {len(scores)}: score {points(score)}{cut}")
     return scores, stepped
 
 

@@ -413,3 +413,19 @@ def test_the_committed_blackjack_policy_is_near_the_optimal_one_by_blackjacks_ow
                                                               pytest.approx(-0.04656, abs=1e-5))
     learned, optimal = blackjack_returns(lambda s, d, usable: policy.predict((s, d, usable)) == 1)
     assert learned > optimal - 0.02 and learned == pytest.approx(-0.0621, abs=1e-3), learned
+
+
+def test_play_says_a_score_that_is_no_whole_number_as_it_is():
+    """Blackjack made with natural=True (and sab=False, which gymnasium 1.x defaults to True and which pays no
+    natural) pays 1.5 for a natural: play said `episode 25: score 2`, rounding every score to a whole number,
+    and the window's bar did too (0.5 read as 0). Whole scores (Atari's, Blackjack's others) stay whole."""
+    from conftest import ROOT, run_module
+    model = ROOT / "benchmarks" / "results" / "blackjack-2026-12-07" / "run"
+    out = run_module("jetdqn.play", str(model), "--env-kwargs", '{"natural": true, "sab": false}', "--episodes", "40",
+                     "--display-freq", "0", "--seed", "0").stdout
+    scores = [line.split("score ")[1] for line in out.splitlines() if line.startswith("episode ")]
+    assert "1.50" in scores and {"-1", "0", "1"} >= set(scores) - {"1.50"}, scores
+    assert "episode 25: score 1.50\n" in out, out
+    from jetdqn.display.window import status_text
+    assert status_text(12, 1.5, 0.05) == "step 12  return 1.50  eps 0.050"
+    assert status_text(12, -21.0, None) == "step 12  return -21"

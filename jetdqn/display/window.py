@@ -80,7 +80,13 @@ def x_server_answers(display: str, timeout: float = 2.0) -> bool:
 
 
 def status_text(step: int, episode_return: float, epsilon: Optional[float]) -> str:
-    return f"step {step:,}  return {episode_return:.0f}" + (f"  eps {epsilon:.3f}" if epsilon is not None else "")
+    return f"step {step:,}  return {points(episode_return)}" + (f"  eps {epsilon:.3f}" if epsilon is not None else "")
+
+
+def points(score: float) -> str:
+    """A score as a whole number where it is one (Atari's), else with its fraction: Blackjack's natural pays
+    1.5, which ``:.0f`` said as 2 (and 0.5 as 0), and a LunarLander score is no whole number."""
+    return f"{score:.0f}" if float(score).is_integer() else f"{score:.2f}"
 
 
 def compose(frame: np.ndarray, text: str, scale: int = 3) -> np.ndarray:
