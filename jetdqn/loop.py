@@ -626,7 +626,9 @@ def evaluate(run: Run, games: int = 0, kind: str = "periodic", of_target: bool =
             return evaluate(run, cfg.final_eval_games, "confirming")
         if scored is not None:
             run.checkpointer.save_model(state.step, "best", scored)
-        if kind == "confirming" or (scored is not None and scored["games"] >= cfg.final_eval_games):
+        # a confirmation's decision, and the last word of a run on its best weights (the final evaluation's
+        # weights, or those best.pt keeps: a run that ended with other weights in model.pt said nothing of best.pt)
+        if kind in ("confirming", "final") or (scored is not None and scored["games"] >= cfg.final_eval_games):
             from .best import verdict
             run.progress.line(verdict(run.run_dir, state.step, scored))
     if not reached:

@@ -150,11 +150,18 @@ def test_a_run_ends_with_the_final_evaluation_and_a_new_best_is_confirmed_before
     confirmed = out.splitlines()[out.splitlines().index(next(l for l in out.splitlines()
                                                              if l.startswith("eval at step 200 (confirming)"))) + 1]
     assert confirmed == f"best.pt now holds the weights of step 200: {at_200:.2f} over 3 games", out
+    # the final evaluation's word on best.pt is the run's last on it: a run that ended with other weights in
+    # model.pt said nothing of which best.pt kept
+    after_final = out.splitlines()[out.splitlines().index(next(l for l in out.splitlines()
+                                                               if l.startswith("eval at step 300 (final)"))) + 1]
     if best["step"] == 200:       # the final weights replace them only by a higher mean (2 games: enough)
         assert best["evaluated"]["games"] == 3 and np.isclose(best["evaluated"]["return_mean"], at_200)
         assert evals[2]["return_mean"] <= at_200
+        assert after_final == (f"not kept: the weights of step 300 scored {evals[2]['return_mean']:.2f} over 2 games, "
+                               f"and those of step 200 ({at_200:.2f} over 3 games) stay in best.pt"), out
     else:
         assert best["step"] == 300 and best["evaluated"]["games"] == 2 and evals[2]["return_mean"] > at_200
+        assert after_final == f"best.pt now holds the weights of step 300: {evals[2]['return_mean']:.2f} over 2 games"
     # the evaluation and the checkpoint at step 200 fall in the interval that ends at 300: its record (wall clock,
     # all of it) says how much of it they took, and so does its console line
     records = {r["step"]: r for r in map(json.loads, (run / "log.jsonl").read_text().splitlines())}
