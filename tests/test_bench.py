@@ -155,8 +155,10 @@ def test_a_benchmark_never_writes_over_earlier_results(tmp_path):
     import socket
     earlier = tmp_path / f"{socket.gethostname()}-{datetime.date.today():%Y-%m-%d}-convs.md"
     earlier.write_text("committed results\n")
-    run_module("jetdqn.bench", "convs", "--steps", "2", "--batch", "2", "--out", str(tmp_path))
+    out = run_module("jetdqn.bench", "convs", "--steps", "2", "--batch", "2", "--out", str(tmp_path)).stdout
     assert earlier.read_text() == "committed results\n"
+    # each row as it is done (it was the row's Python dict)
+    assert out.startswith("- filters 20/40, input 105x80 (1/2): inference cpu ") and "{'" not in out, out
     assert {p.name for p in tmp_path.iterdir()} == {earlier.name, earlier.name.replace("-convs.md", "-convs-2.md")}
 
 

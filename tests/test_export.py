@@ -508,6 +508,10 @@ def test_bench_engines_takes_what_play_takes_and_names_what_it_cannot(exported, 
     ran = run_module("jetdqn.bench", "engines", "--model", str(exported / "pong.safetensors"), "--passes", "2",
                      "--out", str(tmp_path)).stdout
     assert "| onnxruntime CPU | 8 |" in ran and len(list(tmp_path.glob("*-engines.md"))) == 1
+    # each row as it is done, said as the other benchmarks say theirs (it was the row's Python list)
+    done = [line for line in ran.splitlines() if line.startswith("- ")]
+    assert len(done) == 6 and done[0].startswith("- torch fp32, batch 1: ") and done[0].endswith(" observations/s)"), ran
+    assert "['" not in ran, ran
 
 
 def test_one_observation_gets_one_action(pong_stacks):

@@ -54,7 +54,10 @@ def bench_convs(args) -> int:
                         torch.cuda.synchronize()
                     row[f"{phase}_{dev}_s"] = time.perf_counter() - t0
             rows.append(row)
-            print(row, flush=True)
+            # as the other benchmarks say a row as it is done (it printed the row's Python dict)
+            print(f"- filters {row['filters']}, input {row['input']} (1/{down}): " + ", ".join(
+                f"{phase} {dev} {row[f'{phase}_{dev}_s']:.3f} s" for phase in ("inference", "training")
+                for dev in devices), flush=True)
     cols = ["filters", "downsample", "input"] + [f"{p}_{d}_s" for p in ("inference", "training") for d in devices]
     text = markdown_table(cols, [[str(r[c]) if not isinstance(r[c], float) else f"{r[c]:.3f}" for c in cols]
                                  for r in rows])

@@ -79,7 +79,9 @@ def bench_engines(args) -> int:
                 ms = time_passes(policy, frames, batch, args.passes)
                 base = base or ms
                 rows.append([name, str(batch), f"{ms:.3f}", f"{1000 * batch / ms:,.0f}", f"{base / ms:.2f}"])
-                print(rows[-1], flush=True)
+                # as the other benchmarks say a row as it is done (it printed the row's Python list)
+                print(f"- {name}, batch {batch}: {ms:.3f} ms per pass ({1000 * batch / ms:,.0f} observations/s)",
+                      flush=True)
     text = markdown_table(["engine", "batch", "ms per pass", "observations/s", "speed-up vs torch"], rows)
     info = (f"{socket.gethostname()}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
             f"onnxruntime {onnxruntime.__version__}; {args.model}; 1,000 real Pong frames; "
