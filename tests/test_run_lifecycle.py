@@ -843,8 +843,12 @@ def test_a_stop_signal_during_an_import_ends_the_command_after_the_import(tmp_pa
                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])},
                            preexec_fn=as_from_a_terminal, timeout=60)
     said = "Ctrl-C" if sig == signal.SIGINT else sig.name
-    assert (child.returncode, child.stderr, child.stdout) == (
-        128 + sig, f"stopped by {said}\n", "module imported\nafter the import\n"), child
+    assert (child.returncode, child.stderr) == (128 + sig, f"stopped by {said}\n"), child
+    # the import ran to its end ("module imported", its last line); the stop, sent again 20 ms on, comes
+    # after it, before, inside or after the next print (sum(range(10**6)) takes about those 20 ms here: one
+    # fresh-clone make test of 2026-12-07 had it between "after the import" and its newline)
+    assert child.stdout in ("module imported\n", "module imported\nafter the import",
+                            "module imported\nafter the import\n"), child
 
 
 def test_a_commands_main_called_in_process_leaves_its_callers_ctrl_c_and_runs_in_any_thread():
