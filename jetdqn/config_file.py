@@ -54,8 +54,20 @@ def json_without_repeats(pairs: list) -> dict:
     return dict(pairs)
 
 
+# YAML 1.2's numbers, not PyYAML's YAML 1.1: there "1000000:0.00005" (--lr-cuts' STEP:LR written as the flag
+# takes it) is a base-60 float, 60000000.00005, and "010" an octal 8; a seed or a cut read so trained a run
+# other than the one written, or was refused with a number nobody typed ("--lr-cuts takes a string, got 90" of
+# "1:30"). Those read as the text they are, which the settings then take as the flags do.
+YAML_INT = r"^(?:[-+]?(?:0|[1-9][0-9_]*)|[-+]?0b[0-1_]+|[-+]?0x[0-9a-fA-F_]+)$"
+YAML_FLOAT = (r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+              r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+
+
 def yaml_without_repeats(yaml):
-    """``yaml.safe_load`` that refuses a mapping naming a key twice, at the line of the second."""
+    """``yaml.safe_load`` that refuses a mapping naming a key twice, at the line of the second, and reads
+    numbers as YAML 1.2 does (``YAML_INT``, ``YAML_FLOAT``)."""
+    import re
+
     class Loader(yaml.SafeLoader):
         def construct_mapping(self, node, deep=False):
             seen = {}
@@ -67,6 +79,12 @@ def yaml_without_repeats(yaml):
                         key_node.start_mark)
                 seen[key] = key_node.start_mark.line
             return super().construct_mapping(node, deep)
+
+    numbers = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+    Loader.yaml_implicit_resolvers = {first: [(tag, rule) for tag, rule in rules if tag not in numbers]
+                                      for first, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    Loader.add_implicit_resolver(numbers[0], re.compile(YAML_INT), list("-+0123456789"))
+    Loader.add_implicit_resolver(numbers[1], re.compile(YAML_FLOAT), list("-+0123456789."))
     return lambda text: yaml.load(text, Loader=Loader)
 
 

@@ -431,6 +431,11 @@ def test_config_file_equals_the_same_flags(tmp_path, capsys):
     for name in ("cuts.yaml", "cuts.toml"):
         assert parse_lr_cuts(make_config(settings_from_file(tmp_path / name)).lr_cuts) == [(1_000_000, 2.5e-5),
                                                                                           (1_500_000, 1e-5)]
+    # YAML 1.1's base-60 and old octal numbers are read as the text written (YAML 1.2's numbers): --lr-cuts'
+    # own form "1000000:0.00005" was the float 60000000.00005 ("takes a string, got 60000000.00005"), seed 010 was 8
+    (tmp_path / "sixty.yaml").write_text("preset: smoke\nlr_cuts: 1000000:0.00005\nseed: 010\n")
+    sixty = make_config(settings_from_file(tmp_path / "sixty.yaml"))
+    assert (parse_lr_cuts(sixty.lr_cuts), sixty.seed) == ([(1_000_000, 5e-5)], 10), sixty
     assert make_config({"preset": "smoke", "double": np.False_}).double is False
     # numpy's numbers as 0-d arrays (np.array(32), a sweep's array indexed with [()]) as its scalars: were refused
     swept = make_config({"preset": "smoke", "batch_size": np.array(32), "lr": np.array(3e-4), "total_steps": np.array(2e3)})
