@@ -279,6 +279,8 @@ def console_line(record: dict, dsteps: int, dt: float) -> str:
             + (f", of which {aside}" if aside else "") + " "
             f"({record['env_steps_per_s']:.0f} steps/s, {record['updates_per_s']:.1f} updates/s{per_actor})"
             f"  return {_fmt(record['return_mean'])}  eps {record['epsilon']:.3f}"
+            # Ape-X's fixed epsilons, one per env or actor: a mean read as the one epsilon acting used
+            + (f" (mean of {record['epsilon_mean_of']} fixed)" if record.get("epsilon_mean_of") else "") +
             f"  loss {_fmt(record['loss'], 4)}" + _telemetry_tail(record))
 
 

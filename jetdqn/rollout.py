@@ -195,10 +195,11 @@ class LocalActing:
 
     def record_extra(self) -> dict:
         """The CPU/GPU ratio of arXiv 2012.04210: emulator threads (cores) per GPU, beside the record's
-        emulator and GPU loads."""
+        emulator and GPU loads; with Ape-X's fixed epsilons, how many the record's ``epsilon`` is the mean of."""
+        extra = {"epsilon_mean_of": self.num_streams} if self.apex is not None else {}
         if self.agent is None or self.agent.device.type != "cuda":
-            return {}
-        return {"emulator_cores_per_gpu": len(self.emulator_threads)}
+            return extra
+        return {**extra, "emulator_cores_per_gpu": len(self.emulator_threads)}
 
     def close(self) -> None:
         """The envs closed, once (``loop.train`` asks again where a run ended before its loop closed them)."""

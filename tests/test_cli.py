@@ -844,14 +844,17 @@ def test_the_console_script_says_its_version_and_names_an_unknown_command(capsys
 
 
 def test_logged_epsilon_is_the_one_acting_used_with_apex_epsilons(tmp_path):
-    """--apex-eps: each env acts with its own fixed epsilon; the log records their mean, not the schedule's."""
+    """--apex-eps: each env acts with its own fixed epsilon; the log records their mean, not the schedule's,
+    and the console line says it is their mean ("eps 0.113" read as the one epsilon acting used)."""
     import numpy as np
     from jetdqn.rollout import apex_epsilons
     run = tmp_path / "run"
-    run_module("jetdqn.train", "--preset", "smoke", "--apex-eps", "--num-envs", "4", "--run-dir", str(run),
-               "--telemetry", "off", "--eval-episodes", "0")
+    out = run_module("jetdqn.train", "--preset", "smoke", "--apex-eps", "--num-envs", "4", "--run-dir", str(run),
+                     "--telemetry", "off", "--eval-episodes", "0", "--progress", "lines").stdout
     records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
     assert [r["epsilon"] for r in records] == [round(float(np.mean(apex_epsilons(4))), 5)] * len(records)
+    assert all(r["epsilon_mean_of"] == 4 for r in records)
+    assert f"  eps {np.mean(apex_epsilons(4)):.3f} (mean of 4 fixed)  loss " in out, out
     assert apex_epsilons(4)[0] == 0.4 and abs(apex_epsilons(4)[-1] - 0.4 ** 8) < 1e-12
 
 

@@ -207,6 +207,7 @@ def test_two_actors_feed_the_learner(tmp_path):
     assert any(r["emulator_cpu"] > 10 for r in recs)   # the actors' processes' CPU, not 0 as if idle
     assert abs(last["replay_ratio"] - 0.25) < 0.05
     assert (run / "checkpoints" / "latest.pt").exists() and "per actor" in out
+    assert last["epsilon_mean_of"] == 2 and f"eps {last['epsilon']:.3f} (mean of 2 fixed)" in out, out
 
 
 @pytest.mark.slow

@@ -384,7 +384,8 @@ class RayActing:
             actors.append({"index": i, "eps": round(float(self.eps[i]), 5), "restarts": a["restarts"],
                            "env_steps": a["steps"], "env_steps_per_s": rate})
             a["interval_steps"], a["interval_s"] = 0, 0.0
-        return {"backend": "ray", "num_actors": self.k, "weights_version": self.version, "actors": actors}
+        return {"backend": "ray", "num_actors": self.k, "weights_version": self.version, "actors": actors,
+                "epsilon_mean_of": self.k}
 
     def close(self) -> None:
         """The actors killed, once (``loop.train`` asks again where a run ended before its loop closed them)."""
