@@ -64,9 +64,9 @@ class GymEnv:
         self.game = env_id
         # the env's own pace, where its metadata gives one (CartPole 50 steps a second, Taxi 4): a video of it
         # plays at that pace (play --record)
-        fps = (env.metadata or {}).get("render_fps") if isinstance(env.metadata, dict) else None
-        self.steps_per_second = float(fps) if isinstance(fps, (int, float)) and not isinstance(fps, bool) \
-            and 0 < fps < 1000 else None
+        fps = env.metadata.get("render_fps") if isinstance(env.metadata, dict) else None
+        numeric = isinstance(fps, (int, float)) and not isinstance(fps, bool)
+        self.steps_per_second = float(fps) if numeric and 0 < fps < 1000 else None   # a number, not a NaN
         self.n_actions = int(env.action_space.n)
         # gymnasium's Discrete(n, start=k) takes actions k .. k+n-1: the network's index i is the env's k + i
         # (index 0 was sent as action 0, which such an env does not have); the saved network says k too, so
