@@ -1184,8 +1184,10 @@ def test_a_jetson_whose_torch_cannot_use_its_gpu_says_so(tmp_path):
     assert cuda.returncode == 2 and cuda.stderr == f"error: --device cuda: {said}; or use --device cpu.\n", cuda.stderr
     gpu = run_as_a_jetson([sys.executable, "-m", "jetdqn.train", "--preset", "pong-gpu", "--run-dir",
                            str(tmp_path / "gpu")], tmp_path / "d")   # the preset a board owner starts with
-    assert gpu.returncode == 2 and gpu.stderr == f"error: --replay-device cuda: {said}; or use --replay-device host.\n", \
-        gpu.stderr
+    # the preset that gave the setting is named, as the settings' own refusals name it
+    assert gpu.returncode == 2 and gpu.stderr == (f"error: --replay-device cuda: {said}; or use --replay-device host. "
+                                                  "--preset pong-gpu gave --replay-device cuda (--replay-device host "
+                                                  "overrides it).\n"), gpu.stderr
     # elsewhere nothing is said
     plain = run_module("jetdqn.train", "--preset", "smoke", "--telemetry", "off", "--progress", "lines",
                        "--run-dir", str(tmp_path / "plain")).stdout
