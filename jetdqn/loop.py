@@ -370,7 +370,7 @@ def trained_already(cfg: Config, run_dir: Path, progress: Progress) -> Optional[
     logged = read_jsonl(run_dir / "log.jsonl") if (run_dir / "log.jsonl").exists() else []
     return {**(logged[-1] if logged else {}), "run_dir": str(run_dir), "frames_shown": 0, "interrupted": None,
             "reached_target": reached is not None, "last_eval": (reached or (evals[-1] if evals else None)),
-            "steps_done": step, "nothing_to_train": True,
+            "steps_done": step, "nothing_to_train": True, "resumed_from": None, "segment_wall_s": 0.0,
             "run_wall_s": round(wall_to_the_end(wall_s, evals), 3)}
 
 

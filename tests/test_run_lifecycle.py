@@ -1346,6 +1346,10 @@ def test_resuming_a_finished_run_trains_nothing_and_writes_nothing_but_a_missing
     assert done.startswith("done: 300 steps in ") and done.endswith(f" s (nothing to train this time); run directory "
                                                                      f"{run}"), out
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
+    # the API's summary has every key a trained one has: this call resumed nothing and trained for no time
+    import jetdqn
+    summary = jetdqn.train(resume=True, run_dir=str(run), progress="off")
+    assert summary["nothing_to_train"] and (summary["resumed_from"], summary["segment_wall_s"]) == (None, 0.0)
     run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--final-eval-games", "10")
     assert [(e["step"], e["kind"], e["games"]) for e in records(run, "eval.jsonl")] == [
         (300, "final", 5), (300, "final", "ten"), (300, "final", None), (300, "final", 10)]
