@@ -102,8 +102,9 @@ def evaluate_run(agent, cfg: Config, step: int, wall_s: float, run_dir: Path, sa
 def describe(record: dict) -> str:
     """'return 17.43 +- 0.41 (standard error; std 2.25) over 30 games, eps 0.05, sticky 0.25'."""
     stderr = record.get("return_stderr")
+    # one game has no spread to measure: "(std 0.00)" read as games that all scored the same
     spread = (f" +- {stderr:.2f} (standard error; std {record['return_std']:.2f})" if stderr is not None
-              else f" (std {record['return_std']:.2f})")
+              else "" if record["games"] == 1 else f" (std {record['return_std']:.2f})")
     sticky = f", sticky {record['sticky_actions']:g}" if record.get("sticky_actions") else ""
     games = f"{record['games']} game{'s' * (record['games'] != 1)}{cut_short(record)}"
     return f"return {record['return_mean']:.2f}{spread} over {games}, eps {record['eps']:g}{sticky}"

@@ -72,6 +72,8 @@ def test_one_game_stops_at_the_time_limit_as_the_side_by_side_games_do(tmp_path)
     record = evaluate_run(_agent(cfg := make_config({"game": "pong", "max_episode_steps": 150, "eval_episodes": 1})),
                           cfg, step=0, wall_s=0.0, run_dir=tmp_path, say=said.append)
     assert record["lengths"] == [150] and "over 1 game (1 cut at the 150-step limit)" in said[0], said
+    # one game has no spread: "(std 0.00)" read as games that all scored the same
+    assert said[0].startswith(f"eval at step 0: return {record['returns'][0]:.2f} over 1 game ("), said
     # the largest limit --max-episode-steps takes still makes the one env: the room past a C int was ale-py's error
     from jetdqn.config import C_INT_MAX
     env = AtariEnv("pong", max_episode_steps=C_INT_MAX // 4, noop_max=30)
