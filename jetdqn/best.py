@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Optional
 
+from .records import n_games
+
 
 def eval_records(run_dir: Path) -> list[dict]:
     from .records import read_jsonl
@@ -82,7 +84,7 @@ def verdict(run_dir: Path, step: int, kept: Optional[dict]) -> str:
     weights of ``step`` (best_score's), or None when other weights stay the best."""
     if kept is not None:
         return (f"best.pt now holds the weights of step {step:,}: {kept['return_mean']:.2f} over "
-                f"{kept['games']} games")
+                f"{n_games(kept['games'])}")
     records = eval_records(run_dir)
     scored = evaluated_steps(run_dir, records)
     here = scored.get(step)
@@ -93,7 +95,7 @@ def verdict(run_dir: Path, step: int, kept: Optional[dict]) -> str:
         mean, games = (scored[best_step] if best["on_record"] and best_step in scored else
                        (best["return_mean"], best["games"]))
     before = " before a resume" if best_step == step else ""   # the step evaluated again, other weights
-    held = (f"those of step {best_step:,}{before} ({mean:.2f} over {games} games) stay in best.pt"
+    held = (f"those of step {best_step:,}{before} ({mean:.2f} over {n_games(games)}) stay in best.pt"
             if best_step is not None else "best.pt is unchanged")
-    return (f"not kept: the weights of step {step:,} scored {here[0]:.2f} over {here[1]} games, and {held}"
+    return (f"not kept: the weights of step {step:,} scored {here[0]:.2f} over {n_games(here[1])}, and {held}"
             if here is not None else f"not kept: {held}")

@@ -31,7 +31,7 @@ from . import checkpoint as ckpt
 from .config import Config, ConfigError
 from .envs.base import EnvFailed
 from .memory import refused_allocation, refused_what
-from .records import Progress, RunLog
+from .records import Progress, RunLog, n_games
 from .signals import stop_on_signals
 
 
@@ -388,11 +388,6 @@ def wall_to_the_end(wall_s: float, evals: list) -> float:
     from the checkpoint's clock alone, each resumed run lost its last segment's final evaluation (1.1 s of
     CartPole's 30 games; minutes of an Atari run's) from the run's wall clock and every record after it."""
     return max([wall_s, *((e.get("wall_s") or 0.0) + (e.get("eval_s") or 0.0) for e in evals)])
-
-
-def n_games(n: int) -> str:
-    """'1 game', '30 games'."""
-    return f"{n} game{'s' * (n != 1)}"
 
 
 def follow_lr_cuts(run: Run, cut: Optional[int]) -> Optional[int]:

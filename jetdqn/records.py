@@ -284,6 +284,11 @@ def console_line(record: dict, dsteps: int, dt: float) -> str:
             f"  loss {_fmt(record['loss'], 4)}" + _telemetry_tail(record))
 
 
+def n_games(n: int) -> str:
+    """'1 game', '30 games'."""
+    return f"{n} game{'s' * (n != 1)}"
+
+
 def _fmt(value, digits: int = 2) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"

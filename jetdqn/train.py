@@ -77,7 +77,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if resumed is not None and not what:   # the run's clock is every segment's: say this one's
         evaluated = (summary.get("last_eval") or {}).get("kind") == "final" and not summary.get("interrupted")
         what = (f" (resumed at step {resumed:,}: "
-                + ("its final evaluation" if not trained and evaluated else f"{trained:,} steps")
+                + ("its final evaluation" if not trained and evaluated else f"{trained:,} step{'s' * (trained != 1)}")
                 + f" in {summary['segment_wall_s']:.1f} s this time)")
     print(f"done: {summary['steps_done']:,} steps in {summary['run_wall_s']:.1f} s{what}; run directory "
           f"{summary['run_dir']}")

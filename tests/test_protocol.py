@@ -210,6 +210,9 @@ def test_save_best_ranks_weights_by_every_game_played_with_them(tmp_path):
     assert verdict(tmp_path, 1_700_000, None) == (
         f"not kept: the weights of step 1,700,000 scored {scores[1_700_000]:.2f} over 40 games, and those of step "
         f"1,200,000 ({scores[1_200_000]:.2f} over 40 games) stay in best.pt")
+    # one game is "1 game" (--final-eval-games 1 said "over 1 games")
+    assert verdict(tmp_path, 1_700_000, {"return_mean": 3.0, "games": 1}) == \
+        "best.pt now holds the weights of step 1,700,000: 3.00 over 1 game"
 
 
 def test_best_weights_whose_record_a_resume_dropped_still_count(tmp_path):
