@@ -381,8 +381,30 @@ def model_of(path: Path, best: bool = False) -> Path:
         # a finished run trained without --save-best was told to give "a run directory of a finished run"
         raise CheckpointError(f"{path} holds no best.pt or best.safetensors (a run writes them at its evaluations "
                               "with --save-best); drop --best for its last weights.")
+    training = training_now(path)
+    if training:   # "give a run directory of a finished run" of a run that is training now, in another terminal
+        raise CheckpointError(f"{path} {training}")
     raise CheckpointError(f"{path} holds no {' or '.join(names)}: give a run directory of a finished (or "
                           "checkpointed) run, or a model file" + (" (best.pt needs --save-best)" if best else "") + ".")
+
+
+def training_now(run_dir: Path) -> Optional[str]:
+    """Why a run directory a process is training in has no weights yet, or None where none is: its first
+    checkpoint comes at --checkpoint-every (config.json's, written as the run starts)."""
+    from .rundir import held_by
+    owner = held_by(run_dir)
+    if owner is None:
+        return None
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+        every, total = config.get("checkpoint_every"), config.get("total_steps")
+    except (OSError, ValueError, AttributeError):
+        every = total = None
+    counts = all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in (every, total))
+    when = ("at its --checkpoint-every" if not counts else f"at step {every:,} (--checkpoint-every)"
+            if every < total else f"at its end, step {total:,}")
+    return (f"is a run training now (pid {owner}) that has written no weights yet: they come {when}; give the "
+            "run directory again then.")
 
 
 def load(path, device: Optional[str] = None, providers: Optional[list[str]] = None,

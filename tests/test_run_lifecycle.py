@@ -155,6 +155,27 @@ def test_a_stop_signal_ends_an_api_run_then_reaches_its_caller(tmp_path):
     assert not (tmp_path / "run 2").exists()
 
 
+def test_evaluating_a_run_that_is_training_and_has_no_weights_yet_says_when_they_come(tmp_path):
+    """evaluate (or play) of a run training in another terminal, before its first checkpoint, was told to "give a
+    run directory of a finished (or checkpointed) run", as if the folder were no run's. It is told the run is
+    training (its pid) and at which step its first weights come; once the run has saved, it plays them."""
+    run = tmp_path / "run"
+    first = start_training(run, "--checkpoint-every", "500000")
+    try:
+        wait_for_records(run, first, 1)
+        early = run_module("jetdqn.evaluate", str(run), "--games", "1", check=False)
+        assert early.returncode == 2 and early.stderr == (
+            f"error: {run} is a run training now (pid {first.pid}) that has written no weights yet: they come at step "
+            "500,000 (--checkpoint-every); give the run directory again then.\n"), early.stderr
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=120)
+    assert first.returncode == 0
+    saved = ckpt.load(run / "checkpoints" / "latest.pt")["counters"]["step"]
+    later = run_module("jetdqn.evaluate", str(run), "--games", "1", "--max-episode-steps", "20")
+    assert f"(weights of step {saved:,})" in later.stdout, later.stdout
+
+
 @pytest.mark.slow
 def test_one_process_per_run_dir(tmp_path):
     run = tmp_path / "run"
