@@ -124,6 +124,7 @@ learn-pong: install
 	  $(PY) -m jetdqn.train --resume --run-dir "$(LEARN_DIR)"; \
 	else $(PY) -m jetdqn.train --preset pong-fast --run-dir "$(LEARN_DIR)"; fi
 	$(PY) -m jetdqn.plot "$(LEARN_DIR)"
+	$(PY) -m jetdqn.telemetry plot "$(LEARN_DIR)"
 
 bench-convs: install
 	$(PY) -m jetdqn.bench convs

@@ -1636,6 +1636,20 @@ def test_make_train_resumes_a_stopped_run_as_make_learn_pong_does(tmp_path):
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
 
 
+@pytest.mark.slow   # ~10 s: a run, then make's resume and both plots
+def test_make_learn_pong_ends_with_the_learning_curve_and_where_the_time_went(tmp_path):
+    """`make learn-pong` drew the learning curve at its end; it draws the telemetry plot too, which says where
+    the run's time went (the learner's and the emulators' loads, the stretches without updates)."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "cartpole", "--total-steps", "600", "--learn-start", "300",
+               "--log-every", "300", "--final-eval-games", "2", "--telemetry", "procfs", "--progress", "off",
+               "--run-dir", str(run))
+    proc = subprocess.run(["make", "-s", "-o", "install", "learn-pong", f"PY={sys.executable}", f"LEARN_DIR={run}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-2:] == [str(run / "learning_curve.png"), str(run / "telemetry.png")], proc.stdout
+
+
 def test_make_play_plays_the_committed_pong_weights():
     """`make play`, the first thing a board owner types to see an agent, played an untrained network (it said
     so) while the clone carries weights that score 18; it plays those (MODEL= names another run)."""
