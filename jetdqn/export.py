@@ -266,17 +266,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     except CheckpointError as exc:
         fail(str(exc))
     spec = model_spec(spec["network"], spec["env"], spec["config"], spec.get("step"), spec.get("evaluated"))
+    step = spec.get("step")   # which weights went out: a run's model.pt, its best.pt or a checkpoint are not alike
+    weights_of = (f"the weights of step {step:,}" if isinstance(step, int) and not isinstance(step, bool)
+                  else "weights whose file does not say their step")
     writing = args.safetensors
     try:
         if args.safetensors:
             tensors, spec_path = write_safetensors(weights, spec, Path(args.safetensors))
-            print(f"wrote {tensors} and {spec_path}")
+            print(f"wrote {tensors} and {spec_path} ({weights_of})")
         writing = args.onnx
         if args.onnx:
             shape = spec["network"]["obs_shape"]
             kind = "uint8" if len(shape) == 3 else "float32"   # frames as bytes; a vector env's numbers (CartPole)
             print(f"wrote {write_onnx(weights, spec, Path(args.onnx), args.opset)} (opset {args.opset}, "
-                  f"input {kind} [N, {', '.join(map(str, shape))}], dynamic N)")
+                  f"input {kind} [N, {', '.join(map(str, shape))}], dynamic N; {weights_of})")
     except OpsetError as exc:
         fail(f"--opset {args.opset}: torch's ONNX exporter cannot write it ({exc}); the default, "
              f"{ONNX_OPSET}, is what TensorRT 10 and ONNX Runtime read.")

@@ -542,6 +542,9 @@ def test_play_names_the_step_its_weights_were_taken_at(tmp_path):
     assert "weights of step 200)" in run_module("jetdqn.evaluate", str(run), "--games", "1").stdout
     summary = json.loads(run_module("jetdqn.play", str(run), "--display-freq", "0", "--episodes", "1", "--json").stdout)
     assert (summary["model"], summary["trained_steps"], summary["checkpoint"]) == (str(run / "model.pt"), 200, str(run))
+    # and export, which said only the files it wrote, of weights a run's model.pt, best.pt or checkpoint may hold
+    exported = run_module("jetdqn.export", str(run), "--safetensors", str(tmp_path / "w.safetensors")).stdout
+    assert exported == f"wrote {tmp_path / 'w.safetensors'} and {tmp_path / 'w.json'} (the weights of step 200)\n"
 
 
 def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
@@ -564,7 +567,7 @@ def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
     # CartPole's ONNX takes float32 numbers: the line said "input uint8" for every network
     onnx_out = tmp_path / "cp.onnx"
     said = run_module("jetdqn.export", "--checkpoint", str(run), "--onnx", str(onnx_out)).stdout
-    assert said == f"wrote {onnx_out} (opset 17, input float32 [N, 1, 4], dynamic N)\n"
+    assert said == f"wrote {onnx_out} (opset 17, input float32 [N, 1, 4], dynamic N; the weights of step 300)\n"
     assert np.allclose(jetdqn.load(onnx_out).q_values(frames), from_file.q_values(frames), atol=1e-5)
     empty = run_module("jetdqn.play", "--model", str(tmp_path), "--display-freq", "0", check=False)
     assert empty.returncode == 2 and "holds no model.pt or model.safetensors or checkpoints/latest.pt" in empty.stderr
@@ -601,7 +604,7 @@ def test_committed_weights_without_a_pt_export_to_onnx(tmp_path, pong_stacks):
     assert not (committed / "model.pt").exists()
     out = tmp_path / "eps05.onnx"
     said = run_module("jetdqn.export", "--checkpoint", str(committed), "--onnx", str(out)).stdout
-    assert said == f"wrote {out} (opset 17, input uint8 [N, 4, 84, 84], dynamic N)\n"
+    assert said == f"wrote {out} (opset 17, input uint8 [N, 4, 84, 84], dynamic N; the weights of step 800,000)\n"
     frames = pong_stacks[:64]
     reference = load(committed / "model.safetensors")
     assert np.abs(load(out).q_values(frames) - reference.q_values(frames)).max() < 1e-4
