@@ -563,6 +563,16 @@ def test_a_run_kept_on_a_disk_that_is_not_mounted_is_named_so(tmp_path):
     (["jetdqn.bench", "pong", "--extra-flags", "--env", "CartPole-v1"], "--extra-flags --env: bench pong sets it in "
                                                                          "each of its runs (an ALE game, from its --game"),
     (["jetdqn.bench", "convs", "--steps", "10", "--out", "{binary}/tables"], "is a file, and the results need a folder"),
+    # --out results.md made a folder results.md/ and wrote <host>-<date>-acting.md in it, after the whole run
+    (["jetdqn.bench", "acting", "--steps", "10", "--out", "{dir}/acting.md"], "--out {dir}/acting.md: --out is the "
+                                                                            "folder the results go in (each named "
+                                                                            "<host>-<date>-acting, never over one "
+                                                                            "already there), and acting.md is a "
+                                                                            "file's name; give a folder ({dir})."),
+    (["jetdqn.bench", "pong", "--game", "breakout", "--out", "table.csv"], "(each named <host>-<date>-breakout, never "
+                                                                            "over one already there), and table.csv "
+                                                                            "is a file's name; give a folder (the "
+                                                                            "current one, .)."),
     # the whole benchmark ran (minutes) before the write failed with a traceback: root may write anywhere but there
     (["jetdqn.bench", "pong", "--out", "/proc/jetdqn-results"], "--out /proc/jetdqn-results: no folder can be made in "
                                                               "/proc ("),

@@ -89,6 +89,10 @@ REPLAY_MODES = ("off", "lz4", "zstd", "device-cpu", "device-cuda")   # host stor
 at_least_two = whole_at_least(2)
 
 
+OUT_HELP = "the folder the table goes in, under a new name (default benchmarks/results)"
+RESULT_SUFFIXES = (".md", ".csv", ".json", ".png", ".txt", ".html")   # what a benchmark writes, or might be asked to
+
+
 def build_parser() -> Parser:
     """One subcommand per benchmark, each with its own flags."""
     # train's --env, brought to the bench: "unrecognized arguments" and nothing more
@@ -111,7 +115,8 @@ def build_parser() -> Parser:
     pp.add_argument("--tegrastats-path", type=given_path, default="tegrastats",
                     help="the tegrastats binary every case's telemetry starts (a container where it is mounted "
                          "elsewhere; default: tegrastats on PATH)")
-    pp.add_argument("--out", type=given_path, default="benchmarks/results", help="where the table, CSV, JSON and PNG go")
+    pp.add_argument("--out", type=given_path, default="benchmarks/results",
+                    help="the folder the table, CSV, JSON and PNG go in (default benchmarks/results)")
     pp.add_argument("--keep-runs", action="store_true", help="keep each case's run directory")
     pp.add_argument("--case-timeout", type=seconds_limit, default=900,
                     help="seconds one run of a case may take (default 900)")
@@ -120,13 +125,13 @@ def build_parser() -> Parser:
     pc = sub.add_parser("convs", help="the reusing-convolutions network-size study")
     pc.add_argument("--steps", type=positive_int, default=3000)
     pc.add_argument("--batch", type=positive_int, default=32)
-    pc.add_argument("--out", type=given_path, default=None)
+    pc.add_argument("--out", type=given_path, default=None, help="a folder for the table (default: printed only)")
     pa = sub.add_parser("acting", help="greedy acting only: env steps/s for each split of envs into groups")
     pa.add_argument("--game", default="pong")
     pa.add_argument("--steps", type=positive_int, default=20_000, help="measured steps per split (default 20000)")
     pa.add_argument("--warmup", type=positive_int, default=2_000, help="steps before the measured window (default 2000)")
     pa.add_argument("--splits", type=splits, default=None, help="ENVSxGROUPS,... (default: 1x1,2x1,4x1,8x1,16x1,32x1,64x1,8x2,16x2,64x2)")
-    pa.add_argument("--out", type=given_path, default="benchmarks/results")
+    pa.add_argument("--out", type=given_path, default="benchmarks/results", help=OUT_HELP)
     pa.add_argument("--flags", nargs=argparse.REMAINDER, default=["--amp", "bf16", "--channels-last"],
                     help="flags for every run's jetdqn.train (put last; default --amp bf16 --channels-last)")
     pr = sub.add_parser("replay", help="bytes per transition, add and sample rates per storage mode")
@@ -135,13 +140,13 @@ def build_parser() -> Parser:
                     help="transitions per mode (default 1M; 2 or more)")
     pr.add_argument("--frames", type=positive_int, default=20_000, help="real frames recorded, then cycled")
     pr.add_argument("--modes", type=storage_modes, default=list(REPLAY_MODES))
-    pr.add_argument("--out", type=given_path, default="benchmarks/results")
+    pr.add_argument("--out", type=given_path, default="benchmarks/results", help=OUT_HELP)
     pe = sub.add_parser("engines", help="greedy acting through torch and ONNX Runtime, batch 1 and 8")
     pe.add_argument("--model", type=given_path, default=None,
                     help="a checkpoint (.pt), a .safetensors export or a run directory (default: the clone's "
                          "benchmarks/results/learn-pong/run/model.pt)")
     pe.add_argument("--passes", type=positive_int, default=500, help="forward passes per round (default 500)")
-    pe.add_argument("--out", type=given_path, default="benchmarks/results")
+    pe.add_argument("--out", type=given_path, default="benchmarks/results", help=OUT_HELP)
     pu = sub.add_parser("reuse", help="the reusing-convolutions paper's inference experiment: full pass vs reuse")
     pu.add_argument("--games", type=game_names,
                     default=["pong", "breakout", "space_invaders", "seaquest", "ms_pacman", "freeway"])
@@ -153,7 +158,7 @@ def build_parser() -> Parser:
     pu.add_argument("--nature", default=None,
                     help="also time this Nature CNN model with and without --reuse-conv ('' to skip; default: the "
                          "clone's benchmarks/results/learn-pong/run/model.pt, skipped where there is none)")
-    pu.add_argument("--out", type=given_path, default="benchmarks/results")
+    pu.add_argument("--out", type=given_path, default="benchmarks/results", help=OUT_HELP)
     return p
 
 
@@ -187,6 +192,12 @@ def _unusable(args) -> Optional[str]:
         missing = dangling_link(Path(out))
         if missing:
             return f"--out {out}: {missing}; give a folder you can write to."
+        if not Path(out).exists() and Path(out).suffix.lower() in RESULT_SUFFIXES:
+            # --out results.md made a folder results.md/ and wrote <host>-<date>-<what>.md inside it
+            named = args.game if args.what == "pong" else args.what   # bench pong --game breakout: ...-breakout.md
+            return (f"--out {out}: --out is the folder the results go in (each named <host>-<date>-{named}, "
+                    f"never over one already there), and {Path(out).name} is a file's name; give a folder "
+                    f"({'the current one, .' if str(Path(out).parent) == '.' else Path(out).parent}).")
         existing = next(p for p in (Path(out), *Path(out).absolute().parents) if p.exists())
         if not existing.is_dir():
             return f"--out {out}: {existing} is a file, and the results need a folder there."
