@@ -59,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-episode-steps", type=whole_at_least(2), default=None, metavar="N",
                    help="Cut each game after N agent steps (default: the model's run's --max-episode-steps).")
     p.add_argument("--seed", type=seed, default=0, help="Seed for the env and epsilon (default 0).")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="Where the network runs: auto, the GPU where torch (for an .onnx, ONNX Runtime's TensorRT or "
+                        "CUDA) can use one, else the CPU; cuda is refused in one sentence where there is none. "
+                        "(default: auto)")
     p.add_argument("--reuse-conv", action="store_true", help="Reuse the CNN's activations from step to step where "
                                                               "the frames did not change (CPU; exact; README).")
     p.add_argument("--json", action="store_true", help="Print the summary as one JSON object.")

@@ -610,3 +610,23 @@ def test_a_case_whose_envs_step_past_the_window_is_not_run_and_the_steps_it_name
     row = run_case(case, args, tmp_path, 0)
     assert "error" not in row, row
     assert row["updates"] > 0 and row["s_per_1000_steps"] > 0
+
+
+def test_every_flag_of_every_benchmark_says_what_it_sets():
+    """`bench replay --help` listed `--game GAME`, `--modes MODES` and `--out OUT` with no word: --out read as a
+    file's name and made a folder of it. Every command's flags say what they take."""
+    import argparse
+
+    from jetdqn.bench.__main__ import build_parser
+    from jetdqn.config import build_parser as train_parser
+    from jetdqn.play import build_parser as play_parser
+
+    parsers = {"bench": build_parser(), "train": train_parser("python -m jetdqn.train", ""), "play": play_parser()}
+    for name, parser in list(parsers.items()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.update({f"{name} {sub}": p for sub, p in action.choices.items()})
+    silent = [f"{name} {'/'.join(action.option_strings)}" for name, parser in parsers.items()
+              for action in parser._actions
+              if action.option_strings and action.help in (None, "") and action.help != argparse.SUPPRESS]
+    assert silent == [], silent

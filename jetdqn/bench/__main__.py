@@ -123,11 +123,12 @@ def build_parser() -> Parser:
     pp.add_argument("--extra-flags", nargs=argparse.REMAINDER, default=[],
                     help="flags passed to every case's jetdqn.train (put last)")
     pc = sub.add_parser("convs", help="the reusing-convolutions network-size study")
-    pc.add_argument("--steps", type=positive_int, default=3000)
-    pc.add_argument("--batch", type=positive_int, default=32)
+    pc.add_argument("--steps", type=positive_int, default=3000,
+                    help="passes timed per network, inference and training each (default 3000, the paper's)")
+    pc.add_argument("--batch", type=positive_int, default=32, help="the training passes' batch (default 32)")
     pc.add_argument("--out", type=given_path, default=None, help="a folder for the table (default: printed only)")
     pa = sub.add_parser("acting", help="greedy acting only: env steps/s for each split of envs into groups")
-    pa.add_argument("--game", default="pong")
+    pa.add_argument("--game", default="pong", help="the ALE game every split plays (default pong)")
     pa.add_argument("--steps", type=positive_int, default=20_000, help="measured steps per split (default 20000)")
     pa.add_argument("--warmup", type=positive_int, default=2_000, help="steps before the measured window (default 2000)")
     pa.add_argument("--splits", type=splits, default=None, help="ENVSxGROUPS,... (default: 1x1,2x1,4x1,8x1,16x1,32x1,64x1,8x2,16x2,64x2)")
@@ -135,11 +136,12 @@ def build_parser() -> Parser:
     pa.add_argument("--flags", nargs=argparse.REMAINDER, default=["--amp", "bf16", "--channels-last"],
                     help="flags for every run's jetdqn.train (put last; default --amp bf16 --channels-last)")
     pr = sub.add_parser("replay", help="bytes per transition, add and sample rates per storage mode")
-    pr.add_argument("--game", default="pong")
+    pr.add_argument("--game", default="pong", help="the ALE game whose frames are stored (default pong)")
     pr.add_argument("--transitions", type=at_least_two, default=1_000_000,   # 1: a row each of "not run: ValueError"
                     help="transitions per mode (default 1M; 2 or more)")
-    pr.add_argument("--frames", type=positive_int, default=20_000, help="real frames recorded, then cycled")
-    pr.add_argument("--modes", type=storage_modes, default=list(REPLAY_MODES))
+    pr.add_argument("--frames", type=positive_int, default=20_000, help="real frames recorded, then cycled (default 20000)")
+    pr.add_argument("--modes", type=storage_modes, default=list(REPLAY_MODES),
+                    help=f"comma-separated storage modes (default {','.join(REPLAY_MODES)})")
     pr.add_argument("--out", type=given_path, default="benchmarks/results", help=OUT_HELP)
     pe = sub.add_parser("engines", help="greedy acting through torch and ONNX Runtime, batch 1 and 8")
     pe.add_argument("--model", type=given_path, default=None,
@@ -149,8 +151,10 @@ def build_parser() -> Parser:
     pe.add_argument("--out", type=given_path, default="benchmarks/results", help=OUT_HELP)
     pu = sub.add_parser("reuse", help="the reusing-convolutions paper's inference experiment: full pass vs reuse")
     pu.add_argument("--games", type=game_names,
-                    default=["pong", "breakout", "space_invaders", "seaquest", "ms_pacman", "freeway"])
-    pu.add_argument("--filters", type=filter_pairs, default=[(20, 40), (40, 80), (80, 160)])
+                    default=["pong", "breakout", "space_invaders", "seaquest", "ms_pacman", "freeway"],
+                    help="comma-separated ALE games (default pong,breakout,space_invaders,seaquest,ms_pacman,freeway)")
+    pu.add_argument("--filters", type=filter_pairs, default=[(20, 40), (40, 80), (80, 160)],
+                    help="the two convolutions' filters, A/B pairs, comma-separated (default 20/40,40/80,80/160)")
     pu.add_argument("--downsample", type=downsamples, default=[2, 4],
                     help="resolutions: 1/N of the 210x160 screen (default 2,4)")
     pu.add_argument("--steps", type=at_least_two, default=3000,   # 1: statistics' traceback, no two frames to compare
