@@ -190,7 +190,7 @@ class Config:
     target_return: Optional[float] = _f(None, "End the run once an evaluation's mean return reaches this, confirmed "
                                               "over --final-eval-games new games (none: no target, as a preset's "
                                               "is turned off).")
-    run_dir: Optional[str] = _f(None, "Run directory (default runs/<game>-<seed>).")
+    run_dir: Optional[str] = _f(None, "Run directory (default runs/<game>-seed<seed>, e.g. runs/pong-seed0; with --env, its id: runs/CartPole-v1-seed0).")
     resume: bool = _f(False, "Continue the run in --run-dir from its last checkpoint.")
     init_weights: Optional[str] = _f(None, "Start a new run's network (online and target) from trained weights: "
                                            "a model.pt, model.safetensors or run directory of the same game and "
@@ -888,7 +888,7 @@ def build_parser(prog: str, description: str, fields: Optional[set[str]] = None)
             kind = given_value
         parser.add_argument(_flag(f.name), type=kind, choices=f.metadata.get("choices"),
                             metavar=None if f.metadata.get("choices") else f.name.upper(),
-                            help=f"{help_text} (default: {default})")
+                            help=help_text if "(default" in help_text else f"{help_text} (default: {default})")
     return parser
 
 

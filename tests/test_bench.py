@@ -614,7 +614,8 @@ def test_a_case_whose_envs_step_past_the_window_is_not_run_and_the_steps_it_name
 
 def test_every_flag_of_every_benchmark_says_what_it_sets():
     """`bench replay --help` listed `--game GAME`, `--modes MODES` and `--out OUT` with no word: --out read as a
-    file's name and made a folder of it. Every command's flags say what they take."""
+    file's name and made a folder of it. Every command's flags say what they take, and their default once
+    (train's --ray-address said its own, then "(default: None)")."""
     import argparse
 
     from jetdqn.bench.__main__ import build_parser
@@ -630,3 +631,6 @@ def test_every_flag_of_every_benchmark_says_what_it_sets():
               for action in parser._actions
               if action.option_strings and action.help in (None, "") and action.help != argparse.SUPPRESS]
     assert silent == [], silent
+    twice = [f"{name} {action.option_strings[0]}" for name, parser in parsers.items() for action in parser._actions
+             if action.option_strings and (action.help or "").count("(default") > 1]   # "(default: start a local
+    assert twice == [], twice                                                          # one). (default: None)"
