@@ -139,7 +139,8 @@ class Config:
     full_action_space: bool = _f(False, "All 18 Atari actions instead of the game's minimal set.")
     # --- runtime
     seed: int = _f(0, "Seed for torch, numpy, the envs and the replay sampler.")
-    device: str = _f("auto", "Where the network runs.", ("auto", "cpu", "cuda"))
+    device: str = _f("auto", "Where the network runs: auto = CUDA where torch can use the GPU (a GPU it has no kernels for "
+                               "is said and skipped), else the CPU.", ("auto", "cpu", "cuda"))
     threads: int = _f(0, "torch intra-op threads (0 = one per core this process may use on a CPU, its affinity and "
                           "CPU quota counted; 1 with the network on CUDA, where the CPU side is only copies; auto = "
                           "measured together with --num-envs).")
@@ -171,7 +172,9 @@ class Config:
     # --- display and telemetry
     display_freq: int = _f(0, "Show 1 of every N frames in a window (0 = no display).")
     display_start: int = _f(0, "Open the window at this step (the benchmark skips the replay fill with it).")
-    telemetry: str = _f("auto", "Telemetry sampler.", ("auto", "tegrastats", "jtop", "procfs", "off"))
+    telemetry: str = _f("auto", "Where the logged CPU, GPU (GR3D) and emulator loads come from: auto = tegrastats "
+                                  "(a Jetson), else jtop, else /proc with NVML for an NVIDIA GPU.",
+                                  ("auto", "tegrastats", "jtop", "procfs", "off"))
     tegrastats_path: str = _f("tegrastats", "The tegrastats binary the sampler starts.")
     telemetry_interval_ms: int = _f(500, "Telemetry sampling interval in milliseconds.")
     # --- logging, checkpoints, evaluation
