@@ -144,7 +144,7 @@ def load_player(args: argparse.Namespace, out=print):
     cfg = make_config({**explicit, "seed": args.seed, "device": args.device, "telemetry": "off", **more})
     env = make_env(cfg, args.seed)
     agent = DQNAgent(cfg, (cfg.history, *env.frame_shape), env.n_actions, pick_device(cfg.device))
-    out(f"playing {cfg.env_name} with an untrained network (no --checkpoint): expect random-level scores")
+    out(f"playing {cfg.env_name} with an untrained network (no --model given): expect random-level scores")
     agent.online.eval()
     return cfg, env, agent
 
