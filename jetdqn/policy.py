@@ -29,7 +29,7 @@ SCREEN = (210, 160)   # the ALE's screen, rows x columns, as gymnasium's ALE env
 
 
 class Policy:
-    """:param q_values: frames (uint8 [N, history, 84, 84], or float [N, features]) -> Q [N, actions].
+    """:param q_values: frames (uint8 [N, history, 84, 84], or float [N, history, features]) -> Q [N, actions].
     :param spec: the network spec (class, obs_shape, n_actions, shapes); :param config: the run's settings.
     """
 

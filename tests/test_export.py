@@ -568,6 +568,10 @@ def test_a_run_directory_stands_for_its_model_in_play_export_and_load(tmp_path):
     onnx_out = tmp_path / "cp.onnx"
     said = run_module("jetdqn.export", "--checkpoint", str(run), "--onnx", str(onnx_out)).stdout
     assert said == f"wrote {onnx_out} (opset 17, input float32 [N, 1, 4], dynamic N; the weights of step 300)\n"
+    import onnx   # the graph's own input, as docs/design.md gives it: [N, history, features] (it said [N, features])
+    (graph_input,) = onnx.load(str(onnx_out)).graph.input
+    dims = [d.dim_param or d.dim_value for d in graph_input.type.tensor_type.shape.dim]
+    assert graph_input.name == "frames" and len(dims) == 3 and dims[1:] == [1, 4] and isinstance(dims[0], str)
     assert np.allclose(jetdqn.load(onnx_out).q_values(frames), from_file.q_values(frames), atol=1e-5)
     empty = run_module("jetdqn.play", "--model", str(tmp_path), "--display-freq", "0", check=False)
     assert empty.returncode == 2 and "holds no model.pt or model.safetensors or checkpoints/latest.pt" in empty.stderr
