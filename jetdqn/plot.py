@@ -133,11 +133,14 @@ def _short(value) -> str:
 
 def run_name(run_dir: Path) -> str:
     """The name a run was trained under (config.json's run_dir): a committed copy of its files sits in a
-    folder of another name (benchmarks/results/<run>/run/)."""
+    folder of another name (benchmarks/results/<run>/run/). A run trained in such a folder, or with no
+    config.json, is named by the folder above its ``run``: learn-pong's curve was titled "run"."""
     try:
-        return Path(json.loads((run_dir / "config.json").read_text())["run_dir"]).name or run_dir.name
+        name = Path(json.loads((run_dir / "config.json").read_text())["run_dir"]).name or run_dir.name
     except (OSError, ValueError, KeyError, TypeError):
-        return run_dir.name
+        name = run_dir.name
+    above = Path(os.path.abspath(run_dir)).parent.name
+    return above if name == "run" and above else name
 
 
 def run_env(run_dir: Path) -> Optional[str]:

@@ -943,7 +943,11 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
     copy.mkdir(parents=True)
     for name in ("config.json", "log.jsonl", "eval.jsonl"):
         shutil.copy(run / name, copy / name)
-    assert run_name(copy) == "run" == run_name(run) and run_name(tmp_path) == tmp_path.name
+    # a run trained in a folder named run (learn-pong's, in benchmarks/results/learn-pong/run) is named by the
+    # folder above it: its curve and its telemetry were titled "run"
+    assert run_name(copy) == "results" and run_name(run) == run_name(tmp_path) == tmp_path.name
+    from jetdqn.telemetry.__main__ import telemetry_figure
+    assert telemetry_figure(copy).axes[0].get_title() == "results: where the time goes"
     config = json.loads((copy / "config.json").read_text())
     (copy / "config.json").write_text(json.dumps({**config, "run_dir": "runs/smoke-ablation"}))
     assert run_name(copy) == "smoke-ablation"

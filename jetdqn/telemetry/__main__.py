@@ -198,7 +198,7 @@ def telemetry_figure(run_dir: Path):
     a reason the lines alone did not say (CartPole's learner went from 150% to 50% of a core at a resume, and
     back). A record's loads are its interval's means, so each is drawn across its interval ("steps-pre" from
     the interval's first step), not as a point at its last step that a line joins to the next."""
-    from ..plot import pyplot, refuse_a_file_of_a_run
+    from ..plot import pyplot, refuse_a_file_of_a_run, run_name
     plt = pyplot()
     from ..records import read_jsonl
 
@@ -233,7 +233,7 @@ def telemetry_figure(run_dir: Path):
                  label="GPU (GR3D)")
     ax1.set_ylabel("load %")
     ax1.set_ylim(0, 105)
-    ax1.set_title(f"{run_dir.name}: where the time goes")
+    ax1.set_title(f"{run_name(run_dir)}: where the time goes")   # the learning curve's name for the run
     for key, label, color in (("emulator_cpu", "emulator threads", "tab:red"),
                               ("learner_cpu", "learner threads", "tab:blue")):
         ax2.plot(*across([r.get(key) for r in records]), label=label, color=color, drawstyle="steps-pre")
