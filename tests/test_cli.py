@@ -118,6 +118,9 @@ def test_an_atari_game_under_a_gymnasium_envs_preset_is_told_what_it_trains_with
     (["--env", "NoSuchEnv-v0", "--total-steps", "10"], "gymnasium does not know the env 'NoSuchEnv-v0'"),
     (["--game", "PongNoFrameskip-v4"], "unknown game 'PongNoFrameskip-v4' (did you mean pong? --game takes ale-py's "
                                        "ROM name; what the Gymnasium id's version sets is a flag here"),
+    # a ROM's Gymnasium name without a version: no version's flags to point at
+    (["--game", "SpaceInvaders"], "unknown game 'SpaceInvaders' (did you mean space_invaders? --game takes ale-py's "
+                                  "ROM name); "),
     (["--game", "cartpole"], "unknown game 'cartpole' (did you mean --env CartPole-v1, a Gymnasium env?)"),
     (["--env", "ALE/Pong-v5"], "error: ALE/Pong-v5 is an Atari game: jetdqn plays it with --game pong"),
     # gymnasium's module:id form of it was made, then refused as a 210x160 picture

@@ -102,8 +102,10 @@ def _hint(game: str, ids: list[str], atari_only: str = "") -> str:
     (``cartpole``: --env, where the command has it), else ROMs spelt alike."""
     name, rom = gym_id_parts(game)
     if rom in ids and rom != game.strip().lower():
-        return (f" (did you mean {rom}? --game takes ale-py's ROM name; what the Gymnasium id's version sets is "
-                f"a flag here: --frame-skip, --sticky-actions, --full-action-space)")
+        versioned = name != game.strip()   # a Gymnasium id (ALE/, NoFrameskip, -v5); MsPacman alone has no version
+        return (f" (did you mean {rom}? --game takes ale-py's ROM name" + (
+                "; what the Gymnasium id's version sets is a flag here: --frame-skip, --sticky-actions, "
+                "--full-action-space)" if versioned else ")"))
     from .gym_env import registered_as
     envs = registered_as(name)
     if envs and atari_only:   # `bench pong --game cartpole` was told to give --env, which the bench refuses
