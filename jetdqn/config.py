@@ -139,8 +139,8 @@ class Config:
     full_action_space: bool = _f(False, "All 18 Atari actions instead of the game's minimal set.")
     # --- runtime
     seed: int = _f(0, "Seed for torch, numpy, the envs and the replay sampler.")
-    device: str = _f("auto", "Where the network runs: auto = CUDA where torch can use the GPU (a GPU it has no kernels for "
-                               "is said and skipped), else the CPU.", ("auto", "cpu", "cuda"))
+    device: str = _f("auto", "Where the network runs: auto = CUDA where torch can use the GPU (a GPU it has no "
+                             "kernels for is said and skipped), else the CPU.", ("auto", "cpu", "cuda"))
     threads: int = _f(0, "torch intra-op threads (0 = one per core this process may use on a CPU, its affinity and "
                           "CPU quota counted; 1 with the network on CUDA, where the CPU side is only copies; auto = "
                           "measured together with --num-envs).")
@@ -193,7 +193,8 @@ class Config:
     target_return: Optional[float] = _f(None, "End the run once an evaluation's mean return reaches this, confirmed "
                                               "over --final-eval-games new games (none: no target, as a preset's "
                                               "is turned off).")
-    run_dir: Optional[str] = _f(None, "Run directory (default runs/<game>-seed<seed>, e.g. runs/pong-seed0; with --env, its id: runs/CartPole-v1-seed0).")
+    run_dir: Optional[str] = _f(None, "Run directory (default runs/<game>-seed<seed>, e.g. runs/pong-seed0; with "
+                                      "--env, its id: runs/CartPole-v1-seed0).")
     resume: bool = _f(False, "Continue the run in --run-dir from its last checkpoint.")
     init_weights: Optional[str] = _f(None, "Start a new run's network (online and target) from trained weights: "
                                            "a model.pt, model.safetensors or run directory of the same game and "
