@@ -504,7 +504,8 @@ def write_record(run: Run, log: RunLog, renderer) -> dict:
         state.dir_lost = run.lock.lost()   # taken by another: asked first, so this record is not written there
         if state.dir_lost:
             return {}
-    run.sampler.mark_processes("emulator", acting.emulator_processes)   # Ray's actors on this machine
+    # Ray's actors on this machine, known from their segments: one first seen now stepped this interval's envs
+    run.sampler.mark_processes("emulator", acting.emulator_processes, worked_already=True)
     record = log.write(step=state.step, wall_s=state.wall_s(), agent=run.agent, schedule=run.schedule,
                        epsilon=acting.epsilon(state.step), episodes=state.episodes, returns=state.returns,
                        replay=run.replay, num_envs=acting.num_streams,

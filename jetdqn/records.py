@@ -295,6 +295,11 @@ def _fmt(value, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
+def _percent(value) -> str:
+    """A load, or "-" where the interval has none (a Ray actor's process counted from the next record on)."""
+    return "-" if value is None else f"{_fmt(value, 0)}%"
+
+
 def _telemetry_tail(record: dict) -> str:
     if record.get("cpu_avg") is None:
         return ""
@@ -303,7 +308,7 @@ def _telemetry_tail(record: dict) -> str:
     limit, used = record.get("mem_limit_mb"), record.get("mem_limit_used_mb")   # only under a memory limit,
     near = limit and used is not None and used >= 0.8 * limit                    # and only said near it
     return (f"  cpu {record['cpu_avg']:.0f}% (busiest {record.get('cpu_max', 0):.0f}%)"
-            f"  emulator {_fmt(record.get('emulator_cpu'), 0)}%  learner {_fmt(record.get('learner_cpu'), 0)}%"
+            f"  emulator {_percent(record.get('emulator_cpu'))}  learner {_percent(record.get('learner_cpu'))}"
             + (f"  gpu {gpu:.0f}%" if gpu is not None else "")
             + (f"  throttled {throttled:.0f}% (CPU quota {record['cpu_quota_cpus']:g})" if throttled else "")
             + (f"  memory {used:,}/{limit:,} MB of its limit" if near else ""))

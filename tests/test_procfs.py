@@ -166,6 +166,42 @@ def test_another_process_cpu_counts_for_the_role_it_was_marked_with():
     assert sampler.summary({}, 0.2)["emulator_cpu"] == 0.0
 
 
+def test_a_process_first_seen_after_its_work_leaves_its_roles_interval_without_a_number():
+    """The loop learns of a Ray actor from its first segments, and marks its process at the next record: the
+    work it did in that interval was not counted, and the record said "emulator 0%" of actors that had
+    stepped every env. That interval's number is null ("emulator -" on the console); the next one counts."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time\nfor _ in range(2):\n    sys.stdin.readline()\n"
+                              "    t = time.process_time()\n    while time.process_time() - t < 0.3: pass\n"
+                              "    print('spun', flush=True)\nsys.stdin.readline()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def spin() -> float:
+        t0 = time.monotonic()
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "spun"
+        return time.monotonic() - t0
+
+    try:
+        sampler = Sampler(gpu=False)
+        sampler.start()
+        interval = spin()   # its work, then the mark
+        sampler.mark_processes("emulator", [child.pid], worked_already=True)
+        first = sampler.summary({"emulator": 0.01}, interval)
+        assert first["emulator_cpu"] is None and first["learner_cpu"] is not None
+        interval = spin()
+        second = sampler.summary({}, interval)
+        assert 0.25 <= second["emulator_cpu"] * interval / 100 <= 0.5, (second["emulator_cpu"], interval)
+    finally:
+        child.stdin.close()
+        child.wait(timeout=10)
+        sampler.stop()
+    from jetdqn.records import console_line
+    line = console_line({"step": 1000, "env_steps_per_s": 1000.0, "updates_per_s": 0.0, "return_mean": None,
+                         "epsilon": 0.2, "loss": None, **first}, 1000, 1.0)
+    assert "  emulator -  learner " in line and "-%" not in line, line
+
+
 @pytest.mark.slow   # 13 s; test_fastpath's Pong run checks the emulator threads' share in make test
 def test_pong_run_reports_plausible_telemetry(tmp_path):
     run = tmp_path / "run"

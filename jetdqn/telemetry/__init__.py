@@ -71,6 +71,7 @@ class Sampler:
         self.root = Path(root)
         self.roles: dict[int, str] = {}
         self.processes: dict[int, tuple[str, float]] = {}   # pid: (role, CPU seconds at the last read)
+        self.incomplete_roles: set[str] = set()   # roles whose interval lacks a process's work (mark_processes)
         self.loop_tid = threading.get_native_id()
         self.n_cores = procfs.present_cores(self.root)
         self._cpu = None
@@ -111,15 +112,21 @@ class Sampler:
         for tid in tids:
             self.roles[int(tid)] = role
 
-    def mark_processes(self, role: str, pids: Iterable[int]) -> None:
+    def mark_processes(self, role: str, pids: Iterable[int], worked_already: bool = False) -> None:
         """Other processes on this machine whose CPU time counts for ``role``, from now on: Ray's actors
         run the emulators in processes of their own. A process already marked keeps its count; one that has
-        ended (a restarted actor's old pid) is not marked again."""
+        ended (a restarted actor's old pid) is not marked again. What a process did before it was marked is
+        not counted (a Ray actor's start-up is no emulation); ``worked_already``: a process newly marked has
+        done this interval's work for ``role`` already (the loop learns of an actor from its first segments),
+        so the interval that ends at the next summary has no number for ``role``. A Ray run's first record
+        said "emulator 0%" of actors that had stepped every env of it."""
         for pid in pids:
             if int(pid) not in self.processes:
                 seconds = procfs.read_process_cpu(pid, self.root)
                 if seconds is not None:
                     self.processes[int(pid)] = (role, seconds)
+                    if worked_already:
+                        self.incomplete_roles.add(role)
 
     def _processes_delta(self) -> dict[str, float]:
         """CPU seconds per role of the marked processes since the last read; one that ended is dropped."""
@@ -196,8 +203,8 @@ class Sampler:
         record.update({
             "cpu_avg": round(sum(loads) / len(loads), 1) if loads else None,
             "cpu_max": max(loads) if loads else None,
-            "emulator_cpu": round(100.0 * emulator / dt, 1),
-            "learner_cpu": round(100.0 * learner / dt, 1),
+            "emulator_cpu": None if "emulator" in self.incomplete_roles else round(100.0 * emulator / dt, 1),
+            "learner_cpu": None if "learner" in self.incomplete_roles else round(100.0 * learner / dt, 1),
             "process_cpu": round(100.0 * total / dt, 1),
             "threads_cpu": dict(sorted(per_thread.items(), key=lambda kv: -kv[1])[:8]),
             "telemetry_source": record.get("telemetry_source", self.source),
@@ -207,6 +214,7 @@ class Sampler:
         limit = self.memory_limit.now() if self.memory_limit is not None else None
         if limit is not None:
             record.update({"mem_limit_mb": limit.limit >> 20, "mem_limit_used_mb": limit.used >> 20})
+        self.incomplete_roles = set()
         self.overhead_s += time.thread_time() - t0
         record["telemetry_overhead_s"] = round(self.overhead_s, 5)
         self.overhead_s = 0.0
@@ -230,7 +238,7 @@ class NullSampler(Sampler):
     def __init__(self, *args, **kwargs):
         self.roles = {}
 
-    def mark_processes(self, role: str, pids) -> None:
+    def mark_processes(self, role: str, pids, worked_already: bool = False) -> None:
         pass
 
     def start(self) -> None:
