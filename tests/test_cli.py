@@ -1029,6 +1029,11 @@ def test_the_telemetry_plot_shades_the_steps_without_updates_and_marks_each_resu
         assert {"no updates (the replay fills)", "an evaluation's games", "resumed"} <= set(labels), labels
     learner = next(line for line in fig.axes[1].lines if line.get_label() == "learner threads")
     assert list(learner.get_ydata())[1:] == [r["learner_cpu"] for r in records]
+    # the legends beside the axes: inside the upper left they hid the cores' loads at 100% and the learner's top
+    from jetdqn.plot import save_figure
+    save_figure(fig, tmp_path / "telemetry.png")
+    for ax in fig.axes:
+        assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
 
 
 @pytest.mark.parametrize("command", ["train", "play", "bench", "plot", "telemetry", "export", "evaluate",

@@ -223,7 +223,7 @@ def telemetry_figure(run_dir: Path):
     def across(values: list) -> tuple[list, list]:   # the first value also holds from the first interval's start
         return steps, values[:1] + values
 
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
     n = max(len(r["cpu_per_core"]) for r in records)
     for c in range(n):
         ax1.plot(*across([r["cpu_per_core"][c] if c < len(r["cpu_per_core"]) else None for r in records]),
@@ -246,10 +246,12 @@ def telemetry_figure(run_dir: Path):
                 ax.axvspan(begin / scale, end / scale, color=color, lw=0.8, zorder=0, label=None if i else label)
         for i, step in enumerate(resumes):
             ax.axvline(step / scale, color="black", ls=":", lw=1, label="resumed" if i == 0 else None)
-    ax1.legend(loc="upper left", fontsize=7, ncol=4)
+    # the legends beside the axes, not over them: the cores' loads run at 100% and the learner's near its top,
+    # right where a legend inside the upper left hid them (a Ray run's first interval was not seen at all)
+    ax1.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, ncol=1 + n // 12)
     ax2.set_ylabel("% of one core")
     ax2.set_xlabel(unit)
-    ax2.legend(loc="upper left", fontsize=8)
+    ax2.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return fig
 
 
