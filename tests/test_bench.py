@@ -634,3 +634,21 @@ def test_every_flag_of_every_benchmark_says_what_it_sets():
     twice = [f"{name} {action.option_strings[0]}" for name, parser in parsers.items() for action in parser._actions
              if action.option_strings and (action.help or "").count("(default") > 1]   # "(default: start a local
     assert twice == [], twice                                                          # one). (default: None)"
+
+
+@pytest.mark.parametrize("result, gpu", [("vm-2026-11-28-pong.json", False), ("cuda-h100/h100-2026-11-22-pong.json", True)])
+def test_the_chart_names_only_what_it_draws_and_its_legend_covers_no_bar(tmp_path, result, gpu):
+    """The chart of a committed table: on a machine without a GPU its legend named "GPU (GR3D)" with no bar,
+    and it sat inside the lower right, over the last row's learner bar (Ray's). The legend is at the foot,
+    under both axes, and names the GPU where some row measured it."""
+    from conftest import ROOT
+    from jetdqn.bench.report import chart_figure
+    from jetdqn.plot import save_figure
+    rows = json.loads((ROOT / "benchmarks" / "results" / result).read_text())["rows"]
+    fig = chart_figure(rows, "jetdqn bench pong")
+    save_figure(fig, tmp_path / "chart.png")   # laid out as written
+    (legend,) = fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels == ["emulator threads", "learner threads", *(["GPU (GR3D)"] if gpu else [])]
+    assert all(legend.get_window_extent().y1 < ax.get_tightbbox().y0 for ax in fig.axes)
+    assert fig.axes[1].get_xlabel() == "% of one core" + (" (GPU: % busy)" if gpu else "")

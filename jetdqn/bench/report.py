@@ -185,11 +185,18 @@ def tf32_line(rows: list[dict]) -> str:
 
 
 def write_chart(rows: list[dict], path: Path, title: str) -> Optional[Path]:
-    from ..plot import pyplot
+    """The table as a PNG (``chart_figure``), or None where there is no matplotlib or no row that ran."""
     try:
-        plt = pyplot()   # quiet where the home folder cannot be written, as the other plots are
+        fig = chart_figure(rows, title)
     except ValueError:   # no matplotlib: the table and CSV are the result
         return None
+    return save_figure(fig, path) if fig is not None else None
+
+
+def chart_figure(rows: list[dict], title: str):
+    """Each row's seconds per 1000 steps beside its loads; None where no row ran."""
+    from ..plot import pyplot
+    plt = pyplot()   # quiet where the home folder cannot be written, as the other plots are
     ok = [r for r in rows if r["status"] == "ok"]
     if not ok:
         return None
@@ -204,13 +211,16 @@ def write_chart(rows: list[dict], path: Path, title: str) -> Optional[Path]:
     for k, (key, label, color) in enumerate([("emulator_cpu", "emulator threads", "tab:red"),
                                              ("learner_cpu", "learner threads", "tab:blue"),
                                              ("gpu_load", "GPU (GR3D)", "k")]):
+        if all(r.get(key) is None for r in ok):   # no GPU here: "GPU (GR3D)" in the legend named no bar
+            continue
         ax2.barh([i + (k - 1) * h for i in y], [r.get(key) or 0 for r in ok], height=h, color=color, label=label)
     ax2.set_yticks(list(y), [""] * len(ok))
     ax2.invert_yaxis()
-    ax2.set_xlabel("% of one core (GPU: % busy)")
-    ax2.legend(fontsize=8, loc="lower right")
+    ax2.set_xlabel("% of one core" + (" (GPU: % busy)" if any(r.get("gpu_load") is not None for r in ok) else ""))
+    # at the foot, under both axes: inside the lower right it covered the last row's learner bar
+    fig.legend(*ax2.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
-    return save_figure(fig, path)
+    return fig
 
 
 def write_files(rows: list[dict], info: dict, args, base: Path, stamp: str, command: str) -> Optional[Path]:
