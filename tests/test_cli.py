@@ -96,7 +96,7 @@ def test_a_refusal_that_names_a_setting_the_preset_gave_says_so_and_how_to_overr
 def test_an_atari_game_under_a_gymnasium_envs_preset_is_told_what_it_trains_with(tmp_path):
     """--preset cartpole --game pong trained Pong one frame at a time and on raw scores, CartPole's settings,
     without a word; settings given for the game say nothing."""
-    quick = ["--preset", "cartpole", "--game", "pong", "--total-steps", "200", "--learn-start", "100",
+    quick = ["--preset", "cartpole", "--game", "pong", "--total-steps", "110", "--learn-start", "100",
              "--eval-episodes", "0", "--telemetry", "off", "--progress", "off"]
     told = run_module("jetdqn.train", *quick, "--run-dir", str(tmp_path / "told")).stderr
     assert ("--preset cartpole holds the settings of CartPole-v1, and pong is an Atari game: it trains with "
