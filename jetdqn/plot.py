@@ -133,14 +133,16 @@ def _short(value) -> str:
 
 def run_name(run_dir: Path) -> str:
     """The name a run was trained under (config.json's run_dir): a committed copy of its files sits in a
-    folder of another name (benchmarks/results/<run>/run/). A run trained in such a folder, or with no
-    config.json, is named by the folder above its ``run``: learn-pong's curve was titled "run"."""
+    folder of another name (benchmarks/results/<run>/run/). One trained in such a folder, or with no
+    config.json, is named by that <run>: learn-pong's curve was titled "run". A run of the user's own named
+    run keeps the name."""
     try:
         name = Path(json.loads((run_dir / "config.json").read_text())["run_dir"]).name or run_dir.name
     except (OSError, ValueError, KeyError, TypeError):
         name = run_dir.name
-    above = Path(os.path.abspath(run_dir)).parent.name
-    return above if name == "run" and above else name
+    folder = Path(os.path.abspath(run_dir))
+    committed = name == "run" and folder.name == "run" and folder.parent.parent.name == "results"
+    return folder.parent.name if committed else name
 
 
 def run_env(run_dir: Path) -> Optional[str]:

@@ -942,15 +942,16 @@ def test_learning_curve_and_telemetry_plots(tmp_path):
     # another run on the same axes: a committed copy (benchmarks/results/<run>/run/) named as it was trained
     import shutil
     from jetdqn.plot import main as plot_main, run_name
-    copy = tmp_path / "results" / "run"
+    copy = tmp_path / "results" / "smoke" / "run"
     copy.mkdir(parents=True)
     for name in ("config.json", "log.jsonl", "eval.jsonl"):
         shutil.copy(run / name, copy / name)
-    # a run trained in a folder named run (learn-pong's, in benchmarks/results/learn-pong/run) is named by the
-    # folder above it: its curve and its telemetry were titled "run"
-    assert run_name(copy) == "results" and run_name(run) == run_name(tmp_path) == tmp_path.name
+    # a run trained in a folder named run in the committed layout (learn-pong's, benchmarks/results/learn-pong/run)
+    # is named by the folder above it: its curve and its telemetry were titled "run". A user's own run named
+    # run keeps its name.
+    assert run_name(copy) == "smoke" and run_name(run) == "run" and run_name(tmp_path) == tmp_path.name
     from jetdqn.telemetry.__main__ import telemetry_figure
-    assert telemetry_figure(copy).axes[0].get_title() == "results: where the time goes"
+    assert telemetry_figure(copy).axes[0].get_title() == "smoke: where the time goes"
     config = json.loads((copy / "config.json").read_text())
     (copy / "config.json").write_text(json.dumps({**config, "run_dir": "runs/smoke-ablation"}))
     assert run_name(copy) == "smoke-ablation"
