@@ -542,6 +542,10 @@ def resume(run: Run) -> str:
         run.schedule.learn_from = int(counters.get("learn_from", run.cfg.learn_start))
         run.schedule.updates_at_learn = int(counters.get("updates_at_learn", 0))
         how = f"the replay is restored ({len(run.replay):,} transitions); learning goes on at once"
+        if run.state.step < run.schedule.learn_from:   # stopped while it filled: "at once" was 98 steps early
+            how = (f"the replay is restored ({len(run.replay):,} transitions) and fills "
+                   f"{run.schedule.learn_from - run.state.step:,} steps more, to step {run.schedule.learn_from:,} "
+                   "(--learn-start), before learning begins")
         filled = "restored"
     else:
         run.schedule.learn_from = run.state.step + run.cfg.learn_start

@@ -320,6 +320,20 @@ def test_resume_refuses_a_change_the_checkpoint_cannot_follow(tmp_path):
     assert [r["step"] for r in records(run)] == [100, 200, 250, 300]   # settings that may change, change
 
 
+def test_a_run_stopped_while_its_replay_filled_resumes_to_fill_it_and_says_so(tmp_path):
+    """Its replay saved (--checkpoint-replay) before --learn-start, a resume said "learning goes on at once",
+    and the next 98 steps made no update. It says how far the replay fills first, and fills that far."""
+    run = tmp_path / "run"
+    quiet = ("--telemetry", "off", "--progress", "lines", "--log-every", "50")
+    run_module("jetdqn.train", "--preset", "smoke", "--run-dir", str(run), "--checkpoint-replay", "--learn-start",
+               "300", "--total-steps", "200", *quiet)
+    resumed = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "400", *quiet).stdout
+    assert (f"resumed {run} at step 200; the replay is restored (200 transitions) and fills 100 steps more, to step "
+            "300 (--learn-start), before learning begins\n") in resumed, resumed
+    learning = {r["step"]: r["learning"] for r in records(run)}
+    assert [learning[s] for s in (250, 300, 350, 400)] == [False, False, True, True], learning
+
+
 def test_the_first_command_repeated_with_resume_keeps_the_env_count_auto_chose(tmp_path):
     """A run started with --num-envs auto and --checkpoint-replay records the count auto chose; the same
     command with --resume (a container restarted with its command) asked for auto again, and with a saved
