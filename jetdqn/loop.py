@@ -281,6 +281,9 @@ def run_loop(run: Run, filled: str) -> dict:
         checkpoints = Every(cfg.checkpoint_every, state.step)
         next_cut = follow_lr_cuts(run, None)
         reached, clipping_said = False, False
+        # --compile's first update compiles its graphs (15 s for the breakout preset on 2 cores) in this thread:
+        # the interval's record says so, and its 45 steps/s is not read as the loop's speed
+        compiling = cfg.compile and not cfg.async_learner
         with env_failure_stops(state):
             if evaluation_due(cfg, state) and not state.env_failed:   # one a stop dropped: at the checkpoint's step
                 with log.timed("evaluating"):
@@ -302,7 +305,12 @@ def run_loop(run: Run, filled: str) -> dict:
                 acting.show(renderer, state.step)    # 1 of every --display-freq frames
                 if next_cut is not None and state.step >= next_cut:
                     next_cut = follow_lr_cuts(run, next_cut)
-                learner.learn(state.step, earned)
+                if compiling and earned is not None and earned > agent.updates:
+                    with log.timed("compiling"):
+                        learner.learn(state.step, earned)
+                    compiling = False
+                else:
+                    learner.learn(state.step, earned)
                 acting.after_learning(agent.updates)  # Ray: new weights to the actors now and then
                 if run.progress.mode == "bar":
                     run.progress.update(state.step, log.rate(state.step), state.returns[-1] if state.returns

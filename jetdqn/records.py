@@ -263,7 +263,7 @@ class RunLog:
         self.writer.close()
 
 
-ASIDE = ("evaluating_s", "checkpointing_s")  # the loop's work between steps that a record's interval can hold
+ASIDE = ("evaluating_s", "checkpointing_s", "compiling_s")  # the loop's work between steps that a record's interval can hold
 
 
 def console_line(record: dict, dsteps: int, dt: float) -> str:

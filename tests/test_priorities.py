@@ -186,6 +186,10 @@ def test_pong_with_prioritized_replay_saves_its_priorities_and_resumes_with_them
     assert (priorities[:, :100] > 0).all() and len(np.unique(priorities)) > 2   # TD errors, not all the first value
     records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
     assert records[-1]["updates"] > 0 and np.isfinite(records[-1]["loss"])
+    # the interval of the first update says the seconds it spent compiling, and only that one
+    compiling = [r["step"] for r in records if r.get("compiling_s")]
+    first_update = next(r["step"] for r in records if r["updates"] > 0)
+    assert compiling == ([first_update] if compiled else []), (compiling, first_update)
     resumed = run_module("jetdqn.train", *args, "--resume", "--total-steps", "400", timeout=400)
     assert "the replay is restored (300 transitions)" in resumed.stdout + resumed.stderr
     records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]

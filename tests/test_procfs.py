@@ -200,6 +200,11 @@ def test_a_process_first_seen_after_its_work_leaves_its_roles_interval_without_a
     line = console_line({"step": 1000, "env_steps_per_s": 1000.0, "updates_per_s": 0.0, "return_mean": None,
                          "epsilon": 0.2, "loss": None, **first}, 1000, 1.0)
     assert "  emulator -  learner " in line and "-%" not in line, line
+    # --compile's first update: its seconds are said, as an evaluation's are, so the interval's rate is not
+    # read as the loop's (the breakout preset's first learning line: 45 steps/s, of 141)
+    compiled = console_line({"step": 21000, "env_steps_per_s": 45.0, "updates_per_s": 11.1, "return_mean": 1.33,
+                             "epsilon": 0.917, "loss": 0.012, "compiling_s": 15.31}, 1000, 22.45)
+    assert compiled.startswith("step    21,000: 1000 steps completed in 22.45 s, of which 15.31 s compiling (45 steps/s")
 
 
 @pytest.mark.slow   # 13 s; test_fastpath's Pong run checks the emulator threads' share in make test
