@@ -1028,6 +1028,11 @@ def test_the_telemetry_plot_shades_the_steps_without_updates_and_marks_each_resu
                              for line in loads)
         labels = ax.get_legend_handles_labels()[1]
         assert {"no updates (the replay fills)", "an evaluation's games", "resumed"} <= set(labels), labels
+    # --compile's first update (compiling_s in its record; this run has none) is shaded too, each resume's own
+    from jetdqn.telemetry.__main__ import compiling_spans
+    assert compiling_spans(records, [600]) == []
+    assert compiling_spans([{"step": 150}, {"step": 300, "compiling_s": 2.1}, {"step": 450},
+                            {"step": 750, "compiling_s": 1.5}], [600]) == [(150, 300), (600, 750)]
     learner = next(line for line in fig.axes[1].lines if line.get_label() == "learner threads")
     assert list(learner.get_ydata())[1:] == [r["learner_cpu"] for r in records]
     # the legends beside the axes: inside the upper left they hid the cores' loads at 100% and the learner's top

@@ -207,7 +207,7 @@ def telemetry_figure(run_dir: Path):
     refuse_a_file_of_a_run(run_dir)
     if not (run_dir / "log.jsonl").is_file():
         raise ValueError(f"{run_dir} is not a run directory (it has no log.jsonl); give a run's directory.")
-    records = [r for r in read_jsonl(run_dir / "log.jsonl", ("gpu_load", "emulator_cpu", "learner_cpu"),
+    records = [r for r in read_jsonl(run_dir / "log.jsonl", ("gpu_load", "emulator_cpu", "learner_cpu", "compiling_s"),
                                      ("cpu_per_core",)) if r.get("cpu_per_core") is not None]
     if not records:
         raise ValueError(f"{run_dir}/log.jsonl has no telemetry records (was the run made with --telemetry off?)")
@@ -240,7 +240,8 @@ def telemetry_figure(run_dir: Path):
     for ax in (ax1, ax2):
         for spans, color, label in ((no_update_spans(records, resumes), "0.85", "no updates (the replay fills)"),
                                     (evaluation_spans(records, resumes, evaluated), "navajowhite",
-                                     "an evaluation's games")):
+                                     "an evaluation's games"),
+                                    (compiling_spans(records, resumes), "plum", "compiling (--compile's first update)")):
             for i, (begin, end) in enumerate(spans):
                 # an edge of its colour: a span of 1,000 steps in 1.15M is under a pixel, and some were not drawn
                 ax.axvspan(begin / scale, end / scale, color=color, lw=0.8, zorder=0, label=None if i else label)
@@ -282,6 +283,12 @@ def evaluation_spans(records: list, resumes: list, evaluated: list) -> list[tupl
         if any(begin <= step < record["step"] and step not in resumes for step in evaluated):
             spans.append((begin, record["step"]))
     return spans
+
+
+def compiling_spans(records: list, resumes: list) -> list[tuple[int, int]]:
+    """The intervals that held --compile's first update of a run or a resume (``compiling_s``): the update
+    waits seconds for its graphs there, and the learner's load drops with nothing else to say why."""
+    return [(interval_start(records, resumes, i), r["step"]) for i, r in enumerate(records) if r.get("compiling_s")]
 
 
 def interval_start(records: list, resumes: list, i: int) -> int:
