@@ -263,7 +263,8 @@ class RunLog:
         self.writer.close()
 
 
-ASIDE = ("evaluating_s", "checkpointing_s", "compiling_s")  # the loop's work between steps that a record's interval can hold
+# the loop's work between steps that a record's interval can hold
+ASIDE = ("evaluating_s", "checkpointing_s", "compiling_s")
 
 
 def console_line(record: dict, dsteps: int, dt: float) -> str:

@@ -139,7 +139,8 @@ def build_parser() -> Parser:
     pr.add_argument("--game", default="pong", help="the ALE game whose frames are stored (default pong)")
     pr.add_argument("--transitions", type=at_least_two, default=1_000_000,   # 1: a row each of "not run: ValueError"
                     help="transitions per mode (default 1M; 2 or more)")
-    pr.add_argument("--frames", type=positive_int, default=20_000, help="real frames recorded, then cycled (default 20000)")
+    pr.add_argument("--frames", type=positive_int, default=20_000,
+                    help="real frames recorded, then cycled (default 20000)")
     pr.add_argument("--modes", type=storage_modes, default=list(REPLAY_MODES),
                     help=f"comma-separated storage modes (default {','.join(REPLAY_MODES)})")
     pr.add_argument("--out", type=given_path, default="benchmarks/results", help=OUT_HELP)

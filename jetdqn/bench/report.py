@@ -208,15 +208,16 @@ def chart_figure(rows: list[dict], title: str):
     ax1.invert_yaxis()
     ax1.set_xlabel("seconds per 1000 training steps (lower is better)")
     h = 0.25
+    gpu = any(r.get("gpu_load") is not None for r in ok)
     for k, (key, label, color) in enumerate([("emulator_cpu", "emulator threads", "tab:red"),
                                              ("learner_cpu", "learner threads", "tab:blue"),
                                              ("gpu_load", "GPU (GR3D)", "k")]):
-        if all(r.get(key) is None for r in ok):   # no GPU here: "GPU (GR3D)" in the legend named no bar
+        if key == "gpu_load" and not gpu:   # no GPU here: "GPU (GR3D)" in the legend named no bar
             continue
         ax2.barh([i + (k - 1) * h for i in y], [r.get(key) or 0 for r in ok], height=h, color=color, label=label)
     ax2.set_yticks(list(y), [""] * len(ok))
     ax2.invert_yaxis()
-    ax2.set_xlabel("% of one core" + (" (GPU: % busy)" if any(r.get("gpu_load") is not None for r in ok) else ""))
+    ax2.set_xlabel("% of one core" + (" (GPU: % busy)" if gpu else ""))
     # at the foot, under both axes: inside the lower right it covered the last row's learner bar
     fig.legend(*ax2.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
