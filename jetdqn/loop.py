@@ -227,7 +227,7 @@ def build_run(cfg: Config, run_dir: Path, progress: Progress, tuned: Optional[di
                               f"{cfg.eps_decay_steps:,}, so until then many actions are random rather than these "
                               f"weights'; --eps-start {cfg.eps_end:g} acts with them from the first step")
         replay, frame_bytes = make_replay(cfg, acting.num_streams, acting.frame_shape, acting.frame_dtype,
-                                          (payload or {}).get("replay"), progress.line)
+                                          (payload or {}).get("replay"), progress.line, acting.n_actions)
         if not cfg.allow_large_replay:   # the batches beside the replay: an update the kernel kills, unsaid
             from .learn.batch_memory import refuse_a_batch_that_does_not_fit, room_beside
             refuse_a_batch_that_does_not_fit(cfg, agent.online, obs_shape, acting.frame_dtype,

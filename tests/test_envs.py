@@ -254,6 +254,28 @@ def test_a_state_number_env_trains_one_hot_and_its_policy_takes_the_envs_numbers
     assert not (tmp_path / "no").exists()
 
 
+def test_an_env_of_300_actions_learns_the_one_that_pays_past_the_256th(tmp_path):
+    """A one-step bandit whose action 299 alone pays 1: with the replay's actions kept in a byte, the run learned
+    that action 43 (299 mod 256) paid and played it greedily, scoring 0.00 at eps 0."""
+    from conftest import run_module
+    (tmp_path / "many_envs.py").write_text(
+        "import gymnasium as gym\nimport numpy as np\nfrom gymnasium.spaces import Box, Discrete\n\n\n"
+        "class Many(gym.Env):\n"
+        "    observation_space = Box(-1.0, 1.0, (2,), np.float32)\n"
+        "    action_space = Discrete(300)\n\n"
+        "    def reset(self, seed=None, options=None):\n"
+        "        super().reset(seed=seed)\n"
+        "        return np.zeros(2, np.float32), {}\n\n"
+        "    def step(self, action):\n"
+        "        return np.zeros(2, np.float32), float(action == 299), True, False, {}\n\n\n"
+        "gym.register('Many-v0', entry_point=Many)\n")
+    out = run_module("jetdqn.train", "--preset", "cartpole", "--env", "many_envs:Many-v0", "--num-envs", "2",
+                     "--total-steps", "3000", "--learn-start", "500", "--eps-decay-steps", "2000", "--eval-every",
+                     "100000", "--telemetry", "off", "--progress", "lines", "--run-dir", str(tmp_path / "run"),
+                     cwd=tmp_path).stdout
+    assert "eval at step 3,000 (final): return 1.00 +- 0.00" in out, out
+
+
 def test_an_env_with_no_step_limit_is_said_to_be_cut_at_the_atari_default(tmp_path):
     """CliffWalking-v1 registers no step limit, so its games were cut only at --max-episode-steps' default (the
     Atari games' 27,000): a 1,000-step run took 109 s, 108.8 of them its final evaluation of 30 games that walked

@@ -158,6 +158,20 @@ def test_vector_observations():
     assert np.all(b.next_obs[ok, 0, 0] == b.obs[ok, 0, 0] + 1)
 
 
+def test_actions_past_256_are_kept_as_they_were_taken():
+    """A gymnasium env's Discrete(300): the action column was one byte, so action 299 was kept as 43 (299 mod
+    256), and learned as another action's value unsaid. The column widens past 256 actions; Atari's 18 stay a
+    byte each."""
+    buf = ReplayBuffer(100, (2,), dtype=np.float32, history=1, num_streams=2, n_actions=300)
+    buf.add(0, np.zeros(2, np.float32), 299, 1.0, True, True)
+    buf.add_many(np.array([0, 1]), np.zeros((2, 2), np.float32), np.array([256, 299]), np.ones(2, np.float32),
+                 np.array([True, True]), np.array([True, True]))
+    assert sorted(np.unique(buf.sample(64).actions)) == [256, 299]
+    assert buf.actions.itemsize == 2 and buf.bytes_per_transition == pytest.approx(8 + 8, abs=0.1)
+    assert ReplayBuffer(100, (84, 84), n_actions=18).actions.itemsize == 1
+    assert replay_bytes(10, (2,), np.float32, n_actions=300) == replay_bytes(10, (2,), np.float32) + 10
+
+
 @pytest.mark.parametrize("n", [1, 3, 5])
 def test_n_step_returns_match_a_walk_over_the_stored_episodes(n):
     """Reward v at frame v; episodes of 6 (terminal), 8 (cut by a time limit), 5 (terminal) and 4 frames

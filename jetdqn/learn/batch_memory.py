@@ -93,5 +93,6 @@ def room_beside(replay, device: torch.device, frame_bytes) -> tuple[int, str, st
     avail, why = mine.available, mine.limited_by
     where = "memory, shared with the integrated GPU" if device.type == "cuda" else "memory"
     if replay is not None and replay.device == "host":
-        avail -= (replay.capacity - len(replay)) * replay_bytes(1, replay.frame_shape, replay.dtype, frame_bytes)
+        avail -= (replay.capacity - len(replay)) * replay_bytes(1, replay.frame_shape, replay.dtype, frame_bytes,
+                                                                n_actions=replay.n_actions)
     return avail, where, why

@@ -16,7 +16,7 @@ from typing import Optional
 import numpy as np
 
 from .priorities import Priorities
-from .storage import META_BYTES, ArrayFrames, Codec, CompressedFrames, check_fits
+from .storage import ArrayFrames, Codec, CompressedFrames, action_dtype, check_fits, slot_bytes
 
 
 @dataclass
@@ -61,6 +61,8 @@ class ReplayBuffer:
     :param prioritized: sample in proportion to the last TD errors (``priorities.Priorities``, with
         ``priority_alpha`` and ``priority_beta``) instead of uniformly; the learner reports the errors back
         with ``update_priorities``.
+    :param n_actions: the env's actions, which set the action column's width (``storage.action_dtype``: a
+        byte up to 256).
     """
 
     CHUNK = 10_000  # slots per chunk when the replay is saved incrementally
@@ -68,7 +70,8 @@ class ReplayBuffer:
     def __init__(self, capacity: int, frame_shape: tuple, dtype=np.uint8, history: int = 4,
                  num_streams: int = 1, seed: int = 0, allow_large: bool = False, compress: str = "off",
                  frame_bytes: Optional[float] = None, n_step: int = 1, gamma: float = 0.99, device: str = "host",
-                 prioritized: bool = False, priority_alpha: float = 0.5, priority_beta: float = 0.5):
+                 prioritized: bool = False, priority_alpha: float = 0.5, priority_beta: float = 0.5,
+                 n_actions: int = 256):
         if n_step < 1:
             raise ValueError(f"n_step must be at least 1, got {n_step}")
         if capacity < num_streams * 2:
@@ -78,11 +81,12 @@ class ReplayBuffer:
                              f"is for the host replay")
         if device == "host":
             check_fits(capacity, frame_shape, dtype, allow_large, frame_bytes if compress != "off" else None,
-                       prioritized=prioritized)
+                       prioritized=prioritized, n_actions=n_actions)
         else:
             from .device import device_memory
             avail, where, why = device_memory(device)
-            check_fits(capacity, frame_shape, dtype, allow_large, avail=avail, where=where, why=why)
+            check_fits(capacity, frame_shape, dtype, allow_large, avail=avail, where=where, why=why,
+                       n_actions=n_actions)
         self.streams = num_streams
         self.stream_capacity = capacity // num_streams
         self.capacity = self.stream_capacity * num_streams
@@ -101,7 +105,8 @@ class ReplayBuffer:
             self.frames = ArrayFrames(s, c, frame_shape, dtype)
         else:
             self.frames = CompressedFrames(s, c, frame_shape, dtype, compress)
-        self.actions = np.zeros((s, c), dtype=np.uint8)
+        self.n_actions = n_actions
+        self.actions = np.zeros((s, c), dtype=action_dtype(n_actions))
         self.rewards = np.zeros((s, c), dtype=np.float32)
         self.terminal = np.zeros((s, c), dtype=np.bool_)
         self.first = np.zeros((s, c), dtype=np.bool_)   # frame starts an episode (stack boundary)
@@ -156,7 +161,7 @@ class ReplayBuffer:
         """Measured: for compressed frames, the bytes held per stored transition (plus metadata)."""
         if self.frames.compressed:
             ranked = self.priorities.nbytes / self.capacity if self.priorities is not None else 0
-            return self.frames.held_bytes / max(1, len(self)) + 8 + META_BYTES + ranked
+            return self.frames.held_bytes / max(1, len(self)) + 8 + slot_bytes(self.n_actions) + ranked
         return self.nbytes / self.capacity
 
     def add(self, stream: int, frame: np.ndarray, action: int, reward: float, terminal: bool,

@@ -91,7 +91,7 @@ def a_larger_replay(need: int, or_else: str, saved_replay: bool) -> str:
 
 
 def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float], streams: int,
-                    say: Callable[[str], None] = lambda m: print(m, flush=True)) -> int:
+                    say: Callable[[str], None] = lambda m: print(m, flush=True), n_actions: int = 256) -> int:
     """--replay-size N, or for auto the most transitions that fit in the memory budget."""
     if cfg.replay_size:
         refuse_too_small(cfg.replay_size, streams, cfg.n_step, batch_size=cfg.batch_size)
@@ -105,7 +105,7 @@ def choose_capacity(cfg, frame_shape: tuple, dtype, frame_bytes: Optional[float]
         avail, where, why = mine.available, "the available memory", mine.limited_by
     budget, capped = auto_budget(cfg, avail)
     per = replay_bytes(1, frame_shape, dtype, frame_bytes * 1.25 if frame_bytes else None,
-                       prioritized=cfg.prioritized and cfg.replay_device == "host")
+                       prioritized=cfg.prioritized and cfg.replay_device == "host", n_actions=n_actions)
     fits = int(budget / per)
     if fits < max(10 * cfg.batch_size, 2 * streams):
         from ..config import ConfigError
@@ -134,7 +134,7 @@ def auto_budget(cfg, avail: int) -> tuple[int, bool]:
 
 
 def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[dict],
-                say: Callable[[str], None] = print) -> tuple[ReplayBuffer, Optional[float]]:
+                say: Callable[[str], None] = print, n_actions: int = 256) -> tuple[ReplayBuffer, Optional[float]]:
     """The run's replay, one stream per env, and the compressed frame size it was sized with. A replay saved
     with the checkpoint being resumed (--checkpoint-replay) fixes the capacity; one whose capacity the
     memory rule lowered before its rings wrapped (``ReplayBudget``) gets the --replay-size asked for (or the
@@ -142,7 +142,7 @@ def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[di
     frame_bytes = probe_frame_bytes(cfg) if cfg.replay_compress != "off" else None
     if saved and cfg.checkpoint_replay:
         capacity = saved["stream_capacity"] * saved["streams"]
-        replay = regrown(cfg, saved, streams, frame_shape, dtype, frame_bytes)
+        replay = regrown(cfg, saved, streams, frame_shape, dtype, frame_bytes, n_actions)
         if replay is not None:
             return replay, frame_bytes
         refuse_another_size(cfg, saved)
@@ -153,16 +153,16 @@ def make_replay(cfg, streams: int, frame_shape: tuple, dtype, saved: Optional[di
                         "the replay saved with the checkpoint (--checkpoint-replay)", True)
         try:
             return new_replay(cfg, capacity, streams, frame_shape, dtype, frame_bytes,
-                              cfg.allow_large_replay), frame_bytes
+                              cfg.allow_large_replay, n_actions), frame_bytes
         except ReplayTooLarge as exc:
             if not exc.shortage:
                 raise   # the allocation itself failed: --allow-large-replay
             raise saved_replay_too_large(cfg, capacity, frame_bytes, exc) from None
-    capacity = choose_capacity(cfg, frame_shape, dtype, frame_bytes, streams, say)
+    capacity = choose_capacity(cfg, frame_shape, dtype, frame_bytes, streams, say, n_actions)
     # an auto size was measured to fit a moment ago: measuring again would refuse it by what the process
     # allocated in between
     return new_replay(cfg, capacity, streams, frame_shape, dtype, frame_bytes,
-                      cfg.allow_large_replay or not cfg.replay_size), frame_bytes
+                      cfg.allow_large_replay or not cfg.replay_size, n_actions), frame_bytes
 
 
 def refuse_another_size(cfg, saved: dict) -> None:
@@ -196,7 +196,7 @@ def saved_replay_too_large(cfg, capacity: int, frame_bytes: Optional[float], exc
 
 
 def new_replay(cfg, capacity: int, streams: int, frame_shape: tuple, dtype, frame_bytes: Optional[float],
-               allow_large: bool) -> ReplayBuffer:
+               allow_large: bool, n_actions: int = 256) -> ReplayBuffer:
     """The replay, or ReplayTooLarge where the allocation itself fails: with --allow-large-replay (no check
     against the available memory) a size the kernel refuses was numpy's MemoryError or torch's RuntimeError
     traceback."""
@@ -205,13 +205,14 @@ def new_replay(cfg, capacity: int, streams: int, frame_shape: tuple, dtype, fram
                             allow_large=allow_large, compress=cfg.replay_compress, frame_bytes=frame_bytes,
                             n_step=cfg.n_step, gamma=cfg.gamma, device=cfg.replay_device,
                             prioritized=cfg.prioritized, priority_alpha=cfg.priority_alpha,
-                            priority_beta=cfg.priority_beta)
+                            priority_beta=cfg.priority_beta, n_actions=n_actions)
     except ReplayTooLarge:
         raise   # the check against the available memory: a RuntimeError itself
     except (MemoryError, RuntimeError) as exc:
         if not refused_allocation(exc):
             raise
-        need = replay_bytes(capacity, frame_shape, dtype, frame_bytes, prioritized=cfg.prioritized)
+        need = replay_bytes(capacity, frame_shape, dtype, frame_bytes, prioritized=cfg.prioritized,
+                            n_actions=n_actions)
         who = "the GPU" if cfg.replay_device == "cuda" else "the kernel"
         skipped = ("; --allow-large-replay skips the check against the available memory, not that"
                    if cfg.allow_large_replay else "")
@@ -220,7 +221,7 @@ def new_replay(cfg, capacity: int, streams: int, frame_shape: tuple, dtype, fram
 
 
 def regrown(cfg, saved: dict, streams: int, frame_shape: tuple, dtype,
-            frame_bytes: Optional[float]) -> Optional[ReplayBuffer]:
+            frame_bytes: Optional[float], n_actions: int = 256) -> Optional[ReplayBuffer]:
     """A replay of the --replay-size asked for (with auto: the size auto chose at the run's start, which the
     saved replay records), set to the saved capacity so the saved one loads into it, when the saved one was
     lowered below that size before any ring wrapped and the memory rule watches this run (a host replay,
@@ -232,7 +233,7 @@ def regrown(cfg, saved: dict, streams: int, frame_shape: tuple, dtype,
             or asked <= saved["stream_capacity"] or max(saved["size"]) >= saved["stream_capacity"]):
         return None
     try:
-        replay = new_replay(cfg, asked * streams, streams, frame_shape, dtype, frame_bytes, False)
+        replay = new_replay(cfg, asked * streams, streams, frame_shape, dtype, frame_bytes, False, n_actions)
     except ReplayTooLarge:
         return None
     replay.resize(saved["stream_capacity"])
@@ -280,8 +281,8 @@ class ReplayBudget:
         ``ceiling`` (what was asked for, within the auto size's budget) when the memory has come back."""
         if replay.wrapped or (replay.frames.compressed and len(replay) < 10_000):
             return   # a ring that wrapped keeps its size; a compressed size is not yet measured
-        per = replay.bytes_per_transition if replay.frames.compressed else replay_bytes(1, replay.frame_shape,
-                                                                                         replay.dtype)
+        per = replay.bytes_per_transition if replay.frames.compressed else replay_bytes(
+            1, replay.frame_shape, replay.dtype, n_actions=replay.n_actions)
         empty = replay.capacity - len(replay)
         mine = memory()
         room = spare(mine.available, share=0.5)   # half the start's margin: the run has grown into the rest

@@ -26,22 +26,34 @@ class ReplayTooLarge(RuntimeError):
         self.need, self.avail, self.fits, self.shortage = need, avail, fits, shortage
 
 
-META_BYTES = 1 + 4 + 1 + 1          # action, reward, terminal, first
+META_BYTES = 4 + 1 + 1              # reward, terminal, first; and the action, ``action_dtype``'s bytes
 OBJECT_BYTES = 8 + sys.getsizeof(b"")  # a compressed frame: its pointer and its bytes object's header
 # --prioritized: per slot, the sum tree's float64 leaf and inner node (32 at most, with the leaves rounded up
 # to a power of two) and an int64 write count; ~10% of an lz4 Pong transition, so the sizing counts it
 PRIORITY_BYTES = 32 + 8
 
 
+def action_dtype(n_actions: int) -> np.dtype:
+    """The replay's action column: a byte while the actions fit one (every ALE game's 18, most envs'), two or
+    four bytes for a gymnasium env's ``Discrete(n)`` past 256: in a byte, action 299 was kept as 43, and the
+    network learned one action's value for another's without a word."""
+    return np.min_scalar_type(max(int(n_actions) - 1, 0))
+
+
+def slot_bytes(n_actions: int = 256) -> int:
+    """A transition's bytes beside its frame: the action (``action_dtype``), reward, terminal and first."""
+    return META_BYTES + action_dtype(n_actions).itemsize
+
+
 def replay_bytes(capacity: int, frame_shape: tuple, dtype, frame_bytes: Optional[float] = None,
-                 prioritized: bool = False) -> int:
+                 prioritized: bool = False, n_actions: int = 256) -> int:
     """Bytes the buffer needs: one frame (raw, or ``frame_bytes`` compressed) plus metadata per transition,
     plus the priorities (host memory) with ``prioritized``."""
     if frame_bytes is None:
         frame = int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
     else:
         frame = frame_bytes + OBJECT_BYTES
-    return int(capacity * (frame + META_BYTES + (PRIORITY_BYTES if prioritized else 0)))
+    return int(capacity * (frame + slot_bytes(n_actions) + (PRIORITY_BYTES if prioritized else 0)))
 
 
 MARGIN_BYTES = 128 << 20   # at least this much memory stays free beside a full replay (see ``spare``)
@@ -58,11 +70,11 @@ def spare(avail: int, share: float = 1.0) -> int:
 
 def check_fits(capacity: int, frame_shape: tuple, dtype, allow_large: bool = False,
                frame_bytes: Optional[float] = None, avail: Optional[int] = None, where: str = "memory",
-               prioritized: bool = False, why: str = "") -> int:
+               prioritized: bool = False, why: str = "", n_actions: int = 256) -> int:
     """Refuse, before allocating, a replay that would not fit in the memory that is available now
     (``avail``: a device's free memory for a device replay; by default this process's memory, under a
     container's memory limit where there is one: ``jetdqn.memory``; ``why``: what limits it, in words)."""
-    need = replay_bytes(capacity, frame_shape, dtype, frame_bytes, prioritized)
+    need = replay_bytes(capacity, frame_shape, dtype, frame_bytes, prioritized, n_actions)
     if avail is None:
         mine = memory()
         avail, why = mine.available, mine.limited_by
