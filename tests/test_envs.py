@@ -276,6 +276,26 @@ def test_an_env_of_300_actions_learns_the_one_that_pays_past_the_256th(tmp_path)
     assert "eval at step 3,000 (final): return 1.00 +- 0.00" in out, out
 
 
+def test_an_env_of_one_number_is_told_its_shape_and_the_wrapper():
+    """A Box of shape () (one number a step) was said to have observations "in a Box space", and the wrapper's
+    vector "of 1 numbers"."""
+    import gymnasium as gym
+    from gymnasium.spaces import Box, Discrete
+    from jetdqn.config import ConfigError
+    from jetdqn.envs.gym_env import refuse_its_spaces
+
+    class Level(gym.Env):
+        observation_space, action_space = Box(-1.0, 1.0, (), np.float32), Discrete(2)
+
+    with pytest.raises(ConfigError) as refused:
+        refuse_its_spaces("levels:Level-v0", Level())
+    assert str(refused.value) == (
+        "levels:Level-v0 has observations of shape (); --env takes vector observations, state numbers (a Discrete "
+        "space, or a Tuple of them), or 84x84 grayscale frames of bytes (uint8) for the Nature CNN: wrap the env in "
+        "gymnasium's FlattenObservation where your module registers it (one vector of 1 number) (use --game for "
+        "Atari games).")
+
+
 def test_an_env_with_no_step_limit_is_said_to_be_cut_at_the_atari_default(tmp_path):
     """CliffWalking-v1 registers no step limit, so its games were cut only at --max-episode-steps' default (the
     Atari games' 27,000): a 1,000-step run took 109 s, 108.8 of them its final evaluation of 30 games that walked

@@ -248,7 +248,7 @@ def refuse_its_spaces(env_id: str, env) -> None:
         return
     if not is_frame_space(env.observation_space) and (shape is None or len(shape) != 1):
         # a Dict space has no shape, a MultiBinary one an odd one: the space is named
-        what = (f"of shape {shape}" if shape else f"in a {type(env.observation_space).__name__} space")
+        what = (f"of shape {shape}" if shape is not None else f"in a {type(env.observation_space).__name__} space")
         dtype = getattr(env.observation_space, "dtype", None)
         picture = shape is not None and len(shape) in (2, 3) and dtype == np.uint8
         if picture:
@@ -276,7 +276,8 @@ def _flattened(space) -> Optional[str]:
     size = getattr(flat, "shape", None)
     if size is None or len(size) != 1:
         return None
-    return f"one vector of {size[0]} numbers" + ("" if isinstance(space, Box) else ", each Discrete part one-hot")
+    numbers = "1 number" if size[0] == 1 else f"{size[0]} numbers"   # a Box of shape (): one number each step
+    return f"one vector of {numbers}" + ("" if isinstance(space, Box) else ", each Discrete part one-hot")
 
 
 def is_frame_space(space) -> bool:
