@@ -91,6 +91,9 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError("--reuse-conv needs a trained model (--model or --checkpoint).")
     if args.model and args.checkpoint:
         raise ConfigError("give --model or --checkpoint, not both (they name the same thing).")
+    if args.game and args.env:   # --env won, and --game went unread
+        raise ConfigError(f"--game {args.game} and --env {args.env} both name what to play (--game an ALE game, "
+                          "--env a gymnasium env): give one of them.")
     for name in ("episodes", "display_freq", "fps", "max_steps"):
         if getattr(args, name) < 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}.")

@@ -635,7 +635,11 @@ def test_a_flag_a_mode_takes_the_place_of_is_refused_when_typed(tmp_path, capsys
              (["--backend", "ray", "--eps-decay-steps", "1000"], "--eps-decay-steps has no effect with --backend ray"),
              (["--eval-every", "100"], "--eval-every has no effect while --eval-episodes is 0 (nothing is evaluated): "
                                        "give --eval-episodes N, or drop --eval-every."),
-             (["--preset", "cartpole", "--eval-episodes", "0", "--final-eval-games", "5"], "--final-eval-games has no")]
+             (["--preset", "cartpole", "--eval-episodes", "0", "--final-eval-games", "5"], "--final-eval-games has no"),
+             # --env won and --game went unread: `--game pong --env CartPole-v1` trained CartPole unsaid
+             (["--game", "pong", "--env", "CartPole-v1"], "--game has no effect with --env CartPole-v1 (the run "
+                                                         "trains on that gymnasium env; --game names an ALE game): "
+                                                         "give one of them.")]
     for flags, said in typed:
         with pytest.raises(SystemExit) as stop:
             main([*flags, "--run-dir", str(tmp_path / "never")])
@@ -649,6 +653,10 @@ def test_a_flag_a_mode_takes_the_place_of_is_refused_when_typed(tmp_path, capsys
     import jetdqn
     with pytest.raises(ConfigError, match="--eval-eps has no effect while --eval-episodes is 0"):
         jetdqn.train(preset="smoke", eval_eps=0.1, run_dir=str(tmp_path / "never"))
+    with pytest.raises(ConfigError, match="^--game has no effect with --env CartPole-v1"):
+        jetdqn.train(game="breakout", env="CartPole-v1", run_dir=str(tmp_path / "never"))
+    # a preset's game or env gives way to the other typed alone (the cartpole preset with --game pong: Pong)
+    assert make_config({"preset": "cartpole", "game": "pong"}).env is None
     # the same settings carried by a file (a run's config.json) or a preset pass: they get as far as the run
     # directory, here a file, which is refused next
     (tmp_path / "apex.json").write_text(json.dumps({"apex_eps": True, "eps_end": 0.2, "eval_every": 100}))
@@ -1497,3 +1505,13 @@ def test_jetdqn_train_leaves_its_caller_torchs_threads_and_switches_as_it_found_
     finally:
         torch.set_num_threads(found[0])
         cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32 = found[1:]
+
+
+def test_play_given_a_game_and_an_env_asks_for_one(capsys):
+    """`play --game pong --env CartPole-v1` played CartPole: --env won, and --game went unread without a word."""
+    from jetdqn.play import main
+    with pytest.raises(SystemExit) as stop:
+        main(["--game", "pong", "--env", "CartPole-v1", "--display-freq", "0", "--max-steps", "5"])
+    assert stop.value.code == 2 and capsys.readouterr().err == (
+        "error: --game pong and --env CartPole-v1 both name what to play (--game an ALE game, --env a gymnasium "
+        "env): give one of them.\n")
