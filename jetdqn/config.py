@@ -457,7 +457,7 @@ def _replaced_by(cfg: Config) -> dict:
     elif cfg.telemetry in ("procfs", "jtop"):
         modes.append((("tegrastats_path",), f"with --telemetry {cfg.telemetry} (tegrastats is not started)",
                        "use --telemetry tegrastats or auto, or drop {flag}"))
-    if cfg.env and cfg.game:   # both given (``make_config`` drops the one that was not): --env wins, --game unread
+    if cfg.env and cfg.game and not cfg.resume:   # both given (``make_config`` drops the one that was not): --env wins, --game unread
         modes.append((("game",), f"with --env {cfg.env} (the run trains on that gymnasium env; --game names an ALE "
                       "game)", "give one of them"))
     return {name: (why, advice) for names, why, advice in modes for name in names}
@@ -1089,8 +1089,8 @@ def make_config(explicit: dict[str, Any]) -> Config:
         # cartpole preset's Adam epsilon with --optimizer rmsprop was "--adam-eps 1e-08 has no effect", a flag
         # nobody typed. A value given now is still refused.
         values = unread_reset(values, explicit)
-    if "env" in explicit and explicit["env"] and "game" not in explicit:
-        values["game"] = None
+    if values.get("env") and "game" not in explicit:   # a preset's env too: the cartpole preset's config.json
+        values["game"] = None                           # said "game": "pong" beside "env": "CartPole-v1"
     if "game" in explicit and explicit["game"] and "env" not in explicit:
         values["env"] = None
     if values.get("env") is None and values.get("game") is None:

@@ -320,6 +320,25 @@ def test_resume_refuses_a_change_the_checkpoint_cannot_follow(tmp_path):
     assert [r["step"] for r in records(run)] == [100, 200, 250, 300]   # settings that may change, change
 
 
+def test_a_gymnasium_env_run_has_no_game_and_a_resume_cannot_give_it_one(tmp_path):
+    """The cartpole preset's config.json said "game": "pong" beside "env": "CartPole-v1", so `--resume --game
+    pong` passed as no change and trained CartPole on. A run recorded so resumes as one with no game."""
+    run = tmp_path / "run"
+    run_module("jetdqn.train", "--preset", "cartpole", "--run-dir", str(run), "--telemetry", "off", "--total-steps",
+               "100", "--learn-start", "50", "--final-eval-games", "1")
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["game"] is None and saved["env"] == "CartPole-v1"
+    saved["game"] = "pong"   # as such runs were recorded
+    (run / "config.json").write_text(json.dumps(saved))
+    proc = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--game", "pong", check=False)
+    assert proc.returncode == 2 and proc.stderr == (
+        "error: --resume cannot change --game (the run has none, asked 'pong'): the checkpoint depends on it; drop "
+        "the flag, or start a new run in another --run-dir.\n")
+    out = run_module("jetdqn.train", "--resume", "--run-dir", str(run), "--total-steps", "150").stdout
+    assert "settings changed at this resume: --total-steps 100 -> 150\n" in out   # not "--game pong -> None"
+    assert json.loads((run / "config.json").read_text())["game"] is None
+
+
 def test_a_run_stopped_while_its_replay_filled_resumes_to_fill_it_and_says_so(tmp_path):
     """Its replay saved (--checkpoint-replay) before --learn-start, a resume said "learning goes on at once",
     and the next 98 steps made no update. It says how far the replay fills first, and fills that far."""
