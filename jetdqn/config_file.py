@@ -134,8 +134,12 @@ def settings_from_file(path) -> dict[str, Any]:
         raise ConfigError(f"--config {path}: unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
                           f"{other_library_names(unknown)}; the names are those of the flags (python -m jetdqn.train "
                           "--help).")
-    if a_runs_record:
-        return {k: v for k, v in data.items() if k in fields and k not in RUN_ONLY}
+    if a_runs_record:   # a gymnasium env's run has no game (one made with a preset's env recorded pong)
+        return {k: None if k == "game" and data.get("env") else v for k, v in data.items()
+                if k in fields and k not in RUN_ONLY}
+    if data.get("game") and data.get("env"):   # the env would win, and the game go unread
+        raise ConfigError(f"--config {path} gives both game ({data['game']}, an ALE game) and env ({data['env']}, a "
+                          "gymnasium env): keep one.")
     for name in ONE_RUN:
         if data.get(name):
             raise ConfigError(f"--config {path} sets {name}, which belongs on the command line (how one run starts, "

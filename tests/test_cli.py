@@ -1515,3 +1515,18 @@ def test_play_given_a_game_and_an_env_asks_for_one(capsys):
     assert stop.value.code == 2 and capsys.readouterr().err == (
         "error: --game pong and --env CartPole-v1 both name what to play (--game an ALE game, --env a gymnasium "
         "env): give one of them.\n")
+
+
+def test_a_settings_file_with_a_game_and_an_env_asks_for_one_and_a_runs_record_keeps_its_env(tmp_path):
+    """A file written by hand with both trained the env, its game unread; a run's config.json of the cartpole
+    preset recorded "game": "pong" beside its env, and a run repeated from it recorded that again."""
+    from jetdqn.config import ConfigError
+    from jetdqn.config_file import settings_from_file
+    (tmp_path / "both.toml").write_text('game = "pong"\nenv = "CartPole-v1"\n')
+    with pytest.raises(ConfigError) as refused:
+        settings_from_file(tmp_path / "both.toml")
+    assert str(refused.value) == (f"--config {tmp_path / 'both.toml'} gives both game (pong, an ALE game) and env "
+                                  "(CartPole-v1, a gymnasium env): keep one.")
+    (tmp_path / "config.json").write_text(json.dumps({"game": "pong", "env": "CartPole-v1", "preset": "cartpole",
+                                                      "runtime": {}}))
+    assert make_config(settings_from_file(tmp_path / "config.json")).game is None
