@@ -19,7 +19,7 @@ from .config import (ConfigError, build_parser, command, ends_on_ctrl_c, fail, f
                      given_path, refuse_replaced)
 from .envs.base import EnvFailed
 from .loop import RunDirLost, RunOutOfMemory, TrainingDiverged, train
-from .replay import ReplayTooLarge
+from .replay import NothingToLearn, ReplayTooLarge
 from .rundir import config_for_resume
 from .signals import outlive_the_terminal
 
@@ -53,6 +53,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         summary = train(cfg)
     except (ConfigError, CheckpointError, ReplayTooLarge, TrainingDiverged, RunOutOfMemory, RunDirLost) as exc:
         fail(str(exc))
+    except NothingToLearn as exc:   # the env's games, all cut after a step: no update could ever be made
+        fail(f"{exc}; the run stopped.")
     except EnvFailed as exc:   # a gymnasium env's own exception or NaN observation: the run saved, and says so
         fail_after_its_traceback(exc)
     except OSError as exc:   # the run directory (its lock, config, logs) on a read-only or full disk

@@ -276,6 +276,29 @@ def test_an_env_of_300_actions_learns_the_one_that_pays_past_the_256th(tmp_path)
     assert "eval at step 3,000 (final): return 1.00 +- 0.00" in out, out
 
 
+def test_an_env_whose_games_are_all_cut_after_a_step_stops_in_one_sentence(tmp_path):
+    """An env that ends each game after one step as truncated=True (a bandit written so): no step can be learned
+    from, and the run ended in "ValueError: the replay holds no valid transition yet", a traceback."""
+    from conftest import run_module
+    (tmp_path / "cut_envs.py").write_text(
+        "import gymnasium as gym\nimport numpy as np\nfrom gymnasium.spaces import Box, Discrete\n\n\n"
+        "class Cut(gym.Env):\n"
+        "    observation_space, action_space = Box(-1.0, 1.0, (2,), np.float32), Discrete(2)\n\n"
+        "    def reset(self, seed=None, options=None):\n"
+        "        super().reset(seed=seed)\n"
+        "        return np.zeros(2, np.float32), {}\n\n"
+        "    def step(self, action):\n"
+        "        return np.zeros(2, np.float32), 1.0, False, True, {}\n\n\n"
+        "gym.register('Cut-v0', entry_point=Cut)\n")
+    proc = run_module("jetdqn.train", "--preset", "cartpole", "--env", "cut_envs:Cut-v0", "--max-episode-steps", "5",
+                      "--total-steps", "600", "--learn-start", "100", "--telemetry", "off", "--run-dir",
+                      str(tmp_path / "run"), cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and proc.stderr == (
+        "error: the replay holds 101 transitions and none can be learned from: each step stored so far ended its game "
+        "by a time limit (truncated), and a cut step's next state is not kept; an env whose games end on their own "
+        "says terminated=True; the run stopped.\n"), proc.stderr
+
+
 def test_an_env_of_one_number_is_told_its_shape_and_the_wrapper():
     """A Box of shape () (one number a step) was said to have observations "in a Box space", and the wrapper's
     vector "of 1 numbers"."""

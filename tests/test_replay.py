@@ -158,6 +158,24 @@ def test_vector_observations():
     assert np.all(b.next_obs[ok, 0, 0] == b.obs[ok, 0, 0] + 1)
 
 
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_a_replay_of_steps_cut_by_a_time_limit_samples_the_few_it_can_and_says_when_there_are_none(prioritized):
+    """Games cut after one step (truncated=True): no cut step can be learned from. With one learnable step in
+    600, sampling by rejection failed 100 times and raised ValueError mid-run; with none, the same traceback.
+    Now the learnable ones are found by looking at every slot, and none is said in words."""
+    from jetdqn.replay import NothingToLearn
+    buf = ReplayBuffer(1000, (2,), dtype=np.float32, history=1, prioritized=prioritized)
+    for t in range(600):   # each step starts a game and is cut: its next frame is the next game's first
+        buf.add(0, np.zeros(2, np.float32), 1, 0.0, False, True)
+    with pytest.raises(NothingToLearn, match="^the replay holds 600 transitions and none can be learned from"):
+        buf.sample(32)
+    buf.add(0, np.ones(2, np.float32), 2, 1.0, True, True)   # one game that ended on its own
+    for t in range(600):
+        buf.add(0, np.zeros(2, np.float32), 1, 0.0, False, True)
+    batch = buf.sample(32)
+    assert (batch.actions == 2).all() and (batch.dones == 1).all() and (batch.obs == 1).all()
+
+
 def test_actions_past_256_are_kept_as_they_were_taken():
     """A gymnasium env's Discrete(300): the action column was one byte, so action 299 was kept as 43 (299 mod
     256), and learned as another action's value unsaid. The column widens past 256 actions; Atari's 18 stay a

@@ -71,6 +71,9 @@ class AsyncLearner:
             while not self._stop and self.error is None and self.agent.updates < self.allowed - self.slack:
                 self._cond.wait(0.5)
         if self.error is not None:
+            from ..replay import NothingToLearn
+            if isinstance(self.error, NothingToLearn):   # the run's sentence, as the inline learner says it
+                raise self.error
             raise RuntimeError("the learner thread failed") from self.error
 
     def _run(self) -> None:

@@ -2,8 +2,8 @@
 sized to the memory (sizing.py), saved with checkpoints (saving.py)."""
 
 from ..memory import available_memory_bytes
-from .buffer import Batch, ReplayBuffer
+from .buffer import Batch, NothingToLearn, ReplayBuffer
 from .storage import Codec, ReplayTooLarge, check_fits, replay_bytes
 
-__all__ = ["Batch", "Codec", "ReplayBuffer", "ReplayTooLarge", "available_memory_bytes", "check_fits",
+__all__ = ["Batch", "Codec", "NothingToLearn", "ReplayBuffer", "ReplayTooLarge", "available_memory_bytes", "check_fits",
            "replay_bytes"]

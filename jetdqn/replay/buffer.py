@@ -19,6 +19,13 @@ from .priorities import Priorities
 from .storage import ArrayFrames, Codec, CompressedFrames, action_dtype, check_fits, slot_bytes
 
 
+class NothingToLearn(ValueError):
+    """The replay holds transitions and none can be learned from: every stored step was cut by its game's time
+    limit (truncated), and the next state of a cut step is not kept (the reset's frame takes its place). An env
+    whose games end on their own after one step, said as ``truncated=True``, fills a replay so: the sampler
+    tried 100 times and ended the run in a ValueError traceback."""
+
+
 @dataclass
 class Batch:
     obs: np.ndarray        # (B, history, *frame); a device tensor from a device replay (as next_obs)
@@ -379,8 +386,22 @@ class ReplayBuffer:
             i[bad] = (self.pos[s[bad]] - 1 - (self.rng.random(n) * self.size[s[bad]]).astype(np.int64)) \
                 % self.stream_capacity
         else:
-            raise ValueError("the replay holds no valid transition yet")
+            s[bad], i[bad] = self._any_valid(int(bad.sum()))
         return self._batch(s, i)
+
+    def _any_valid(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` slots drawn uniformly from every one that can be sampled, found by looking at them all: where
+        rejection failed 100 times, as in a replay whose games are mostly cut after a step by a time limit.
+        ``NothingToLearn`` where there is none."""
+        s = np.repeat(np.arange(self.streams), self.stream_capacity)
+        i = np.tile(np.arange(self.stream_capacity), self.streams)
+        ok = self._valid(s, i)
+        if not ok.any():
+            raise NothingToLearn(f"the replay holds {len(self):,} transitions and none can be learned from: each "
+                                 "step stored so far ended its game by a time limit (truncated), and a cut step's "
+                                 "next state is not kept; an env whose games end on their own says terminated=True")
+        pick = self.rng.choice(np.flatnonzero(ok), size=n)
+        return s[pick], i[pick]
 
     def _sample_prioritized(self, batch_size: int) -> Batch:
         """Slots drawn by priority; those that cannot be sampled yet (the newest slot of a stream, a step cut
@@ -393,7 +414,9 @@ class ReplayBuffer:
                 break
             slots[bad] = self.priorities.redraw(int(bad.sum()), self.rng)
         else:
-            raise ValueError("the replay holds no valid transition yet")
+            fill_s, fill_i = self._any_valid(int(bad.sum()))
+            slots[bad] = fill_s * self.stride + fill_i
+            s, i = np.divmod(slots, self.stride)
         return self._batch(s, i, slots=slots, weights=self.priorities.weights(slots, len(self)),
                            written=self.priorities.written(slots))
 
