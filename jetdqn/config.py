@@ -457,7 +457,8 @@ def _replaced_by(cfg: Config) -> dict:
     elif cfg.telemetry in ("procfs", "jtop"):
         modes.append((("tegrastats_path",), f"with --telemetry {cfg.telemetry} (tegrastats is not started)",
                        "use --telemetry tegrastats or auto, or drop {flag}"))
-    if cfg.env and cfg.game and not cfg.resume:   # both given (``make_config`` drops the one that was not): --env wins, --game unread
+    # both given (``make_config`` drops the one that was not): --env wins, and --game goes unread
+    if cfg.env and cfg.game and not cfg.resume:
         modes.append((("game",), f"with --env {cfg.env} (the run trains on that gymnasium env; --game names an ALE "
                       "game)", "give one of them"))
     return {name: (why, advice) for names, why, advice in modes for name in names}
