@@ -270,9 +270,9 @@ def test_an_env_of_300_actions_learns_the_one_that_pays_past_the_256th(tmp_path)
         "        return np.zeros(2, np.float32), float(action == 299), True, False, {}\n\n\n"
         "gym.register('Many-v0', entry_point=Many)\n")
     out = run_module("jetdqn.train", "--preset", "cartpole", "--env", "many_envs:Many-v0", "--num-envs", "2",
-                     "--total-steps", "3000", "--learn-start", "500", "--eps-decay-steps", "2000", "--eval-every",
-                     "100000", "--telemetry", "off", "--progress", "lines", "--run-dir", str(tmp_path / "run"),
-                     cwd=tmp_path).stdout
+                     "--total-steps", "3000", "--learn-start", "500", "--eps-decay-steps", "2000", "--train-freq", "4",
+                     "--eval-every", "100000", "--telemetry", "off", "--progress", "lines", "--run-dir",
+                     str(tmp_path / "run"), cwd=tmp_path).stdout
     assert "eval at step 3,000 (final): return 1.00 +- 0.00" in out, out
 
 
