@@ -58,6 +58,7 @@ class Flaky(CartPoleEnv):
                 obs = None
             elif how == "numpy-flags":   # what numpy-written envs return: taken as they mean
                 terminated, truncated = np.bool_(terminated), np.array([int(truncated)])
+                reward = np.array([reward])   # was "a reward of array([1.]), which is not a number"
             elif how == "segfault":   # a C extension's crash
                 import ctypes
                 ctypes.string_at(0)
@@ -345,7 +346,7 @@ def test_what_the_env_gave_is_named(where: Path, monkeypatch, how: str, said: st
     env.step(1)
     if said is None:   # numpy's bool and a one-element array are gymnasium's True or False
         step = env.step(0)
-        assert (step.game_over, step.truncated) == (False, False) and type(step.game_over) is bool
+        assert (step.game_over, step.truncated, step.reward) == (False, False, 1.0) and type(step.game_over) is bool
         return env.close()
     with pytest.raises(EnvFailed) as failed:
         env.step(0)

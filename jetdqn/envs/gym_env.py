@@ -120,6 +120,8 @@ class GymEnv:
         try:
             if isinstance(reward, (str, bytes)):   # "1" was read as 1
                 raise TypeError
+            if isinstance(reward, np.ndarray) and reward.size == 1 and reward.dtype.kind in "biuf":
+                reward = reward.item()   # np.array([1.0]), as terminated's one-element array is taken
             reward = float(reward)
         except (TypeError, ValueError):   # was "step raised TypeError: float() argument must be ..."
             raise EnvFailed(f"{self.game}'s step returned a reward of {reward!r}, which is not a number") from None
