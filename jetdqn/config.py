@@ -1137,6 +1137,13 @@ def parse_config(argv: Optional[list[str]], prog: Optional[str] = None,
     return make_config(vars(ns))
 
 
+def no_game_beside_env(settings: dict) -> dict:
+    """A run's recorded settings with no game where they name an env: a gymnasium env's run has none, and one
+    made with a preset's env recorded "game": "pong" beside it (the cartpole preset's config.json), which a
+    resume then took for its game (``--resume --game pong`` passed as no change and trained CartPole on)."""
+    return {**settings, "game": None} if settings.get("env") and settings.get("game") else settings
+
+
 def config_from_json(text: str) -> Config:
     """A run's config.json as a Config (settings it does not know are left out); a ValueError for anything
     that is not a JSON object."""
@@ -1144,7 +1151,7 @@ def config_from_json(text: str) -> Config:
     if not isinstance(data, dict):
         raise ValueError(f"a config is a JSON object of settings, not a {type(data).__name__}")
     known = {f.name for f in dataclasses.fields(Config)}
-    return Config(**{k: v for k, v in data.items() if k in known})
+    return Config(**{k: v for k, v in no_game_beside_env(data).items() if k in known})
 
 
 def command(name: str) -> str:

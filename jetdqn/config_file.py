@@ -10,7 +10,7 @@ import dataclasses
 import json
 from typing import Any
 
-from .config import Config, ConfigError, other_library_names
+from .config import Config, ConfigError, no_game_beside_env, other_library_names
 RUN_ONLY = ("run_dir", "resume", "overwrite")   # where and how a run starts: never taken from a run's record
 ONE_RUN = ("resume", "overwrite")   # how one command starts its run: a file would apply them to every run
 
@@ -134,9 +134,8 @@ def settings_from_file(path) -> dict[str, Any]:
         raise ConfigError(f"--config {path}: unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
                           f"{other_library_names(unknown)}; the names are those of the flags (python -m jetdqn.train "
                           "--help).")
-    if a_runs_record:   # a gymnasium env's run has no game (one made with a preset's env recorded pong)
-        return {k: None if k == "game" and data.get("env") else v for k, v in data.items()
-                if k in fields and k not in RUN_ONLY}
+    if a_runs_record:
+        return {k: v for k, v in no_game_beside_env(data).items() if k in fields and k not in RUN_ONLY}
     if data.get("game") and data.get("env"):   # the env would win, and the game go unread
         raise ConfigError(f"--config {path} gives both game ({data['game']}, an ALE game) and env ({data['env']}, a "
                           "gymnasium env): keep one.")

@@ -20,7 +20,8 @@ import shutil
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from .config import Config, ConfigError, config_from_json, game_key, make_config, typed_setting, unread_reset
+from .config import (Config, ConfigError, config_from_json, game_key, make_config, no_game_beside_env,
+                     typed_setting, unread_reset)
 from .disk import first_broken_link, in_the_way, what_to_do, why_not_written
 from .presets import PRESETS
 
@@ -416,8 +417,6 @@ def config_for_resume(explicit: dict) -> dict:
             saved = config_from_json(json.dumps(load(run_dir / "checkpoints" / "latest.pt")["config"])).to_dict()
     except (ValueError, TypeError, KeyError):
         raise ConfigError(f"{path} is not a readable jetdqn config; fix or remove it.") from None
-    if saved.get("env"):   # a run on a gymnasium env has no game (one made with a preset's env recorded pong)
-        saved["game"] = None
     # compared as settings: the API's and a --config file's "auto" is the flag's 0
     asked = {k: typed_setting(k, explicit[k]) for k in (*FIXED_ON_RESUME, *FIXED_WITH_SAVED_REPLAY,
                                                          "checkpoint_replay") if k in explicit}
@@ -501,8 +500,8 @@ def record_segment(run_dir: Path, cfg: Config, step: int, wall_s: float, replay:
         except (OSError, ValueError):
             before = {}
         now = json.loads(json.dumps(cfg.to_dict(), default=str))
-        if isinstance(before, dict) and before.get("env"):   # no change: a gymnasium env's run has no game, and
-            before["game"] = None                            # one made with a preset's env recorded pong
+        if isinstance(before, dict):   # a preset env's recorded game is no setting this resume changed
+            before = no_game_beside_env(before)
         changed = {k: [before[k], v] for k, v in now.items()
                    if k in before and k not in NOT_A_CHANGE and before[k] != v}
     record = {"step": int(step), "wall_s": round(float(wall_s), 3),
